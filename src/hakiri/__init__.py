@@ -1,0 +1,3 @@
+"""hakiri: declarative, manifest-driven data pipelines on PySpark."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""The command line: Typer sub-apps per noun. Parse, call one service, render; no logic here."""

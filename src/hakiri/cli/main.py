@@ -1,0 +1,80 @@
+"""`hakiri`: the root command, global flags, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from hakiri import __version__
+from hakiri.cli import pipeline, project, schema
+from hakiri.cli.render import err, error
+from hakiri.errors import HakiriError
+
+_debug = {"on": os.environ.get("HAKIRI_DEBUG") == "1"}
+
+
+class _HakiriGroup(TyperGroup):
+    """Turns every error into one line plus a hint and exit code 1; tracebacks only with --debug."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HakiriError as exc:
+            if _debug["on"]:
+                traceback.print_exc()
+            error(exc)
+            raise SystemExit(exc.exit_code) from None
+        except Exception as exc:
+            # Usage errors, --help and typer.Exit belong to the CLI framework (click,
+            # vendored by newer typer releases): let it render them as usual.
+            if type(exc).__module__.split(".")[0] in ("click", "typer"):
+                raise
+            # Anything else is a bug: still one line, never a bare traceback.
+            if _debug["on"]:
+                traceback.print_exc()
+            err.print(f"[red]error:[/red] internal error: {type(exc).__name__}: {exc}")
+            err.print("  [dim]hint:[/dim] rerun with --debug for the traceback, and please report it")
+            raise SystemExit(1) from None
+
+
+app = typer.Typer(
+    cls=_HakiriGroup,
+    name="hakiri",
+    help="Declarative data pipelines on PySpark: validate, plan, apply, serve.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"hakiri {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    _debug["on"] = _debug["on"] or debug
+
+
+app.command("init")(project.init)
+app.command("validate")(project.validate)
+app.add_typer(schema.app, name="schema", help="Export or check the JSON Schemas of the manifests.")
+app.add_typer(pipeline.app, name="pipeline", help="Create, convert and edit pipeline manifests.")
+
+
+def main() -> None:
+    app(prog_name="hakiri")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Output helpers shared by the commands: JSON on stdout, human text on stderr.
+
+rich honours NO_COLOR, and colour/markup is dropped when stderr is not a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from hakiri.errors import Diagnostic, HakiriError, ManifestError
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+ProjectDir = Annotated[
+    Path,
+    typer.Option("--project", "-p", envvar="HAKIRI_PROJECT_DIR", help="Project directory (holds hakiri.toml).",
+                 file_okay=False, show_default=False),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout instead of text.")]
+
+
+def emit_json(document: Any) -> None:
+    typer.echo(json.dumps(document, indent=2, default=str))
+
+
+def diagnostic(d: Diagnostic) -> None:
+    style = "red" if d.severity == "error" else "yellow"
+    where = f" ({d.where})" if d.where else ""
+    err.print(f"[{style}]{d.severity}:[/{style}] {escape(d.message)}{escape(where)}")
+    if d.hint:
+        err.print(f"  [dim]hint:[/dim] {escape(d.hint)}")
+
+
+def error(exc: HakiriError) -> None:
+    if isinstance(exc, ManifestError):
+        for d in exc.diagnostics:
+            diagnostic(d)
+    err.print(f"[red]error:[/red] {escape(exc.reason)}")
+    if exc.hint:
+        err.print(f"  [dim]hint:[/dim] {escape(exc.hint)}")
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)

@@ -1,0 +1,97 @@
+"""The one exception tree of hakiri.
+
+    HakiriError                 reason + hint + exit code; the CLI prints these as one line each
+    ├── ManifestError           a project or pipeline manifest is invalid (carries Diagnostics)
+    ├── ProjectNotFound         no hakiri.toml where we looked
+    ├── PipelineNotFound        an id that no manifest defines
+    ├── EditError               a pipeline create/convert/edit request that cannot be carried out
+    └── SparkSetupError         no usable Spark/JDBC setup (e.g. no PostgreSQL JDBC jar)
+
+Every user-facing failure is a HakiriError. Anything else reaching the CLI is a
+bug; the CLI still prints it as one line and shows the traceback only with --debug.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "Diagnostic",
+    "EditError",
+    "HakiriError",
+    "ManifestError",
+    "PipelineNotFound",
+    "ProjectNotFound",
+    "SparkSetupError",
+]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem (or warning) found in a manifest, pinned to a file, line and key path."""
+
+    message: str
+    file: Path | None = None
+    line: int | None = None
+    path: str = ""
+    hint: str | None = None
+    severity: str = "error"  # "error" | "warning"
+
+    @property
+    def where(self) -> str:
+        if self.file is None:
+            return self.path
+        loc = f"{self.file}:{self.line}" if self.line else str(self.file)
+        return f"{loc} at {self.path}" if self.path else loc
+
+    def render(self) -> str:
+        text = f"{self.severity}: {self.message} ({self.where})" if self.where else f"{self.severity}: {self.message}"
+        return f"{text}\n  hint: {self.hint}" if self.hint else text
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "severity": self.severity,
+            "message": self.message,
+            "file": str(self.file) if self.file else None,
+            "line": self.line,
+            "path": self.path,
+            "hint": self.hint,
+        }
+
+
+class HakiriError(Exception):
+    """Base of every error a user can cause. `reason` is one line; `hint` says what to do."""
+
+    exit_code = 1
+
+    def __init__(self, reason: str, hint: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.hint = hint
+
+
+class ManifestError(HakiriError):
+    """The manifests have one or more errors; each is a Diagnostic with file:line."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        errors = [d for d in diagnostics if d.severity == "error"]
+        noun = "problem" if len(errors) == 1 else "problems"
+        super().__init__(f"{len(errors)} {noun} in the project manifests", "fix the lines above, then run `hakiri validate`")
+        self.diagnostics = diagnostics
+
+
+class ProjectNotFound(HakiriError):
+    pass
+
+
+class PipelineNotFound(HakiriError):
+    pass
+
+
+class EditError(HakiriError):
+    pass
+
+
+class SparkSetupError(HakiriError):
+    pass

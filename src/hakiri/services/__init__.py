@@ -1,0 +1,1 @@
+"""One module per use case; the CLI and the server call these and only render results."""

@@ -1,0 +1,288 @@
+"""Load a project: hakiri.toml, pipelines/*.toml and pipelines/*.json -> validated models.
+
+Order for every document: parse (syntax errors with line) -> JSON Schema (errors
+carry key paths, mapped to lines) -> pydantic models (rules the schema cannot
+express) -> project-wide checks (duplicate ids, named connections, ${VAR}s).
+Every problem in every file is collected before anything is raised, so one
+`hakiri validate` shows them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from hakiri.errors import Diagnostic, ManifestError, ProjectNotFound
+from hakiri.spec.diagnostics import SchemaChecker, format_path, model_diagnostics
+from hakiri.spec.interpolate import references
+from hakiri.spec.locate import KeyPath, LineIndex, index_json, index_toml
+from hakiri.spec.pipeline import PipelineSpec, PostgresDestination, PostgresSource
+from hakiri.spec.project import ProjectFile
+from hakiri.spec.rules import lint_pipeline
+from hakiri.spec.schema_export import pipeline_schema, project_schema
+
+PROJECT_FILE = "hakiri.toml"
+PIPELINES_DIR = "pipelines"
+
+
+class ManifestFormat(StrEnum):
+    TOML_INLINE = "toml-inline"  # a [[pipeline]] block in hakiri.toml
+    TOML = "toml"  # pipelines/<id>.toml
+    JSON = "json"  # pipelines/<id>.json
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a pipeline is defined."""
+
+    file: Path
+    line: int | None
+    format: ManifestFormat
+    index: int | None = None  # position among hakiri.toml's [[pipeline]] blocks
+
+    def __str__(self) -> str:
+        return f"{display_path(self.file)}:{self.line or 1}"
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    settings: ProjectFile  # project-level settings; pipelines are in `pipelines`
+    pipelines: dict[str, PipelineSpec]
+    origins: dict[str, Origin]
+    documents: dict[str, dict[str, Any]]  # raw, unexpanded document of each pipeline
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+
+def display_path(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+@cache
+def _project_checker() -> SchemaChecker:
+    return SchemaChecker(project_schema())
+
+
+@cache
+def _pipeline_checker() -> SchemaChecker:
+    return SchemaChecker(pipeline_schema())
+
+
+@dataclass
+class _Document:
+    file: Path
+    data: Any
+    index: LineIndex
+    format: ManifestFormat
+    base: KeyPath = ()  # key path of this pipeline inside its file
+    position: int | None = None
+
+
+class _Loader:
+    def __init__(self, root: Path, env: Mapping[str, str], overrides: Mapping[Path, str | None]) -> None:
+        self.root = root
+        self.env = env
+        self.overrides = {p.resolve(): t for p, t in overrides.items()}
+        self.diagnostics: list[Diagnostic] = []
+        self.doc_of: dict[str, _Document] = {}
+
+    # -------------------------------------------------------------- reading
+
+    def read(self, path: Path) -> str | None:
+        resolved = path.resolve()
+        if resolved in self.overrides:
+            return self.overrides[resolved]
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    def pipeline_files(self) -> list[Path]:
+        directory = (self.root / PIPELINES_DIR).resolve()
+        found = {p.resolve() for p in directory.glob("*") if p.suffix in (".toml", ".json")}
+        found |= {p for p in self.overrides if p.parent == directory and p.suffix in (".toml", ".json")}
+        return sorted(p for p in found if self.read(p) is not None)
+
+    def error(self, message: str, file: Path, line: int | None, path: KeyPath = (), hint: str | None = None) -> None:
+        self.diagnostics.append(
+            Diagnostic(message=message, file=Path(display_path(file)), line=line, path=format_path(path) if path else "", hint=hint)
+        )
+
+    def parse(self, file: Path, text: str) -> tuple[Any, LineIndex] | None:
+        if file.suffix == ".json":
+            try:
+                return json.loads(text), index_json(text)
+            except json.JSONDecodeError as exc:
+                self.error(f"invalid JSON: {exc.msg}", file, exc.lineno, hint="fix the syntax; JSON allows no comments or trailing commas")
+                return None
+        try:
+            return tomllib.loads(text), index_toml(text)
+        except tomllib.TOMLDecodeError as exc:
+            match = re.search(r"\(at line (\d+)", str(exc))
+            self.error(f"invalid TOML: {str(exc).split(' (at line')[0]}", file, int(match.group(1)) if match else None,
+                       hint="fix the syntax (strings need quotes; tables are [name])")
+            return None
+
+    # -------------------------------------------------------------- checking
+
+    def check_document(self, checker: SchemaChecker, model: type, doc: _Document, data: Any) -> Any:
+        """Schema first (errors with key paths), then the model for what the schema cannot say.
+
+        The model runs even when the schema found problems, so one pass reports
+        e.g. a bad cron expression beside an unknown key; its findings at paths
+        the schema already reported are dropped as duplicates.
+        """
+        found = checker.check(data, doc.file, doc.index, doc.base)
+        self.diagnostics.extend(_relative(d) for d in found)
+        try:
+            parsed = model.model_validate(data)
+        except ValidationError as exc:
+            reported = [d.path for d in found]
+            self.diagnostics.extend(
+                _relative(d)
+                for d in model_diagnostics(exc, data, doc.file, doc.index, doc.base)
+                if not any(_overlaps(d.path, seen) for seen in reported)
+            )
+            return None
+        return None if found else parsed
+
+    def check_variables(self, doc: _Document) -> None:
+        for ref in references(doc.data):
+            if ref.variable not in self.env and not ref.has_default:
+                path = (*doc.base, *ref.path)
+                self.error(f"environment variable `{ref.variable}` is not set", doc.file, doc.index.line_of(path), path,
+                           hint=f"export {ref.variable}=..., or give a default: ${{{ref.variable}:-value}}")
+
+    # -------------------------------------------------------------- the whole project
+
+    def load(self) -> Project:
+        project_path = self.root / PROJECT_FILE
+        text = self.read(project_path)
+        if text is None:
+            raise ProjectNotFound(
+                f"no {PROJECT_FILE} in {display_path(self.root)}",
+                "run `hakiri init` to create a project, or pass --project DIR",
+            )
+        parsed = self.parse(project_path, text)
+        settings = None
+        docs: list[_Document] = []
+        if parsed is not None:
+            data, index = parsed
+            root_doc = _Document(project_path, data, index, ManifestFormat.TOML_INLINE)
+            self.check_variables(root_doc)
+            inline = data.get("pipeline") if isinstance(data, dict) else None
+            settings_data = data
+            if isinstance(inline, list) and all(isinstance(p, dict) for p in inline):
+                settings_data = {k: v for k, v in data.items() if k != "pipeline"}
+                docs += [
+                    _Document(project_path, p, index, ManifestFormat.TOML_INLINE, ("pipeline", i), i)
+                    for i, p in enumerate(inline)
+                ]
+            settings = self.check_document(_project_checker(), ProjectFile, root_doc, settings_data)
+
+        for file in self.pipeline_files():
+            parsed = self.parse(file, self.read(file) or "")
+            if parsed is not None:
+                data, index = parsed
+                fmt = ManifestFormat.JSON if file.suffix == ".json" else ManifestFormat.TOML
+                docs.append(_Document(file, data, index, fmt))
+
+        pipelines, origins, documents = self.load_pipelines(docs)
+        if settings is not None:
+            self.check_connections(settings, pipelines)
+
+        errors = [d for d in self.diagnostics if d.severity == "error"]
+        warnings = [d for d in self.diagnostics if d.severity == "warning"]
+        if errors or settings is None:
+            project_first = str(Path(display_path(project_path)))
+            raise ManifestError(sorted(
+                self.diagnostics, key=lambda d: (str(d.file) != project_first, str(d.file), d.line or 0)))
+        return Project(self.root, settings, pipelines, origins, documents, warnings)
+
+    def load_pipelines(self, docs: list[_Document]) -> tuple[dict[str, PipelineSpec], dict[str, Origin], dict[str, dict[str, Any]]]:
+        pipelines: dict[str, PipelineSpec] = {}
+        origins: dict[str, Origin] = {}
+        documents: dict[str, dict[str, Any]] = {}
+        first_seen: dict[str, Origin] = {}
+        for doc in docs:
+            data = doc.data
+            if isinstance(data, dict) and doc.format is ManifestFormat.JSON:
+                data = {k: v for k, v in data.items() if k != "$schema"}
+            origin = Origin(doc.file, doc.index.line_of(doc.base) or 1, doc.format, doc.position)
+            pid = data.get("id") if isinstance(data, dict) else None
+            if isinstance(pid, str):
+                if pid in first_seen:
+                    self.error(
+                        f"pipeline `{pid}` defined in two places: {first_seen[pid]} and {origin}",
+                        doc.file, doc.index.line_of((*doc.base, "id")), (*doc.base, "id"),
+                        hint=f"keep one source of truth; run `hakiri pipeline convert {pid} --to json` (or --to toml) to move it",
+                    )
+                    continue
+                first_seen[pid] = origin
+            if doc.format is not ManifestFormat.TOML_INLINE:
+                self.check_variables(doc)
+            spec = self.check_document(_pipeline_checker(), PipelineSpec, doc, data)
+            if spec is None:
+                continue
+            pipelines[spec.id] = spec
+            origins[spec.id] = origin
+            documents[spec.id] = data
+            self.doc_of[spec.id] = doc
+            for finding in lint_pipeline(spec):
+                path = (*doc.base, *finding.path)
+                self.diagnostics.append(Diagnostic(
+                    message=finding.message, file=Path(display_path(doc.file)), line=doc.index.line_of(path),
+                    path=format_path(path), hint=finding.hint, severity="warning"))
+        return pipelines, origins, documents
+
+    def check_connections(self, settings: ProjectFile, pipelines: dict[str, PipelineSpec]) -> None:
+        known = sorted(settings.connections)
+        default = settings.context.default_destination
+        if default != "context" and default not in settings.connections:
+            self.error(f"default_destination `{default}` is neither 'context' nor a connection",
+                       self.root / PROJECT_FILE, None, ("context", "default_destination"),
+                       hint=f"define [connections.{default}] or use 'context'")
+        for pid, spec in pipelines.items():
+            for part in ("source", "destination"):
+                endpoint = getattr(spec, part)
+                if not isinstance(endpoint, PostgresSource | PostgresDestination):
+                    continue
+                name = endpoint.config.connection
+                if name is not None and name not in settings.connections:
+                    doc = self.doc_of[pid]
+                    path = (*doc.base, part, "config", "connection")
+                    hint = f"define [connections.{name}] in hakiri.toml" + (f" (defined: {', '.join(known)})" if known else "")
+                    self.error(f"unknown connection `{name}`", doc.file, doc.index.line_of(path), path, hint=hint)
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """True when one key path is the other or lies inside it ('load' and 'load.mode')."""
+    return a == b or a.startswith((b + ".", b + "[")) or b.startswith((a + ".", a + "["))
+
+
+def _relative(diagnostic: Diagnostic) -> Diagnostic:
+    if diagnostic.file is None:
+        return diagnostic
+    return Diagnostic(diagnostic.message, Path(display_path(diagnostic.file)), diagnostic.line, diagnostic.path,
+                      diagnostic.hint, diagnostic.severity)
+
+
+def load_project(root: Path, env: Mapping[str, str] | None = None,
+                 overrides: Mapping[Path, str | None] | None = None) -> Project:
+    """Load and validate every manifest under `root`.
+
+    `overrides` maps file paths to replacement text (None = file removed); edits
+    use it to validate a change before writing anything to disk.
+    Raises ProjectNotFound or ManifestError (with every problem found).
+    """
+    return _Loader(root.resolve(), os.environ if env is None else env, overrides or {}).load()

@@ -1,0 +1,70 @@
+"""hakiri.toml: project settings, named connections and inline pipelines."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, model_validator
+
+from hakiri.spec.base import SpecModel
+from hakiri.spec.pipeline import PipelineSpec
+
+
+class ProjectMeta(SpecModel):
+    name: str = Field(min_length=1)
+    version: str = "0.1.0"
+
+
+class CatalogSettings(SpecModel):
+    url: str | None = Field(
+        None,
+        description="SQLAlchemy-style URL of the control-plane catalog; default sqlite at .hakiri/state.sqlite. "
+        "HAKIRI_CATALOG_URL overrides it.",
+    )
+
+
+class ContextSettings(SpecModel):
+    path: str = Field(".hakiri/context", description="Where the local Delta Lake context store lives.")
+    default_destination: str = Field(
+        "context", description="'context', or the name of a connection, for pipelines that name no destination."
+    )
+
+
+class SparkSettings(SpecModel):
+    master: str = Field("local[*]", description="Any spark.master URL: local[*], spark://host:7077, k8s://..., yarn.")
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict, description="Extra Spark configuration.")
+    jars: list[str] = Field(default_factory=list, description="Jars for Spark, e.g. the PostgreSQL JDBC driver.")
+
+
+class PostgresConnection(SpecModel):
+    """A named PostgreSQL connection: a URL, or host/port/database/user/password."""
+
+    type: Literal["postgres"]
+    url: str | None = None
+    host: str | None = None
+    port: int = Field(5432, ge=1, le=65535)
+    database: str | None = None
+    user: str | None = None
+    password: str | None = Field(None, description="Use ${VAR}; never write a password into a manifest.")
+
+    @model_validator(mode="after")
+    def _url_or_parts(self) -> Self:
+        if self.url is None and (self.host is None or self.database is None):
+            raise ValueError("a postgres connection needs `url`, or `host` and `database`")
+        if self.url is not None and (self.host is not None or self.database is not None):
+            raise ValueError("give either `url` or `host`/`database`, not both")
+        return self
+
+
+Connection = Annotated[PostgresConnection, Field(discriminator="type")]
+
+
+class ProjectFile(SpecModel):
+    """The whole of hakiri.toml."""
+
+    project: ProjectMeta
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    connections: dict[str, Connection] = Field(default_factory=dict)
+    pipeline: list[PipelineSpec] = Field(default_factory=list, description="Inline pipelines ([[pipeline]]).")

@@ -1,0 +1,76 @@
+"""JSON Schemas generated from the models: the contract editors, agents and CI check against.
+
+`schemas/pipeline.json` describes one pipeline file; `schemas/project.json`
+describes hakiri.toml. Both are committed, and a test fails when they drift.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from hakiri.spec.load import REQUIRED_KEYS
+from hakiri.spec.pipeline import PipelineSpec
+from hakiri.spec.project import ProjectFile
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_FILES = ("pipeline.json", "project.json")
+
+
+def _add_load_mode_rules(schema: dict[str, Any]) -> None:
+    # pydantic enforces these in LoadSpec; if/then makes editors flag them too.
+    load = schema["$defs"]["LoadSpec"]
+    load["allOf"] = [
+        {
+            "if": {"properties": {"mode": {"const": mode.value}}, "required": ["mode"]},
+            "then": {"required": [key], "x-message": f"load mode '{mode.value}' requires `{key}`: {why}"},
+        }
+        for mode, (key, why) in REQUIRED_KEYS.items()
+    ]
+
+
+@cache
+def pipeline_schema() -> dict[str, Any]:
+    schema = PipelineSpec.model_json_schema(by_alias=True)
+    _add_load_mode_rules(schema)
+    schema["properties"] = {
+        "$schema": {"type": "string", "description": "Path or URL of this JSON Schema (for editors)."},
+        **schema["properties"],
+    }
+    return {"$schema": DIALECT, "$id": "https://hakiri.dev/schemas/v1/pipeline.json", **schema}
+
+
+@cache
+def project_schema() -> dict[str, Any]:
+    schema = ProjectFile.model_json_schema(by_alias=True)
+    _add_load_mode_rules(schema)
+    return {"$schema": DIALECT, "$id": "https://hakiri.dev/schemas/v1/project.json", **schema}
+
+
+def render_schemas() -> dict[str, str]:
+    """File name -> exact text that belongs in schemas/."""
+    return {
+        name: json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+        for name, schema in (("pipeline.json", pipeline_schema()), ("project.json", project_schema()))
+    }
+
+
+def export_schemas(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in render_schemas().items():
+        target = directory / name
+        target.write_text(text, encoding="utf-8")
+        written.append(target)
+    return written
+
+
+def drifted_schemas(directory: Path) -> list[Path]:
+    """Committed schema files that differ from what the models generate (or are missing)."""
+    return [
+        directory / name
+        for name, text in render_schemas().items()
+        if not (directory / name).is_file() or (directory / name).read_text(encoding="utf-8") != text
+    ]
