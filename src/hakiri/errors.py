@@ -46,7 +46,11 @@ class Diagnostic:
         return f"{loc} at {self.path}" if self.path else loc
 
     def render(self) -> str:
-        text = f"{self.severity}: {self.message} ({self.where})" if self.where else f"{self.severity}: {self.message}"
+        text = (
+            f"{self.severity}: {self.message} ({self.where})"
+            if self.where
+            else f"{self.severity}: {self.message}"
+        )
         return f"{text}\n  hint: {self.hint}" if self.hint else text
 
     def to_json(self) -> dict[str, object]:
@@ -77,7 +81,10 @@ class ManifestError(HakiriError):
     def __init__(self, diagnostics: list[Diagnostic]) -> None:
         errors = [d for d in diagnostics if d.severity == "error"]
         noun = "problem" if len(errors) == 1 else "problems"
-        super().__init__(f"{len(errors)} {noun} in the project manifests", "fix the lines above, then run `hakiri validate`")
+        super().__init__(
+            f"{len(errors)} {noun} in the project manifests",
+            "fix the lines above, then run `hakiri validate`",
+        )
         self.diagnostics = diagnostics
 
 

@@ -38,7 +38,9 @@ class _HakiriGroup(TyperGroup):
             if _debug["on"]:
                 traceback.print_exc()
             err.print(f"[red]error:[/red] internal error: {type(exc).__name__}: {exc}")
-            err.print("  [dim]hint:[/dim] rerun with --debug for the traceback, and please report it")
+            err.print(
+                "  [dim]hint:[/dim] rerun with --debug for the traceback, and please report it"
+            )
             raise SystemExit(1) from None
 
 
@@ -60,7 +62,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
     _debug["on"] = _debug["on"] or debug

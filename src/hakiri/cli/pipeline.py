@@ -23,13 +23,18 @@ class ManifestFormatChoice(StrEnum):
 def _assignment(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise EditError(f"not an assignment: {text!r}", "use --set key.path=value, e.g. --set load.mode=upsert")
+        raise EditError(
+            f"not an assignment: {text!r}", "use --set key.path=value, e.g. --set load.mode=upsert"
+        )
     return key.strip(), value
 
 
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", help="key.path=value (value read as TOML: 4, true, [\"a\"], {k = 1}; else a string). Repeatable."),
+    typer.Option(
+        "--set",
+        help='key.path=value (value read as TOML: 4, true, ["a"], {k = 1}; else a string). Repeatable.',
+    ),
 ]
 
 
@@ -39,22 +44,47 @@ def create(
     project: ProjectDir = Path("."),
     source: Annotated[str, typer.Option(help="Source connector: files or postgres.")] = "files",
     path: Annotated[str | None, typer.Option(help="files: glob of input files.")] = None,
-    file_format: Annotated[str | None, typer.Option("--file-format", help="files: csv, json, jsonl or parquet.")] = None,
-    connection: Annotated[str | None, typer.Option(help="postgres source: named connection.")] = None,
-    table: Annotated[list[str] | None, typer.Option("--table", help="Table to load (repeatable; default: the id).")] = None,
-    destination: Annotated[str | None, typer.Option(help="'context' or a connection name (default: the project's).")] = None,
+    file_format: Annotated[
+        str | None, typer.Option("--file-format", help="files: csv, json, jsonl or parquet.")
+    ] = None,
+    connection: Annotated[
+        str | None, typer.Option(help="postgres source: named connection.")
+    ] = None,
+    table: Annotated[
+        list[str] | None,
+        typer.Option("--table", help="Table to load (repeatable; default: the id)."),
+    ] = None,
+    destination: Annotated[
+        str | None, typer.Option(help="'context' or a connection name (default: the project's).")
+    ] = None,
     mode: Annotated[str | None, typer.Option(help="Load mode.")] = None,
-    upsert_key: Annotated[list[str] | None, typer.Option("--upsert-key", help="Key column (repeatable).")] = None,
-    watermark_column: Annotated[str | None, typer.Option(help="incremental_watermark column.")] = None,
+    upsert_key: Annotated[
+        list[str] | None, typer.Option("--upsert-key", help="Key column (repeatable).")
+    ] = None,
+    watermark_column: Annotated[
+        str | None, typer.Option(help="incremental_watermark column.")
+    ] = None,
     schedule: Annotated[str | None, typer.Option(help="Cron expression or 'every 15m'.")] = None,
-    fmt: Annotated[ManifestFormatChoice, typer.Option("--format", help="json: pipelines/ID.json; toml: append to hakiri.toml.")] = ManifestFormatChoice.json,
+    fmt: Annotated[
+        ManifestFormatChoice,
+        typer.Option("--format", help="json: pipelines/ID.json; toml: append to hakiri.toml."),
+    ] = ManifestFormatChoice.json,
     sets: SetOption = None,
 ) -> None:
     """Add a pipeline (validated before anything is written)."""
     document = pipelines.new_pipeline_document(
-        pipeline_id, source=source, path=path, file_format=file_format, connection=connection, tables=table or [],
-        destination=destination, mode=mode, upsert_key=upsert_key or [], watermark_column=watermark_column,
-        schedule=schedule, sets=[_assignment(s) for s in sets or []],
+        pipeline_id,
+        source=source,
+        path=path,
+        file_format=file_format,
+        connection=connection,
+        tables=table or [],
+        destination=destination,
+        mode=mode,
+        upsert_key=upsert_key or [],
+        watermark_column=watermark_column,
+        schedule=schedule,
+        sets=[_assignment(s) for s in sets or []],
     )
     err.print(escape(pipelines.create(project, document, fmt.value).summary))
 
@@ -74,7 +104,9 @@ def edit(
     pipeline_id: Annotated[str, typer.Argument(metavar="ID")],
     project: ProjectDir = Path("."),
     sets: SetOption = None,
-    unset: Annotated[list[str] | None, typer.Option("--unset", help="key.path to remove. Repeatable.")] = None,
+    unset: Annotated[
+        list[str] | None, typer.Option("--unset", help="key.path to remove. Repeatable.")
+    ] = None,
 ) -> None:
     """Change keys of a pipeline in place; TOML comments and key order are kept."""
     if not sets and not unset:

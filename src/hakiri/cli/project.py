@@ -15,8 +15,12 @@ from hakiri.spec.loader import display_path
 
 
 def init(
-    directory: Annotated[Path, typer.Argument(help="Where to create the project.", file_okay=False)] = Path("."),
-    name: Annotated[str | None, typer.Option(help="Project name (default: the directory's name).")] = None,
+    directory: Annotated[
+        Path, typer.Argument(help="Where to create the project.", file_okay=False)
+    ] = Path("."),
+    name: Annotated[
+        str | None, typer.Option(help="Project name (default: the directory's name).")
+    ] = None,
 ) -> None:
     """Scaffold a working project: hakiri.toml, a sample pipeline and data, .gitignore."""
     written = init_service.init_project(directory, name)
@@ -31,16 +35,32 @@ def validate(project: ProjectDir = Path("."), as_json: JsonFlag = False) -> None
         loaded = validate_service.validate_project(project)
     except ManifestError as exc:
         if as_json:
-            emit_json({"valid": False, "pipelines": [], "diagnostics": [d.to_json() for d in exc.diagnostics]})
+            emit_json(
+                {
+                    "valid": False,
+                    "pipelines": [],
+                    "diagnostics": [d.to_json() for d in exc.diagnostics],
+                }
+            )
             raise typer.Exit(1) from None
         raise
     pipelines = validate_service.describe_pipelines(loaded)
     if as_json:
-        emit_json({"valid": True, "pipelines": pipelines, "diagnostics": [d.to_json() for d in loaded.warnings]})
+        emit_json(
+            {
+                "valid": True,
+                "pipelines": pipelines,
+                "diagnostics": [d.to_json() for d in loaded.warnings],
+            }
+        )
         return
     for warning in loaded.warnings:
         diagnostic(warning)
     for row in pipelines:
-        err.print(f"  {row['id']:<24} {row['source']} -> {row['destination']} ({row['mode']})  {row['file']}:{row['line']}")
+        err.print(
+            f"  {row['id']:<24} {row['source']} -> {row['destination']} ({row['mode']})  {row['file']}:{row['line']}"
+        )
     noun = "pipeline" if len(pipelines) == 1 else "pipelines"
-    err.print(f"[green]ok:[/green] {len(pipelines)} {noun} valid in {escape(display_path(loaded.root / 'hakiri.toml'))}")
+    err.print(
+        f"[green]ok:[/green] {len(pipelines)} {noun} valid in {escape(display_path(loaded.root / 'hakiri.toml'))}"
+    )

@@ -18,10 +18,18 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 ProjectDir = Annotated[
     Path,
-    typer.Option("--project", "-p", envvar="HAKIRI_PROJECT_DIR", help="Project directory (holds hakiri.toml).",
-                 file_okay=False, show_default=False),
+    typer.Option(
+        "--project",
+        "-p",
+        envvar="HAKIRI_PROJECT_DIR",
+        help="Project directory (holds hakiri.toml).",
+        file_okay=False,
+        show_default=False,
+    ),
 ]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout instead of text.")]
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print a JSON document on stdout instead of text.")
+]
 
 
 def emit_json(document: Any) -> None:

@@ -18,8 +18,13 @@ app = typer.Typer(no_args_is_help=True)
 @app.command("export")
 def export(
     project: ProjectDir = Path("."),
-    out: Annotated[Path | None, typer.Option(help="Directory to write to (default: <project>/schemas).")] = None,
-    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if the files differ from the models.")] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="Directory to write to (default: <project>/schemas).")
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Write nothing; exit 1 if the files differ from the models."),
+    ] = False,
 ) -> None:
     """Write schemas/pipeline.json and schemas/project.json from the manifest models."""
     directory = out or project / "schemas"
@@ -30,7 +35,9 @@ def export(
                 f"JSON Schema out of date: {', '.join(display_path(p) for p in drifted)}",
                 "run `hakiri schema export` and commit the result",
             )
-        err.print(f"[green]ok:[/green] schemas in {escape(display_path(directory))} match the models")
+        err.print(
+            f"[green]ok:[/green] schemas in {escape(display_path(directory))} match the models"
+        )
         return
     for path in schemas.export(directory):
         err.print(f"wrote {escape(display_path(path))}")

@@ -49,8 +49,15 @@ def init_project(directory: Path, name: str | None = None) -> list[Path]:
     """Create the project files in `directory`; refuses to overwrite an existing project."""
     directory.mkdir(parents=True, exist_ok=True)
     if (directory / PROJECT_FILE).exists():
-        raise EditError(f"{display_path(directory / PROJECT_FILE)} already exists", "run init in an empty directory")
-    project_name = name or re.sub(r"[^a-z0-9_-]+", "-", directory.resolve().name.lower()).strip("-") or "hakiri-project"
+        raise EditError(
+            f"{display_path(directory / PROJECT_FILE)} already exists",
+            "run init in an empty directory",
+        )
+    project_name = (
+        name
+        or re.sub(r"[^a-z0-9_-]+", "-", directory.resolve().name.lower()).strip("-")
+        or "hakiri-project"
+    )
     pipeline = {
         "id": "users",
         "description": "Sample users from a CSV file into the local context store.",

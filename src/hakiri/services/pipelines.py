@@ -40,7 +40,10 @@ def new_pipeline_document(
             config["format"] = file_format
     else:
         config = {"connection": connection} if connection else {}
-    document: dict[str, Any] = {"id": pipeline_id, "source": {"connector": source, "config": config}}
+    document: dict[str, Any] = {
+        "id": pipeline_id,
+        "source": {"connector": source, "config": config},
+    }
     document["tables"] = tables or [pipeline_id]
     if destination == "context":
         document["destination"] = {"connector": "context"}

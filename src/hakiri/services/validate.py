@@ -18,7 +18,11 @@ def describe_pipelines(project: Project) -> list[dict[str, Any]]:
     rows = []
     for pid, spec in sorted(project.pipelines.items()):
         origin = project.origins[pid]
-        destination = spec.destination.connector if spec.destination else project.settings.context.default_destination
+        destination = (
+            spec.destination.connector
+            if spec.destination
+            else project.settings.context.default_destination
+        )
         rows.append(
             {
                 "id": pid,

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+
 # Unknown keys are errors everywhere: a typo must never be silently ignored.
 class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)

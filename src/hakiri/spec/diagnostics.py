@@ -54,7 +54,9 @@ class SchemaChecker:
     def __init__(self, schema: dict[str, Any]) -> None:
         self._validator = Draft202012Validator(schema)
 
-    def check(self, document: Any, file: Path, index: LineIndex, base: KeyPath = ()) -> list[Diagnostic]:
+    def check(
+        self, document: Any, file: Path, index: LineIndex, base: KeyPath = ()
+    ) -> list[Diagnostic]:
         found: list[Diagnostic] = []
         seen: set[tuple[str, str]] = set()
         for error in self._validator.iter_errors(document):
@@ -65,7 +67,13 @@ class SchemaChecker:
                     continue
                 seen.add(key)
                 found.append(
-                    Diagnostic(message=message, file=file, line=index.line_of(full), path=format_path(full), hint=hint)
+                    Diagnostic(
+                        message=message,
+                        file=file,
+                        line=index.line_of(full),
+                        path=format_path(full),
+                        hint=hint,
+                    )
                 )
         return sorted(found, key=lambda d: (d.line or 0, d.path))
 
@@ -117,18 +125,28 @@ def _explain(error: SchemaError) -> Iterator[tuple[KeyPath, str, str | None]]:
         options = error.validator_value if error.validator == "enum" else [error.validator_value]
         shown = ", ".join(json.dumps(o) for o in options)
         close = _closest(str(instance), [str(o) for o in options])
-        yield path, f"expected one of {shown}, got {_describe(instance)}", (f"did you mean {json.dumps(close)}?" if close else None)
+        yield (
+            path,
+            f"expected one of {shown}, got {_describe(instance)}",
+            (f"did you mean {json.dumps(close)}?" if close else None),
+        )
         return
 
     if error.validator == "pattern":
         what = schema.get("description") or f"text matching {error.validator_value}"
-        yield path, f"{_describe(instance)} is not valid here: expected {what[0].lower()}{what[1:]}", None
+        yield (
+            path,
+            f"{_describe(instance)} is not valid here: expected {what[0].lower()}{what[1:]}",
+            None,
+        )
         return
 
     yield path, error.message, None
 
 
-def _meant_branch(error: SchemaError, schema: dict[str, Any], instance: Any) -> int | tuple[KeyPath, str, str | None] | None:
+def _meant_branch(
+    error: SchemaError, schema: dict[str, Any], instance: Any
+) -> int | tuple[KeyPath, str, str | None] | None:
     """Which alternative of a union the author meant: by discriminator, else by type."""
     path: KeyPath = tuple(error.absolute_path)
     options = schema.get(error.validator, [])
@@ -137,11 +155,19 @@ def _meant_branch(error: SchemaError, schema: dict[str, Any], instance: Any) -> 
         prop = disc["propertyName"]
         mapping: dict[str, str] = disc.get("mapping", {})
         if prop not in instance:
-            return (*path, prop), f"missing required key `{prop}` (one of {', '.join(mapping)})", None
+            return (
+                (*path, prop),
+                f"missing required key `{prop}` (one of {', '.join(mapping)})",
+                None,
+            )
         value = instance[prop]
         if value not in mapping:
             close = _closest(str(value), mapping)
-            hint = f"did you mean {json.dumps(close)}?" if close else f"supported: {', '.join(mapping)}"
+            hint = (
+                f"did you mean {json.dumps(close)}?"
+                if close
+                else f"supported: {', '.join(mapping)}"
+            )
             return (*path, prop), f"unknown {prop} {json.dumps(value)}", hint
         target = mapping[value]
         for i, option in enumerate(options):
@@ -167,7 +193,9 @@ def _branch_kind(sub: SchemaError) -> str:
 # ------------------------------------------------------------------- pydantic
 
 
-def model_diagnostics(error: ModelError, raw: Any, file: Path, index: LineIndex, base: KeyPath = ()) -> list[Diagnostic]:
+def model_diagnostics(
+    error: ModelError, raw: Any, file: Path, index: LineIndex, base: KeyPath = ()
+) -> list[Diagnostic]:
     """Pydantic errors (the checks JSON Schema cannot express) as Diagnostics."""
     found = []
     for item in error.errors():
@@ -177,8 +205,15 @@ def model_diagnostics(error: ModelError, raw: Any, file: Path, index: LineIndex,
             path = (*path, "mode")
         message = str(item["msg"]).removeprefix("Value error, ")
         full = (*base, *path)
-        found.append(Diagnostic(message=message, file=file, line=index.line_of(full), path=format_path(full),
-                                hint=f"add `{ctx['field']}` to this load section" if "field" in ctx else None))
+        found.append(
+            Diagnostic(
+                message=message,
+                file=file,
+                line=index.line_of(full),
+                path=format_path(full),
+                hint=f"add `{ctx['field']}` to this load section" if "field" in ctx else None,
+            )
+        )
     return found
 
 
@@ -187,10 +222,9 @@ def _real_path(loc: KeyPath, raw: Any) -> KeyPath:
     out: list[str | int] = []
     node = raw
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-            out.append(part)
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        if (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and part < len(node)
+        ):
             node = node[part]
             out.append(part)
         elif isinstance(node, dict) and part in node.values():

@@ -21,7 +21,14 @@ import tomlkit
 from tomlkit.items import InlineTable, Table
 
 from hakiri.errors import Diagnostic, EditError, ManifestError, PipelineNotFound
-from hakiri.spec.loader import PIPELINES_DIR, PROJECT_FILE, ManifestFormat, Origin, display_path, load_project
+from hakiri.spec.loader import (
+    PIPELINES_DIR,
+    PROJECT_FILE,
+    ManifestFormat,
+    Origin,
+    display_path,
+    load_project,
+)
 from hakiri.spec.locate import index_toml
 
 Format = Literal["json", "toml"]
@@ -42,7 +49,9 @@ class Change:
 # ------------------------------------------------------------------ finding definitions
 
 
-def find_definitions(root: Path, overrides: Mapping[Path, str | None] | None = None) -> dict[str, list[Origin]]:
+def find_definitions(
+    root: Path, overrides: Mapping[Path, str | None] | None = None
+) -> dict[str, list[Origin]]:
     """id -> every place it is defined, from syntax alone (works on an invalid project too)."""
     overrides = {p.resolve(): t for p, t in (overrides or {}).items()}
 
@@ -59,12 +68,21 @@ def find_definitions(root: Path, overrides: Mapping[Path, str | None] | None = N
         except tomllib.TOMLDecodeError:
             data = {}
         index = index_toml(project_text)
-        for i, item in enumerate(data.get("pipeline", []) if isinstance(data.get("pipeline"), list) else []):
+        for i, item in enumerate(
+            data.get("pipeline", []) if isinstance(data.get("pipeline"), list) else []
+        ):
             if isinstance(item, dict) and isinstance(item.get("id"), str):
-                origin = Origin(root / PROJECT_FILE, index.line_of(("pipeline", i)), ManifestFormat.TOML_INLINE, i)
+                origin = Origin(
+                    root / PROJECT_FILE,
+                    index.line_of(("pipeline", i)),
+                    ManifestFormat.TOML_INLINE,
+                    i,
+                )
                 found.setdefault(item["id"], []).append(origin)
     directory = root / PIPELINES_DIR
-    candidates = {p.resolve() for p in directory.glob("*")} | {p for p in overrides if p.parent == directory.resolve()}
+    candidates = {p.resolve() for p in directory.glob("*")} | {
+        p for p in overrides if p.parent == directory.resolve()
+    }
     for path in sorted(candidates):
         text = read(path)
         if text is None or path.suffix not in (".toml", ".json"):
@@ -82,7 +100,10 @@ def find_definitions(root: Path, overrides: Mapping[Path, str | None] | None = N
 def _one_definition(root: Path, pipeline_id: str) -> Origin:
     places = find_definitions(root).get(pipeline_id)
     if not places:
-        raise PipelineNotFound(f"no pipeline `{pipeline_id}` in {display_path(root)}", "`hakiri validate` lists the pipelines")
+        raise PipelineNotFound(
+            f"no pipeline `{pipeline_id}` in {display_path(root)}",
+            "`hakiri validate` lists the pipelines",
+        )
     if len(places) > 1:
         raise EditError(
             f"pipeline `{pipeline_id}` is defined in {len(places)} places: {', '.join(map(str, places))}",
@@ -227,22 +248,28 @@ def create_pipeline(root: Path, document: dict[str, Any], fmt: Format = "json") 
         raise EditError("a new pipeline needs an id", "pass the id as the first argument")
     existing = find_definitions(root).get(pipeline_id)
     if existing:
-        raise EditError(f"pipeline `{pipeline_id}` already exists at {existing[0]}",
-                        f"edit it with `hakiri pipeline edit {pipeline_id} --set key=value`")
+        raise EditError(
+            f"pipeline `{pipeline_id}` already exists at {existing[0]}",
+            f"edit it with `hakiri pipeline edit {pipeline_id} --set key=value`",
+        )
     if fmt == "json":
         target = root / PIPELINES_DIR / f"{pipeline_id}.json"
         files: dict[Path, str | None] = {target: render_json(document)}
     else:
         target = root / PROJECT_FILE
         files = {target: _append_to_project(target.read_text(encoding="utf-8"), document)}
-    return apply_change(root, Change(files, f"created pipeline `{pipeline_id}` in {display_path(target)}"))
+    return apply_change(
+        root, Change(files, f"created pipeline `{pipeline_id}` in {display_path(target)}")
+    )
 
 
 def convert_pipeline(root: Path, pipeline_id: str, to: Format) -> Change:
     origin = _one_definition(root, pipeline_id)
     current: Format = "json" if origin.format is ManifestFormat.JSON else "toml"
     if current == to:
-        return Change({}, f"pipeline `{pipeline_id}` is already {to.upper()} ({origin}); nothing to do")
+        return Change(
+            {}, f"pipeline `{pipeline_id}` is already {to.upper()} ({origin}); nothing to do"
+        )
     document = read_pipeline_document(origin)
     files: dict[Path, str | None] = {}
     project_file = root / PROJECT_FILE
@@ -252,14 +279,19 @@ def convert_pipeline(root: Path, pipeline_id: str, to: Format) -> Change:
             raise EditError(f"{display_path(target)} already exists", "move it away first")
         files[target] = render_json(document)
         if origin.format is ManifestFormat.TOML_INLINE:
-            files[project_file] = _remove_from_project(project_file.read_text(encoding="utf-8"), origin.index or 0)
+            files[project_file] = _remove_from_project(
+                project_file.read_text(encoding="utf-8"), origin.index or 0
+            )
         else:
             files[origin.file] = None
     else:
         target = project_file
         files[project_file] = _append_to_project(project_file.read_text(encoding="utf-8"), document)
         files[origin.file] = None
-    return apply_change(root, Change(files, f"moved pipeline `{pipeline_id}` from {origin} to {display_path(target)}"))
+    return apply_change(
+        root,
+        Change(files, f"moved pipeline `{pipeline_id}` from {origin} to {display_path(target)}"),
+    )
 
 
 _PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -270,8 +302,14 @@ def parse_key_path(text: str) -> list[str | int]:
     parts: list[str | int] = []
     for match in _PART.finditer(text):
         parts.append(match.group(1) if match.group(1) is not None else int(match.group(2)))
-    if not parts or "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in parts).lstrip(".") != text:
-        raise EditError(f"not a key path: {text!r}", "use dotted keys with [n] for list items, e.g. load.mode or validate.rules[0].on_fail")
+    if (
+        not parts
+        or "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in parts).lstrip(".") != text
+    ):
+        raise EditError(
+            f"not a key path: {text!r}",
+            "use dotted keys with [n] for list items, e.g. load.mode or validate.rules[0].on_fail",
+        )
     return parts
 
 
@@ -290,7 +328,9 @@ def set_at(container: Any, path: list[str | int], value: Any, make_table: Any) -
             container = container[part]
         except (KeyError, IndexError, TypeError) as exc:
             if isinstance(part, int) or not hasattr(container, "__setitem__"):
-                raise EditError(f"no item at {'.'.join(map(str, path[: i + 1]))}", "check the key path") from exc
+                raise EditError(
+                    f"no item at {'.'.join(map(str, path[: i + 1]))}", "check the key path"
+                ) from exc
             container[part] = make_table(container)
             container = container[part]
     last = path[-1]
@@ -298,10 +338,15 @@ def set_at(container: Any, path: list[str | int], value: Any, make_table: Any) -
         try:
             del container[last]
         except (KeyError, IndexError, TypeError) as exc:
-            raise EditError(f"nothing to unset at {'.'.join(map(str, path))}", "check the key path") from exc
+            raise EditError(
+                f"nothing to unset at {'.'.join(map(str, path))}", "check the key path"
+            ) from exc
     else:
         if isinstance(last, int) and last >= len(container):
-            raise EditError(f"list index {last} is out of range at {'.'.join(map(str, path))}", "append by setting the whole list")
+            raise EditError(
+                f"list index {last} is out of range at {'.'.join(map(str, path))}",
+                "append by setting the whole list",
+            )
         # Plain dict/list: a JSON document. Anything else is a tomlkit container,
         # where new tables should be inline so they stay on the key's line.
         container[last] = value if type(container) in (dict, list) else _inline(value)
@@ -310,13 +355,19 @@ def set_at(container: Any, path: list[str | int], value: Any, make_table: Any) -
 _UNSET = object()
 
 
-def edit_pipeline(root: Path, pipeline_id: str, sets: list[tuple[str, str]], unsets: list[str] | None = None) -> Change:
+def edit_pipeline(
+    root: Path, pipeline_id: str, sets: list[tuple[str, str]], unsets: list[str] | None = None
+) -> Change:
     unsets = unsets or []
     origin = _one_definition(root, pipeline_id)
-    assignments: list[tuple[list[str | int], Any]] = [(parse_key_path(k), parse_value(v)) for k, v in sets]
+    assignments: list[tuple[list[str | int], Any]] = [
+        (parse_key_path(k), parse_value(v)) for k, v in sets
+    ]
     assignments += [(parse_key_path(k), _UNSET) for k in unsets]
     if any(path == ["id"] for path, _ in assignments):
-        raise EditError("the id of a pipeline cannot be edited", "create a new pipeline and remove the old one")
+        raise EditError(
+            "the id of a pipeline cannot be edited", "create a new pipeline and remove the old one"
+        )
     text = origin.file.read_text(encoding="utf-8")
     if origin.format is ManifestFormat.JSON:
         data = json.loads(text)
@@ -327,10 +378,23 @@ def edit_pipeline(root: Path, pipeline_id: str, sets: list[tuple[str, str]], uns
         doc = tomlkit.parse(text)
         node = doc["pipeline"][origin.index] if origin.format is ManifestFormat.TOML_INLINE else doc
         for path, value in assignments:
-            set_at(node, path, value, lambda parent: tomlkit.inline_table() if isinstance(parent, InlineTable) else tomlkit.table())
+            set_at(
+                node,
+                path,
+                value,
+                lambda parent: (
+                    tomlkit.inline_table() if isinstance(parent, InlineTable) else tomlkit.table()
+                ),
+            )
         new_text = tomlkit.dumps(doc)
     shown = ", ".join([f"{k}={v}" for k, v in sets] + [f"-{k}" for k in unsets])
-    return apply_change(root, Change({origin.file: new_text}, f"edited pipeline `{pipeline_id}` in {origin.file.name}: {shown}"))
+    return apply_change(
+        root,
+        Change(
+            {origin.file: new_text},
+            f"edited pipeline `{pipeline_id}` in {origin.file.name}: {shown}",
+        ),
+    )
 
 
 __all__ = [

@@ -11,7 +11,9 @@ from hakiri.spec.base import Name, SpecModel
 
 class SqlHook(SpecModel):
     type: Literal["sql"]
-    statement: str = Field(min_length=1, description="One admin statement (ANALYZE, REFRESH, VACUUM, SET, ...).")
+    statement: str = Field(
+        min_length=1, description="One admin statement (ANALYZE, REFRESH, VACUUM, SET, ...)."
+    )
 
 
 class RefreshMatViewHook(SpecModel):
@@ -22,7 +24,9 @@ class RefreshMatViewHook(SpecModel):
 
 class WebhookHook(SpecModel):
     type: Literal["webhook"]
-    url: str = Field(pattern=r"^https://", description="https URL that receives a POST with the run summary.")
+    url: str = Field(
+        pattern=r"^https://", description="https URL that receives a POST with the run summary."
+    )
     timeout_seconds: float = Field(5.0, gt=0, le=60)
 
 
@@ -40,5 +44,6 @@ Hook = Annotated[
 class HooksSpec(SpecModel):
     pre: list[Hook] = Field(default_factory=list, description="Run before the load.")
     post: list[Hook] = Field(
-        default_factory=list, description="Run only after a successful load (blue_green: before the swap)."
+        default_factory=list,
+        description="Run only after a successful load (blue_green: before the swap).",
     )

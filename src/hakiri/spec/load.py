@@ -42,14 +42,19 @@ class LoadSpec(SpecModel):
 
     mode: LoadMode = Field(LoadMode.APPEND, description="How rows land in the target.")
     upsert_key: Annotated[list[Name], Field(min_length=1)] | None = Field(
-        None, description="Key columns for mode = 'upsert' (also the primary key of an auto-created target)."
+        None,
+        description="Key columns for mode = 'upsert' (also the primary key of an auto-created target).",
     )
     watermark_column: Name | None = Field(
-        None, description="Column whose high-water mark filters rows for mode = 'incremental_watermark'."
+        None,
+        description="Column whose high-water mark filters rows for mode = 'incremental_watermark'.",
     )
-    cdc_source: str | None = Field(None, description="Change stream to mirror for mode = 'cdc_mirror'.")
+    cdc_source: str | None = Field(
+        None, description="Change stream to mirror for mode = 'cdc_mirror'."
+    )
     fail_on_empty_source: bool = Field(
-        True, description="truncate/blue_green abort before any destructive statement when the source produced 0 rows."
+        True,
+        description="truncate/blue_green abort before any destructive statement when the source produced 0 rows.",
     )
     backup_before_load: bool = Field(
         False, description="Snapshot the target into a timestamped table before a destructive load."
@@ -60,7 +65,9 @@ class LoadSpec(SpecModel):
         description="Warn (never fail) when a load's row count is more than this many percent away "
         "from the mean of the last `window_runs` successful runs.",
     )
-    window_runs: int = Field(7, ge=3, le=1000, description="How many past successful runs the anomaly band averages.")
+    window_runs: int = Field(
+        7, ge=3, le=1000, description="How many past successful runs the anomaly band averages."
+    )
 
     @model_validator(mode="after")
     def _mode_requires_its_key(self) -> Self:

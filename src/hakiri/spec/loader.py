@@ -92,7 +92,9 @@ class _Document:
 
 
 class _Loader:
-    def __init__(self, root: Path, env: Mapping[str, str], overrides: Mapping[Path, str | None]) -> None:
+    def __init__(
+        self, root: Path, env: Mapping[str, str], overrides: Mapping[Path, str | None]
+    ) -> None:
         self.root = root
         self.env = env
         self.overrides = {p.resolve(): t for p, t in overrides.items()}
@@ -110,12 +112,27 @@ class _Loader:
     def pipeline_files(self) -> list[Path]:
         directory = (self.root / PIPELINES_DIR).resolve()
         found = {p.resolve() for p in directory.glob("*") if p.suffix in (".toml", ".json")}
-        found |= {p for p in self.overrides if p.parent == directory and p.suffix in (".toml", ".json")}
+        found |= {
+            p for p in self.overrides if p.parent == directory and p.suffix in (".toml", ".json")
+        }
         return sorted(p for p in found if self.read(p) is not None)
 
-    def error(self, message: str, file: Path, line: int | None, path: KeyPath = (), hint: str | None = None) -> None:
+    def error(
+        self,
+        message: str,
+        file: Path,
+        line: int | None,
+        path: KeyPath = (),
+        hint: str | None = None,
+    ) -> None:
         self.diagnostics.append(
-            Diagnostic(message=message, file=Path(display_path(file)), line=line, path=format_path(path) if path else "", hint=hint)
+            Diagnostic(
+                message=message,
+                file=Path(display_path(file)),
+                line=line,
+                path=format_path(path) if path else "",
+                hint=hint,
+            )
         )
 
     def parse(self, file: Path, text: str) -> tuple[Any, LineIndex] | None:
@@ -123,14 +140,23 @@ class _Loader:
             try:
                 return json.loads(text), index_json(text)
             except json.JSONDecodeError as exc:
-                self.error(f"invalid JSON: {exc.msg}", file, exc.lineno, hint="fix the syntax; JSON allows no comments or trailing commas")
+                self.error(
+                    f"invalid JSON: {exc.msg}",
+                    file,
+                    exc.lineno,
+                    hint="fix the syntax; JSON allows no comments or trailing commas",
+                )
                 return None
         try:
             return tomllib.loads(text), index_toml(text)
         except tomllib.TOMLDecodeError as exc:
             match = re.search(r"\(at line (\d+)", str(exc))
-            self.error(f"invalid TOML: {str(exc).split(' (at line')[0]}", file, int(match.group(1)) if match else None,
-                       hint="fix the syntax (strings need quotes; tables are [name])")
+            self.error(
+                f"invalid TOML: {str(exc).split(' (at line')[0]}",
+                file,
+                int(match.group(1)) if match else None,
+                hint="fix the syntax (strings need quotes; tables are [name])",
+            )
             return None
 
     # -------------------------------------------------------------- checking
@@ -160,8 +186,13 @@ class _Loader:
         for ref in references(doc.data):
             if ref.variable not in self.env and not ref.has_default:
                 path = (*doc.base, *ref.path)
-                self.error(f"environment variable `{ref.variable}` is not set", doc.file, doc.index.line_of(path), path,
-                           hint=f"export {ref.variable}=..., or give a default: ${{{ref.variable}:-value}}")
+                self.error(
+                    f"environment variable `{ref.variable}` is not set",
+                    doc.file,
+                    doc.index.line_of(path),
+                    path,
+                    hint=f"export {ref.variable}=..., or give a default: ${{{ref.variable}:-value}}",
+                )
 
     # -------------------------------------------------------------- the whole project
 
@@ -185,7 +216,9 @@ class _Loader:
             if isinstance(inline, list) and all(isinstance(p, dict) for p in inline):
                 settings_data = {k: v for k, v in data.items() if k != "pipeline"}
                 docs += [
-                    _Document(project_path, p, index, ManifestFormat.TOML_INLINE, ("pipeline", i), i)
+                    _Document(
+                        project_path, p, index, ManifestFormat.TOML_INLINE, ("pipeline", i), i
+                    )
                     for i, p in enumerate(inline)
                 ]
             settings = self.check_document(_project_checker(), ProjectFile, root_doc, settings_data)
@@ -205,11 +238,17 @@ class _Loader:
         warnings = [d for d in self.diagnostics if d.severity == "warning"]
         if errors or settings is None:
             project_first = str(Path(display_path(project_path)))
-            raise ManifestError(sorted(
-                self.diagnostics, key=lambda d: (str(d.file) != project_first, str(d.file), d.line or 0)))
+            raise ManifestError(
+                sorted(
+                    self.diagnostics,
+                    key=lambda d: (str(d.file) != project_first, str(d.file), d.line or 0),
+                )
+            )
         return Project(self.root, settings, pipelines, origins, documents, warnings)
 
-    def load_pipelines(self, docs: list[_Document]) -> tuple[dict[str, PipelineSpec], dict[str, Origin], dict[str, dict[str, Any]]]:
+    def load_pipelines(
+        self, docs: list[_Document]
+    ) -> tuple[dict[str, PipelineSpec], dict[str, Origin], dict[str, dict[str, Any]]]:
         pipelines: dict[str, PipelineSpec] = {}
         origins: dict[str, Origin] = {}
         documents: dict[str, dict[str, Any]] = {}
@@ -224,7 +263,9 @@ class _Loader:
                 if pid in first_seen:
                     self.error(
                         f"pipeline `{pid}` defined in two places: {first_seen[pid]} and {origin}",
-                        doc.file, doc.index.line_of((*doc.base, "id")), (*doc.base, "id"),
+                        doc.file,
+                        doc.index.line_of((*doc.base, "id")),
+                        (*doc.base, "id"),
                         hint=f"keep one source of truth; run `hakiri pipeline convert {pid} --to json` (or --to toml) to move it",
                     )
                     continue
@@ -240,18 +281,29 @@ class _Loader:
             self.doc_of[spec.id] = doc
             for finding in lint_pipeline(spec):
                 path = (*doc.base, *finding.path)
-                self.diagnostics.append(Diagnostic(
-                    message=finding.message, file=Path(display_path(doc.file)), line=doc.index.line_of(path),
-                    path=format_path(path), hint=finding.hint, severity="warning"))
+                self.diagnostics.append(
+                    Diagnostic(
+                        message=finding.message,
+                        file=Path(display_path(doc.file)),
+                        line=doc.index.line_of(path),
+                        path=format_path(path),
+                        hint=finding.hint,
+                        severity="warning",
+                    )
+                )
         return pipelines, origins, documents
 
     def check_connections(self, settings: ProjectFile, pipelines: dict[str, PipelineSpec]) -> None:
         known = sorted(settings.connections)
         default = settings.context.default_destination
         if default != "context" and default not in settings.connections:
-            self.error(f"default_destination `{default}` is neither 'context' nor a connection",
-                       self.root / PROJECT_FILE, None, ("context", "default_destination"),
-                       hint=f"define [connections.{default}] or use 'context'")
+            self.error(
+                f"default_destination `{default}` is neither 'context' nor a connection",
+                self.root / PROJECT_FILE,
+                None,
+                ("context", "default_destination"),
+                hint=f"define [connections.{default}] or use 'context'",
+            )
         for pid, spec in pipelines.items():
             for part in ("source", "destination"):
                 endpoint = getattr(spec, part)
@@ -261,8 +313,16 @@ class _Loader:
                 if name is not None and name not in settings.connections:
                     doc = self.doc_of[pid]
                     path = (*doc.base, part, "config", "connection")
-                    hint = f"define [connections.{name}] in hakiri.toml" + (f" (defined: {', '.join(known)})" if known else "")
-                    self.error(f"unknown connection `{name}`", doc.file, doc.index.line_of(path), path, hint=hint)
+                    hint = f"define [connections.{name}] in hakiri.toml" + (
+                        f" (defined: {', '.join(known)})" if known else ""
+                    )
+                    self.error(
+                        f"unknown connection `{name}`",
+                        doc.file,
+                        doc.index.line_of(path),
+                        path,
+                        hint=hint,
+                    )
 
 
 def _overlaps(a: str, b: str) -> bool:
@@ -273,12 +333,21 @@ def _overlaps(a: str, b: str) -> bool:
 def _relative(diagnostic: Diagnostic) -> Diagnostic:
     if diagnostic.file is None:
         return diagnostic
-    return Diagnostic(diagnostic.message, Path(display_path(diagnostic.file)), diagnostic.line, diagnostic.path,
-                      diagnostic.hint, diagnostic.severity)
+    return Diagnostic(
+        diagnostic.message,
+        Path(display_path(diagnostic.file)),
+        diagnostic.line,
+        diagnostic.path,
+        diagnostic.hint,
+        diagnostic.severity,
+    )
 
 
-def load_project(root: Path, env: Mapping[str, str] | None = None,
-                 overrides: Mapping[Path, str | None] | None = None) -> Project:
+def load_project(
+    root: Path,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[Path, str | None] | None = None,
+) -> Project:
     """Load and validate every manifest under `root`.
 
     `overrides` maps file paths to replacement text (None = file removed); edits

@@ -18,7 +18,10 @@ from hakiri.spec.transforms import TransformStep
 
 
 class FilesConfig(SpecModel):
-    path: str = Field(min_length=1, description="File or glob, relative to the project directory, e.g. 'data/orders/*.csv'.")
+    path: str = Field(
+        min_length=1,
+        description="File or glob, relative to the project directory, e.g. 'data/orders/*.csv'.",
+    )
     format: Literal["csv", "json", "jsonl", "parquet"] = "csv"
     header: bool = Field(True, description="csv: the first line holds column names.")
     delimiter: str = Field(",", min_length=1, max_length=1)
@@ -27,15 +30,19 @@ class FilesConfig(SpecModel):
         None, description="Declared schema (column -> Spark SQL type); inferred when absent."
     )
     on_malformed: Literal["fail", "drop"] = Field(
-        "fail", description="fail names the file and line of the first bad record; drop skips and counts them."
+        "fail",
+        description="fail names the file and line of the first bad record; drop skips and counts them.",
     )
     on_change: Literal["reload", "ignore", "error"] = Field(
-        "reload", description="What to do when a file already loaded changes content at the same path."
+        "reload",
+        description="What to do when a file already loaded changes content at the same path.",
     )
     on_miss: Literal["ignore", "alert", "fail"] = Field(
         "ignore", description="What to do when the glob matches no file."
     )
-    provenance: bool = Field(False, description="Add _source_file_hash and _hakiri_batch_id columns to the target.")
+    provenance: bool = Field(
+        False, description="Add _source_file_hash and _hakiri_batch_id columns to the target."
+    )
 
 
 class FilesSource(SpecModel):
@@ -46,7 +53,9 @@ class FilesSource(SpecModel):
 class _ConnectionRef(SpecModel):
     """Either a named connection from hakiri.toml or an inline URL (exactly one)."""
 
-    connection: str | None = Field(None, description="Name of a [connections.<name>] entry in hakiri.toml.")
+    connection: str | None = Field(
+        None, description="Name of a [connections.<name>] entry in hakiri.toml."
+    )
     url: str | None = Field(None, description="postgresql:// URL; use ${VAR} for the password.")
 
     @model_validator(mode="after")
@@ -57,7 +66,9 @@ class _ConnectionRef(SpecModel):
 
 
 class PostgresSourceConfig(_ConnectionRef):
-    schema_name: Name = Field("public", alias="schema", description="Schema the source tables live in.")
+    schema_name: Name = Field(
+        "public", alias="schema", description="Schema the source tables live in."
+    )
     fetch_size: int = Field(10_000, ge=1)
     partition_column: Name | None = Field(
         None, description="Numeric/date column used to split reads into parallel partitions."
@@ -76,7 +87,9 @@ SourceSpec = Annotated[FilesSource | PostgresSource, Field(discriminator="connec
 
 
 class ContextDestinationConfig(SpecModel):
-    path: str | None = Field(None, description="Override the context store location for this pipeline.")
+    path: str | None = Field(
+        None, description="Override the context store location for this pipeline."
+    )
 
 
 class ContextDestination(SpecModel):
@@ -85,7 +98,9 @@ class ContextDestination(SpecModel):
 
 
 class PostgresDestinationConfig(_ConnectionRef):
-    schema_name: Name = Field("public", alias="schema", description="Schema the target tables live in.")
+    schema_name: Name = Field(
+        "public", alias="schema", description="Schema the target tables live in."
+    )
     batch_size: int = Field(10_000, ge=1, description="JDBC batch size when staging rows.")
 
 
@@ -94,7 +109,9 @@ class PostgresDestination(SpecModel):
     config: PostgresDestinationConfig
 
 
-DestinationSpec = Annotated[ContextDestination | PostgresDestination, Field(discriminator="connector")]
+DestinationSpec = Annotated[
+    ContextDestination | PostgresDestination, Field(discriminator="connector")
+]
 
 # ---------------------------------------------------------------- tables and cursors
 
@@ -106,12 +123,16 @@ class CursorKind(StrEnum):
 
 class IncrementalSpec(SpecModel):
     column: Name = Field(description="Cursor column: only rows past the stored cursor are read.")
-    kind: CursorKind | None = Field(None, description="timestamp or numeric; discovered from the column type when absent.")
+    kind: CursorKind | None = Field(
+        None, description="timestamp or numeric; discovered from the column type when absent."
+    )
     lag: Duration | None = Field(
-        None, description="timestamp cursors: re-read this far behind the cursor to catch late rows (deduplicated on the key)."
+        None,
+        description="timestamp cursors: re-read this far behind the cursor to catch late rows (deduplicated on the key).",
     )
     on_null_cursor: Literal["include", "skip"] = Field(
-        "include", description="Rows whose cursor value is NULL: load them (include) or ignore them (skip)."
+        "include",
+        description="Rows whose cursor value is NULL: load them (include) or ignore them (skip).",
     )
 
 
@@ -124,25 +145,32 @@ Incremental = Annotated[
 class TableSpec(SpecModel):
     name: Name = Field(description="Source table (or, for files, the logical table name).")
     target: Name | None = Field(None, description="Target table name; defaults to `name`.")
-    path: str | None = Field(None, description="files source: glob for this table, overriding config.path.")
+    path: str | None = Field(
+        None, description="files source: glob for this table, overriding config.path."
+    )
     incremental: Incremental | None = None
 
 
-TableEntry = Annotated[Name | TableSpec, Field(description="A table name, or an object with per-table overrides.")]
+TableEntry = Annotated[
+    Name | TableSpec, Field(description="A table name, or an object with per-table overrides.")
+]
 
 # ---------------------------------------------------------------- backfill
 
 
 class BackfillSpec(SpecModel):
     window: Duration | Annotated[int, Field(ge=1)] | None = Field(
-        None, description="Chunk size: a time window ('30d') for timestamp cursors or an id range (10000) for numeric ones."
+        None,
+        description="Chunk size: a time window ('30d') for timestamp cursors or an id range (10000) for numeric ones.",
     )
     parallelism: int = Field(1, ge=1, le=64, description="Chunks in flight at once.")
     rate_budget: str | None = Field(
         None, pattern=r"^[1-9][0-9]*/(s|min|h)$", description="Cap on source reads, e.g. '60/min'."
     )
     start_from: str | int | None = Field(None, description="Oldest cursor value to backfill from.")
-    max_chunks_per_tick: int | None = Field(None, ge=1, description="Chunks one scheduler tick may dispatch.")
+    max_chunks_per_tick: int | None = Field(
+        None, ge=1, description="Chunks one scheduler tick may dispatch."
+    )
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -157,9 +185,12 @@ class PipelineSpec(SpecModel):
     source: SourceSpec
     tables: Annotated[list[TableEntry], Field(min_length=1)]
     destination: DestinationSpec | None = Field(
-        None, description="Where rows land; defaults to the project's [context] default_destination."
+        None,
+        description="Where rows land; defaults to the project's [context] default_destination.",
     )
-    schedule: str | None = Field(None, description="Cron expression ('0 */2 * * *') or 'every <n>s|m|h|d'.")
+    schedule: str | None = Field(
+        None, description="Cron expression ('0 */2 * * *') or 'every <n>s|m|h|d'."
+    )
     incremental: Incremental | None = None
     load: LoadSpec = Field(default_factory=LoadSpec)
     hooks: HooksSpec = Field(default_factory=HooksSpec)
@@ -170,7 +201,9 @@ class PipelineSpec(SpecModel):
     schema_policy: Literal["evolve", "freeze", "discard_columns"] = Field(
         "evolve", description="How source schema changes reach the target."
     )
-    renames: dict[Name, Name] = Field(default_factory=dict, description="Declared column renames (old -> new).")
+    renames: dict[Name, Name] = Field(
+        default_factory=dict, description="Declared column renames (old -> new)."
+    )
     secrets: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(
         default_factory=list, description="Environment variables this pipeline needs at run time."
     )

@@ -24,16 +24,26 @@ class CatalogSettings(SpecModel):
 
 
 class ContextSettings(SpecModel):
-    path: str = Field(".hakiri/context", description="Where the local Delta Lake context store lives.")
+    path: str = Field(
+        ".hakiri/context", description="Where the local Delta Lake context store lives."
+    )
     default_destination: str = Field(
-        "context", description="'context', or the name of a connection, for pipelines that name no destination."
+        "context",
+        description="'context', or the name of a connection, for pipelines that name no destination.",
     )
 
 
 class SparkSettings(SpecModel):
-    master: str = Field("local[*]", description="Any spark.master URL: local[*], spark://host:7077, k8s://..., yarn.")
-    conf: dict[str, str | int | float | bool] = Field(default_factory=dict, description="Extra Spark configuration.")
-    jars: list[str] = Field(default_factory=list, description="Jars for Spark, e.g. the PostgreSQL JDBC driver.")
+    master: str = Field(
+        "local[*]",
+        description="Any spark.master URL: local[*], spark://host:7077, k8s://..., yarn.",
+    )
+    conf: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Extra Spark configuration."
+    )
+    jars: list[str] = Field(
+        default_factory=list, description="Jars for Spark, e.g. the PostgreSQL JDBC driver."
+    )
 
 
 class PostgresConnection(SpecModel):
@@ -45,7 +55,9 @@ class PostgresConnection(SpecModel):
     port: int = Field(5432, ge=1, le=65535)
     database: str | None = None
     user: str | None = None
-    password: str | None = Field(None, description="Use ${VAR}; never write a password into a manifest.")
+    password: str | None = Field(
+        None, description="Use ${VAR}; never write a password into a manifest."
+    )
 
     @model_validator(mode="after")
     def _url_or_parts(self) -> Self:
@@ -67,4 +79,6 @@ class ProjectFile(SpecModel):
     context: ContextSettings = Field(default_factory=ContextSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     connections: dict[str, Connection] = Field(default_factory=dict)
-    pipeline: list[PipelineSpec] = Field(default_factory=list, description="Inline pipelines ([[pipeline]]).")
+    pipeline: list[PipelineSpec] = Field(
+        default_factory=list, description="Inline pipelines ([[pipeline]])."
+    )

@@ -10,13 +10,19 @@ from hakiri.spec.base import Name, SpecModel
 
 RuleOnFail = Literal["abort", "warn", "skip"]
 ValidatorOnFail = Literal["abort", "warn"]
-FieldTypeName = Literal["string", "integer", "float", "boolean", "date", "timestamp", "json", "uuid"]
+FieldTypeName = Literal[
+    "string", "integer", "float", "boolean", "date", "timestamp", "json", "uuid"
+]
 
 
 class _RowRule(SpecModel):
-    id: str | None = Field(None, description="Rule id recorded with quarantined rows; defaults to '<type>:<column>'.")
+    id: str | None = Field(
+        None, description="Rule id recorded with quarantined rows; defaults to '<type>:<column>'."
+    )
     column: Name = Field(description="Column the rule checks.")
-    on_fail: RuleOnFail = Field("abort", description="abort the run, warn and keep the row, or skip (drop) it.")
+    on_fail: RuleOnFail = Field(
+        "abort", description="abort the run, warn and keep the row, or skip (drop) it."
+    )
 
     @property
     def rule_id(self) -> str:
@@ -29,7 +35,9 @@ class NotNullRule(_RowRule):
 
 class RegexRule(_RowRule):
     type: Literal["regex"]
-    pattern: str = Field(description="Java regular expression the value must match (searched, not anchored).")
+    pattern: str = Field(
+        description="Java regular expression the value must match (searched, not anchored)."
+    )
 
 
 class RangeRule(_RowRule):
@@ -63,7 +71,9 @@ RowRule = Annotated[
 
 
 class _Validator(SpecModel):
-    on_fail: ValidatorOnFail = Field("abort", description="abort rolls the load back; warn records a warning.")
+    on_fail: ValidatorOnFail = Field(
+        "abort", description="abort rolls the load back; warn records a warning."
+    )
 
 
 class RowCountValidator(_Validator):
@@ -87,7 +97,9 @@ class FreshnessValidator(_Validator):
 class FkIntegrityValidator(_Validator):
     type: Literal["fk_integrity"]
     column: Name
-    ref_table: Name = Field(description="Referenced table, optionally schema-qualified ('schema.table').")
+    ref_table: Name = Field(
+        description="Referenced table, optionally schema-qualified ('schema.table')."
+    )
     ref_column: Name
 
 
@@ -103,7 +115,11 @@ class DuplicateKeyValidator(_Validator):
 
 
 DatasetValidator = Annotated[
-    RowCountValidator | FreshnessValidator | FkIntegrityValidator | CardinalityValidator | DuplicateKeyValidator,
+    RowCountValidator
+    | FreshnessValidator
+    | FkIntegrityValidator
+    | CardinalityValidator
+    | DuplicateKeyValidator,
     Field(discriminator="type"),
 ]
 
@@ -120,5 +136,6 @@ class QuarantineSpec(SpecModel):
 
     enabled: bool = False
     table: Name | None = Field(
-        None, description="Quarantine table (optionally 'schema.table'); defaults to '<target>_quarantine'."
+        None,
+        description="Quarantine table (optionally 'schema.table'); defaults to '<target>_quarantine'.",
     )

@@ -45,17 +45,30 @@ def check_load_against_columns(load: LoadSpec, target_columns: Sequence[str]) ->
         missing = [k for k in load.upsert_key if k not in columns]
         if missing:
             findings.append(
-                Finding(("load", "upsert_key"), f"upsert key column(s) {', '.join(missing)} not in the target",
-                        f"target columns: {shown}")
+                Finding(
+                    ("load", "upsert_key"),
+                    f"upsert key column(s) {', '.join(missing)} not in the target",
+                    f"target columns: {shown}",
+                )
             )
         elif columns and columns <= set(load.upsert_key):
             findings.append(
-                Finding(("load", "upsert_key"), "upsert key covers every target column, so there is nothing to update",
-                        "use append (or add non-key columns)")
+                Finding(
+                    ("load", "upsert_key"),
+                    "upsert key covers every target column, so there is nothing to update",
+                    "use append (or add non-key columns)",
+                )
             )
-    if load.mode is LoadMode.INCREMENTAL_WATERMARK and load.watermark_column and load.watermark_column not in columns:
+    if (
+        load.mode is LoadMode.INCREMENTAL_WATERMARK
+        and load.watermark_column
+        and load.watermark_column not in columns
+    ):
         findings.append(
-            Finding(("load", "watermark_column"), f"watermark column {load.watermark_column} not in the target",
-                    f"target columns: {shown}")
+            Finding(
+                ("load", "watermark_column"),
+                f"watermark column {load.watermark_column} not in the target",
+                f"target columns: {shown}",
+            )
         )
     return findings

@@ -25,7 +25,10 @@ def _add_load_mode_rules(schema: dict[str, Any]) -> None:
     load["allOf"] = [
         {
             "if": {"properties": {"mode": {"const": mode.value}}, "required": ["mode"]},
-            "then": {"required": [key], "x-message": f"load mode '{mode.value}' requires `{key}`: {why}"},
+            "then": {
+                "required": [key],
+                "x-message": f"load mode '{mode.value}' requires `{key}`: {why}",
+            },
         }
         for mode, (key, why) in REQUIRED_KEYS.items()
     ]
@@ -36,7 +39,10 @@ def pipeline_schema() -> dict[str, Any]:
     schema = PipelineSpec.model_json_schema(by_alias=True)
     _add_load_mode_rules(schema)
     schema["properties"] = {
-        "$schema": {"type": "string", "description": "Path or URL of this JSON Schema (for editors)."},
+        "$schema": {
+            "type": "string",
+            "description": "Path or URL of this JSON Schema (for editors).",
+        },
         **schema["properties"],
     }
     return {"$schema": DIALECT, "$id": "https://hakiri.dev/schemas/v1/pipeline.json", **schema}
@@ -53,7 +59,10 @@ def render_schemas() -> dict[str, str]:
     """File name -> exact text that belongs in schemas/."""
     return {
         name: json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
-        for name, schema in (("pipeline.json", pipeline_schema()), ("project.json", project_schema()))
+        for name, schema in (
+            ("pipeline.json", pipeline_schema()),
+            ("project.json", project_schema()),
+        )
     }
 
 
@@ -72,5 +81,6 @@ def drifted_schemas(directory: Path) -> list[Path]:
     return [
         directory / name
         for name, text in render_schemas().items()
-        if not (directory / name).is_file() or (directory / name).read_text(encoding="utf-8") != text
+        if not (directory / name).is_file()
+        or (directory / name).read_text(encoding="utf-8") != text
     ]

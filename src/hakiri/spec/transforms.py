@@ -24,17 +24,23 @@ class RenameStep(SpecModel):
 
 class CastStep(SpecModel):
     op: Literal["cast"]
-    columns: dict[Name, str] = Field(min_length=1, description="column -> Spark SQL type, e.g. 'bigint', 'decimal(12,2)'")
+    columns: dict[Name, str] = Field(
+        min_length=1, description="column -> Spark SQL type, e.g. 'bigint', 'decimal(12,2)'"
+    )
 
 
 class FilterStep(SpecModel):
     op: Literal["filter"]
-    expr: str = Field(min_length=1, description="Spark SQL boolean expression; rows where it is true are kept.")
+    expr: str = Field(
+        min_length=1, description="Spark SQL boolean expression; rows where it is true are kept."
+    )
 
 
 class WithColumnsStep(SpecModel):
     op: Literal["with_columns"]
-    columns: dict[Name, str] = Field(min_length=1, description="new or replaced column -> Spark SQL expression")
+    columns: dict[Name, str] = Field(
+        min_length=1, description="new or replaced column -> Spark SQL expression"
+    )
 
 
 class DropStep(SpecModel):
@@ -46,7 +52,8 @@ class DedupeStep(SpecModel):
     op: Literal["dedupe"]
     keys: NonEmptyNames
     order_by: list[str] = Field(
-        default_factory=list, description="Which duplicate wins: the first row in this order, e.g. ['updated_at desc']."
+        default_factory=list,
+        description="Which duplicate wins: the first row in this order, e.g. ['updated_at desc'].",
     )
 
 
@@ -60,10 +67,20 @@ class ExplodeStep(SpecModel):
     op: Literal["explode"]
     column: Name = Field(description="Array column; one output row per element.")
     alias: Name | None = None
-    keep_empty: bool = Field(False, description="Keep rows whose array is empty or null (explode_outer).")
+    keep_empty: bool = Field(
+        False, description="Keep rows whose array is empty or null (explode_outer)."
+    )
 
 
 TransformStep = Annotated[
-    SelectStep | RenameStep | CastStep | FilterStep | WithColumnsStep | DropStep | DedupeStep | FlattenStep | ExplodeStep,
+    SelectStep
+    | RenameStep
+    | CastStep
+    | FilterStep
+    | WithColumnsStep
+    | DropStep
+    | DedupeStep
+    | FlattenStep
+    | ExplodeStep,
     Field(discriminator="op"),
 ]

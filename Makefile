@@ -1,0 +1,54 @@
+# hakiri developer entry points. `make test` is what CI runs (via .ci/run).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: help check-prereqs venv venv-dev run test test-unit lint clean
+
+help:
+	@echo "make check-prereqs  check Python >= 3.11, Java >= 17, PostgreSQL binaries, JDBC jar"
+	@echo "make run            install hakiri into $(VENV) and validate the example project"
+	@echo "make test           whole suite (unit + integration: starts PostgreSQL and Spark)"
+	@echo "make test-unit      fast tests only (no JVM, no PostgreSQL)"
+	@echo "make lint           ruff check, ruff format --check, import-linter layers"
+	@echo "make clean          remove $(VENV) and caches"
+
+check-prereqs:
+	@PYTHON="$(PYTHON)" scripts/check-prereqs.sh
+
+# The stamps depend on pyproject.toml, so changing dependencies reinstalls and
+# an unchanged tree skips pip entirely.
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
+
+# The dev install includes the runtime one, so it satisfies both stamps.
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(VENV)/.installed $@
+
+venv: $(VENV)/.installed
+venv-dev: $(VENV)/.installed-dev
+
+run: check-prereqs venv
+	$(BIN)/hakiri validate
+
+test: check-prereqs venv-dev
+	$(BIN)/python -m pytest
+
+test-unit: venv-dev
+	$(BIN)/python -m pytest -m "not integration"
+
+lint: venv-dev
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/lint-imports
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .hypothesis spark-warehouse
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	find . -name '*.egg-info' -type d -prune -exec rm -rf {} +

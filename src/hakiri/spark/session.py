@@ -1,0 +1,266 @@
+"""SparkSession factory, PostgreSQL JDBC driver resolution and JDBC URL conversion.
+
+pyspark is imported inside `build_spark_session` only, so importing this module
+stays cheap (the CLI's `--help` and `plan` must never start or even load Spark).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, quote, unquote
+
+from hakiri.errors import SparkSetupError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "ALLOW_DOWNLOAD_ENV",
+    "JARS_ENV",
+    "JDBC_DRIVER_CLASS",
+    "JDBC_MAVEN_COORDINATE",
+    "SYSTEM_JDBC_JAR",
+    "JarResolution",
+    "build_spark_session",
+    "default_spark_conf",
+    "jdbc_url_from_postgres_url",
+    "resolve_jdbc_jars",
+]
+
+JARS_ENV = "HAKIRI_SPARK_JARS"
+ALLOW_DOWNLOAD_ENV = "HAKIRI_SPARK_ALLOW_DOWNLOAD"
+SYSTEM_JDBC_JAR = Path("/usr/share/java/postgresql.jar")
+JDBC_MAVEN_COORDINATE = "org.postgresql:postgresql:42.7.4"
+JDBC_DRIVER_CLASS = "org.postgresql.Driver"
+
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+
+_TRUTHY = frozenset({"1", "true", "yes", "on"})
+
+_NO_JAR_HINT = (
+    'set `[spark] jars = ["/path/to/postgresql.jar"]` in hakiri.toml, '
+    f"or {JARS_ENV}=/path/to/postgresql.jar (comma-separated for several), "
+    f"or run `sudo apt-get install libpostgresql-jdbc-java` (installs {SYSTEM_JDBC_JAR}), "
+    f"or set {ALLOW_DOWNLOAD_ENV}=true to let Spark download {JDBC_MAVEN_COORDINATE} "
+    "from Maven Central (needs internet)"
+)
+
+
+@dataclass(frozen=True)
+class JarResolution:
+    """Where Spark gets the PostgreSQL JDBC driver from.
+
+    Exactly one of `jars` (local paths, for `spark.jars`) and `packages` (Maven
+    coordinates, for `spark.jars.packages`) is non-empty. `source` says which
+    step of the resolution order matched: "config", "env", "system" or "download".
+    """
+
+    source: str
+    jars: tuple[str, ...] = ()
+    packages: tuple[str, ...] = field(default=())
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings that put this driver on the classpath."""
+        conf: dict[str, str] = {}
+        if self.jars:
+            conf["spark.jars"] = ",".join(self.jars)
+        if self.packages:
+            conf["spark.jars.packages"] = ",".join(self.packages)
+        return conf
+
+
+def resolve_jdbc_jars(
+    configured: list[str] | None,
+    env: Mapping[str, str] = os.environ,
+    *,
+    base_dir: Path | None = None,
+    system_jar: Path | None = None,
+) -> JarResolution:
+    """Find the PostgreSQL JDBC driver for Spark.
+
+    Order: `configured` (the `[spark] jars` list of hakiri.toml; an empty list
+    counts as not configured), then `HAKIRI_SPARK_JARS` (comma-separated paths),
+    then /usr/share/java/postgresql.jar, then -- only when
+    `HAKIRI_SPARK_ALLOW_DOWNLOAD=true` -- Maven coordinates for Spark to download.
+
+    Relative configured paths are taken relative to `base_dir` (the project
+    directory) when given. `system_jar` exists for tests.
+
+    Raises SparkSetupError when a listed jar does not exist or nothing matches.
+    """
+    if configured:
+        paths = _existing_jars(configured, "`[spark] jars` in hakiri.toml", base_dir)
+        return JarResolution(source="config", jars=paths)
+
+    from_env = [p.strip() for p in env.get(JARS_ENV, "").split(",") if p.strip()]
+    if from_env:
+        return JarResolution(source="env", jars=_existing_jars(from_env, JARS_ENV, None))
+
+    system = SYSTEM_JDBC_JAR if system_jar is None else system_jar
+    if system.is_file():
+        return JarResolution(source="system", jars=(str(system),))
+
+    if env.get(ALLOW_DOWNLOAD_ENV, "").strip().lower() in _TRUTHY:
+        return JarResolution(source="download", packages=(JDBC_MAVEN_COORDINATE,))
+
+    raise SparkSetupError("no PostgreSQL JDBC driver jar found for Spark", _NO_JAR_HINT)
+
+
+def _existing_jars(paths: list[str], origin: str, base_dir: Path | None) -> tuple[str, ...]:
+    resolved: list[str] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        if not path.is_file():
+            raise SparkSetupError(
+                f"JDBC jar {str(path)!r} from {origin} does not exist",
+                f"fix the path in {origin}, or remove it to fall back to {SYSTEM_JDBC_JAR} "
+                "(Debian package libpostgresql-jdbc-java)",
+            )
+        # Spark resolves relative spark.jars against its own working directory,
+        # which is not necessarily ours; absolute paths remove the doubt.
+        resolved.append(str(path.resolve()))
+    return tuple(resolved)
+
+
+def default_spark_conf() -> dict[str, str]:
+    """hakiri's Spark defaults; `build_spark_session(conf=...)` overrides any of them."""
+    return {
+        # A CLI run needs no web UI, and binding its port fails when several
+        # sessions (tests, parallel runs) start on one machine.
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        # Watermarks and timestamps must not depend on the host's time zone.
+        "spark.sql.session.timeZone": "UTC",
+        # delta-rs and most Parquet readers expect microseconds, not INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # Batches are small to medium; the default of 200 mostly adds task overhead.
+        "spark.sql.shuffle.partitions": "4",
+    }
+
+
+def build_spark_session(
+    master: str = "local[*]",
+    conf: Mapping[str, str | int | float | bool] | None = None,
+    jars: list[str] | None = None,
+    app_name: str = "hakiri",
+) -> SparkSession:
+    """Start (or reuse) a SparkSession with hakiri's defaults and quiet logging.
+
+    `conf` overrides `default_spark_conf()`. `jars` (e.g. `JarResolution.jars`)
+    are appended to any `spark.jars` in `conf`. The driver's log4j is pointed at
+    the packaged log4j2.properties (errors only); a `spark.driver.extraJavaOptions`
+    in `conf` is kept and our option is added to it.
+
+    Static settings such as `spark.jars` only take effect when this call starts
+    the JVM; if a session is already running in this process it is returned
+    with its runtime SQL settings updated, as pyspark's `getOrCreate` does.
+    """
+    from pyspark.sql import SparkSession
+
+    settings = default_spark_conf()
+    settings.update({key: _conf_value(value) for key, value in (conf or {}).items()})
+
+    if jars:
+        existing = [j for j in settings.get("spark.jars", "").split(",") if j]
+        settings["spark.jars"] = ",".join([*existing, *jars])
+
+    # The driver JVM reads its log4j configuration at start-up, before any
+    # setLogLevel call can run, so the start-up chatter has to be silenced here.
+    log_option = shlex.quote(f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}")
+    user_options = settings.get("spark.driver.extraJavaOptions", "").strip()
+    settings["spark.driver.extraJavaOptions"] = f"{log_option} {user_options}".strip()
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _conf_value(value: str | int | float | bool) -> str:
+    # TOML booleans arrive as Python bools; Spark wants "true"/"false", not "True".
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# libpq parameter names whose pgjdbc counterpart is spelt differently.
+_LIBPQ_TO_JDBC = {
+    "application_name": "ApplicationName",
+    "connect_timeout": "connectTimeout",
+    "dbname": "database",
+}
+
+
+def jdbc_url_from_postgres_url(url: str) -> tuple[str, dict[str, str]]:
+    """Turn a libpq-style URL into a pgjdbc URL plus connection properties.
+
+    `postgresql://user:p%40ss@host:5432/db?sslmode=require` becomes
+    `("jdbc:postgresql://host:5432/db", {"user": "user", "password": "p@ss",
+    "sslmode": "require", "driver": "org.postgresql.Driver"})`.
+
+    User and password are percent-decoded and returned as properties, never
+    embedded in the JDBC URL, so the URL is safe to log. The scheme may be
+    `postgresql`, `postgres` or SQLAlchemy's `postgresql+psycopg`. Several
+    comma-separated hosts are kept (pgjdbc supports them too). Query parameters
+    are passed on as properties, renaming the few libpq spells differently.
+
+    Raises ValueError for other schemes and for URLs without a TCP host
+    (pgjdbc cannot use Unix sockets).
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in {"postgresql", "postgres", "postgresql+psycopg"}:
+        raise ValueError(f"not a postgresql:// URL: {_redact(url)}")
+
+    location, _, query = rest.split("#", 1)[0].partition("?")
+    netloc, slash, path = location.partition("/")
+    # rpartition: a password may contain '@' when it was not percent-encoded.
+    userinfo, at, hosts = netloc.rpartition("@")
+    if not at:
+        userinfo, hosts = "", netloc
+
+    props: dict[str, str] = {}
+    if userinfo:
+        user, has_password, password = userinfo.partition(":")
+        if user:
+            props["user"] = unquote(user)
+        if has_password:
+            props["password"] = unquote(password)
+
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key in {"host", "hostaddr"}:
+            raise ValueError(
+                f"host given as a query parameter is not supported for JDBC: {_redact(url)}"
+            )
+        props[_LIBPQ_TO_JDBC.get(key, key)] = value
+
+    database = unquote(path) if slash else ""
+    database = props.pop("database", database)
+    if not hosts or hosts.startswith("%2F") or hosts.startswith("%2f"):
+        raise ValueError(
+            f"JDBC needs a TCP host in the URL (Unix sockets are not supported): {_redact(url)}"
+        )
+
+    props.setdefault("driver", JDBC_DRIVER_CLASS)
+    # pgjdbc URL-decodes the database name, so encode everything, '+' included.
+    jdbc_url = f"jdbc:postgresql://{hosts}/{quote(database, safe='')}"
+    return jdbc_url, props
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for error messages."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{hosts}{slash}{tail}"

@@ -1,0 +1,112 @@
+"""Fixtures shared by every level of the suite.
+
+- `pg_url`: one throwaway PostgreSQL per session (or HAKIRI_TEST_PG_URL).
+- `pg_conn`: an autocommit psycopg connection to it, per test.
+- `pg_schema`: a fresh schema per test, dropped afterwards.
+- `spark`: one local SparkSession per session, with the PostgreSQL JDBC driver.
+
+Tests that use any of these are marked `integration` automatically, so
+`pytest -m "not integration"` runs only the fast tests (no JVM, no server).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.support.postgres import PostgresUnavailable, TestPostgres
+
+if TYPE_CHECKING:
+    import psycopg
+    from pyspark.sql import SparkSession
+
+INTEGRATION_FIXTURES = frozenset({"pg_url", "spark"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # fixturenames is the whole closure, so pg_conn/pg_schema users count too.
+    for item in items:
+        if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[TestPostgres]:
+    server = TestPostgres()
+    problem = None
+    try:
+        server.start()
+    except PostgresUnavailable as exc:
+        problem = str(exc)
+    if problem:
+        # A failure, not a skip: a green run must mean the database tests ran.
+        pytest.fail(f"no PostgreSQL for the integration tests: {problem}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_server: TestPostgres) -> str:
+    """libpq URL of the session's PostgreSQL, e.g. postgresql://postgres@127.0.0.1:PORT/hakiri_test."""
+    return pg_server.url
+
+
+@pytest.fixture
+def pg_conn(pg_url: str) -> Iterator[psycopg.Connection]:
+    """An autocommit psycopg connection, closed after the test."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def pg_schema(pg_url: str) -> Iterator[str]:
+    """A schema of its own for one test; dropped with everything in it afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    # A connection of our own: the test may leave pg_conn closed or broken.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    try:
+        yield name
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The session's one SparkSession: local[2], UI off, PostgreSQL JDBC driver on the classpath."""
+    from hakiri.errors import SparkSetupError
+    from hakiri.spark.session import build_spark_session, resolve_jdbc_jars
+
+    problem = None
+    try:
+        driver = resolve_jdbc_jars(None)
+    except SparkSetupError as exc:
+        problem = f"{exc.reason}\nhint: {exc.hint}"
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        # Downloads (HAKIRI_SPARK_ALLOW_DOWNLOAD) go through spark.jars.packages.
+        **{k: v for k, v in driver.spark_conf().items() if k != "spark.jars"},
+    }
+    session = build_spark_session(
+        master="local[2]", conf=conf, jars=list(driver.jars), app_name="hakiri-tests"
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
