@@ -5,7 +5,12 @@
     ├── ProjectNotFound         no hakiri.toml where we looked
     ├── PipelineNotFound        an id that no manifest defines
     ├── EditError               a pipeline create/convert/edit request that cannot be carried out
-    └── SparkSetupError         no usable Spark/JDBC setup (e.g. no PostgreSQL JDBC jar)
+    ├── SparkSetupError         no usable Spark/JDBC setup (e.g. no PostgreSQL JDBC jar)
+    ├── CatalogError            the control-plane catalog cannot be opened or used
+    │   └── CatalogOutdated     the catalog's schema is older (or newer) than this hakiri
+    ├── LeaseHeld               another process holds the pipeline's lease
+    ├── SourceUnreachable       a source system cannot be reached or read
+    └── DestinationUnreachable  a destination system cannot be reached or read
 
 Every user-facing failure is a HakiriError. Anything else reaching the CLI is a
 bug; the CLI still prints it as one line and shows the traceback only with --debug.
@@ -17,12 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "CatalogError",
+    "CatalogOutdated",
+    "DestinationUnreachable",
     "Diagnostic",
     "EditError",
     "HakiriError",
+    "LeaseHeld",
     "ManifestError",
     "PipelineNotFound",
     "ProjectNotFound",
+    "SourceUnreachable",
     "SparkSetupError",
 ]
 
@@ -101,4 +111,24 @@ class EditError(HakiriError):
 
 
 class SparkSetupError(HakiriError):
+    pass
+
+
+class CatalogError(HakiriError):
+    pass
+
+
+class CatalogOutdated(CatalogError):
+    pass
+
+
+class LeaseHeld(HakiriError):
+    pass
+
+
+class SourceUnreachable(HakiriError):
+    pass
+
+
+class DestinationUnreachable(HakiriError):
     pass

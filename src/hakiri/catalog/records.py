@@ -1,0 +1,136 @@
+"""The rows the catalog hands out: small frozen records, no SQLAlchemy types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Phase(StrEnum):
+    PLANNING = "planning"
+    BACKFILLING = "backfilling"
+    STREAMING = "streaming"
+    RETIRED = "retired"
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    PARTIAL = "partial"
+
+
+class BatchStatus(StrEnum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMMITTED = "committed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class PipelineState:
+    pipeline_id: str
+    spec_hash: str
+    applied_spec: dict[str, Any]  # normalized spec as last applied (placeholders unexpanded)
+    phase: Phase
+    applied_at: datetime
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    pipeline_id: str
+    started_at: datetime
+    status: RunStatus
+    ended_at: datetime | None = None
+    row_count: int | None = None
+    bytes: int | None = None
+    error_kind: str | None = None
+    error_msg: str | None = None
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True)
+class NewBatch:
+    """A unit of work to persist before any data moves."""
+
+    batch_id: str  # deterministic: file content hash, or chunk (table, predicate, generation)
+    table_name: str
+    kind: str  # 'file' | 'chunk' | 'snapshot'
+    file_path: str | None = None
+    content_hash: str | None = None
+    predicate: str | None = None
+    generation: int = 0
+    size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: str
+    pipeline_id: str
+    table_name: str
+    kind: str
+    status: BatchStatus
+    attempt: int
+    seq: int  # claim order within the pipeline
+    file_path: str | None = None
+    content_hash: str | None = None
+    predicate: str | None = None
+    generation: int = 0
+    size_bytes: int | None = None
+    holder: str | None = None
+    lease_expires_at: datetime | None = None
+    run_id: str | None = None
+    rows: int | None = None
+    error: str | None = None
+    created_at: datetime | None = None
+    committed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class BatchCounts:
+    pending: int = 0
+    processing: int = 0
+    committed: int = 0
+    failed: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.pending + self.processing + self.committed + self.failed
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The outcome of asking for a pipeline lease: granted, or who holds it."""
+
+    pipeline_id: str
+    acquired: bool
+    holder: str
+    host: str
+    since: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class SchemaEvent:
+    pipeline_id: str
+    table_name: str
+    kind: str  # 'add_column', 'widen', 'rename', 'accept', ...
+    detail: dict[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    created_at: datetime | None = None
+    event_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Alert:
+    severity: str  # 'info' | 'warning' | 'error'
+    kind: str  # 'anomaly', 'validator', 'empty_source', ...
+    message: str
+    pipeline_id: str | None = None
+    run_id: str | None = None
+    created_at: datetime | None = None
+    alert_id: int | None = None
