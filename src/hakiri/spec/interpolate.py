@@ -70,14 +70,43 @@ def expand_tree(data: Any, env: Mapping[str, str]) -> Any:
     return data
 
 
+# `password=...` in a key=value connection string or a URL query (quoted or not).
+_PASSWORD_PARAM = re.compile(r"""(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)""", re.IGNORECASE)
+
+
 def mask_url(url: str) -> str:
-    """postgresql://user:secret@host/db -> postgresql://user:***@host/db (for messages and logs)."""
+    """A connection string fit for messages and logs: every password replaced by ***.
+
+    Handles postgresql://user:secret@host/db, ?password=secret and `password=secret` key=value forms.
+    """
+    masked = url
     try:
         parts = urlsplit(url)
+        if parts.password is not None:
+            userinfo, _, hostinfo = parts.netloc.rpartition("@")
+            masked = urlunsplit(
+                parts._replace(netloc=f"{userinfo.split(':', 1)[0]}:***@{hostinfo}")
+            )
     except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    userinfo, _, hostinfo = parts.netloc.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+        pass
+    return _PASSWORD_PARAM.sub(r"\1***", masked)
+
+
+def password_of(url: str) -> str | None:
+    """The password a connection string carries, if any (to scrub it from driver messages)."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    if password:
+        return password
+    match = _PASSWORD_PARAM.search(url)
+    return match.group(2).strip("'") if match else None
+
+
+def first_line_without_password(exc: BaseException, url: str) -> str:
+    """A driver error as one line, with the connection's password scrubbed from it."""
+    lines = str(exc).strip().splitlines()
+    line = lines[0].strip() if lines else type(exc).__name__
+    password = password_of(url)
+    return line.replace(password, "***") if password else line

@@ -55,3 +55,14 @@ def test_durations() -> None:
     assert duration_seconds("6h") == 21600
     with pytest.raises(ValueError):
         duration_seconds("6 hours")
+
+
+def test_passwords_are_masked_in_key_value_and_query_forms() -> None:
+    assert (
+        mask_url("host=db user=u password=s3cret dbname=x")
+        == "host=db user=u password=*** dbname=x"
+    )
+    assert mask_url("host=db password='it s' dbname=x") == "host=db password=*** dbname=x"
+    assert mask_url("postgresql://db/x?user=u&password=s3cret&sslmode=require") == (
+        "postgresql://db/x?user=u&password=***&sslmode=require"
+    )

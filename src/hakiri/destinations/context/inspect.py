@@ -1,0 +1,77 @@
+"""Inspect a target in the local Delta Lake context store: columns from the Delta schema, rows from file stats.
+
+Read-only and JVM-free: delta-rs reads the transaction log; no data file is opened.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from hakiri.destinations.base import TargetColumn, TargetObservation
+from hakiri.errors import DestinationUnreachable
+
+__all__ = ["inspect_context_target"]
+
+# A commit (00000000000000000000.json) or a checkpoint: the log has committed something.
+_LOG_ENTRY = re.compile(r"^\d{20}\.(json|checkpoint\..*parquet)$")
+
+
+def inspect_context_target(store_path: Path, table: str) -> TargetObservation:
+    """What the Delta table at `store_path/table` looks like now (exists=False without a transaction log)."""
+    location = Path(store_path) / table
+    log = location / "_delta_log"
+    if not log.exists() or (
+        log.is_dir() and not any(_LOG_ENTRY.match(p.name) for p in log.iterdir())
+    ):
+        # No log, or a log with no commit yet (a first write that never finished): nothing is there.
+        return TargetObservation(table=table, schema=None, exists=False)
+
+    from deltalake import DeltaTable
+
+    try:
+        delta = DeltaTable(location)
+        columns = tuple(
+            TargetColumn(field.name, _type_name(field.type), field.nullable)
+            for field in delta.schema().fields
+        )
+        row_estimate = _row_count(delta)
+    except Exception as exc:  # delta-rs raises DeltaError, OSError, ValueError... for a damaged log
+        raise DestinationUnreachable(
+            f"cannot read the Delta table at {location}: {_first_line(exc)}",
+            "the context store's transaction log is damaged; restore it, or move the table away to rebuild it",
+        ) from None
+    return TargetObservation(
+        table=table, schema=None, exists=True, columns=columns, row_estimate=row_estimate
+    )
+
+
+def _type_name(type_: Any) -> str:
+    """Delta's type names, nested ones written like Spark's: array<long>, map<string,double>, struct<a:long>."""
+    kind = type_.type
+    if kind == "array":
+        return f"array<{_type_name(type_.element_type)}>"
+    if kind == "map":
+        return f"map<{_type_name(type_.key_type)},{_type_name(type_.value_type)}>"
+    if kind == "struct":
+        return "struct<" + ",".join(f"{f.name}:{_type_name(f.type)}" for f in type_.fields) + ">"
+    return str(kind)
+
+
+def _row_count(delta: Any) -> int | None:
+    """Sum of numRecords over the live files; None when any file was committed without stats."""
+    actions = delta.get_add_actions(flatten=False)
+    if actions.num_rows == 0:
+        return 0
+    if "num_records" not in actions.column_names:
+        return None
+    counts = actions.column("num_records").to_pylist()
+    if any(count is None for count in counts):
+        return None
+    return int(sum(counts))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0].strip() if lines else type(exc).__name__

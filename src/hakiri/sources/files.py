@@ -1,0 +1,308 @@
+"""Inspect a files source without a JVM: match the glob, hash every file, read only the header.
+
+Columns come from the declared schema, or from the least data that tells them: the
+first CSV record, the keys of the first JSON records, a Parquet footer. Nothing
+here reads whole files except to hash them, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import glob
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from hakiri.errors import SourceUnreachable
+from hakiri.sources.base import SourceColumn, SourceFile, SourceObservation
+from hakiri.spec.pipeline import FilesConfig, TableSpec
+
+__all__ = ["hash_file", "inspect_files"]
+
+_BLOCK = 1 << 20  # hash in 1 MiB blocks: constant memory whatever the file size
+_JSON_SAMPLE = 100  # JSON records whose keys make up the inferred columns
+_JSON_CHUNK = 1 << 16
+_BOM = "\ufeff"
+
+
+def hash_file(path: Path | str) -> str:
+    """'sha256:<hex>' of the file's bytes: the batch id of a file batch."""
+    return _hash_and_size(Path(path))[0]
+
+
+def inspect_files(project_root: Path, config: FilesConfig, table: TableSpec) -> SourceObservation:
+    """Every file the table's glob matches (sorted, hashed) and the columns, as far as a header tells them."""
+    pattern = table.path or config.path
+    root = Path(os.path.abspath(project_root))
+    matches = _match(root, pattern)
+    files = tuple(_observe_file(absolute, shown) for absolute, shown in matches)
+    declared = _declared_columns(config)
+    if not files:
+        return SourceObservation(
+            table=table.name,
+            columns=declared,
+            notes=(f"glob {pattern!r} matched no file",),
+        )
+    if declared is not None:
+        return SourceObservation(table=table.name, columns=declared, files=files)
+    columns, notes = _infer_columns(config, matches)
+    return SourceObservation(table=table.name, columns=columns, files=files, notes=notes)
+
+
+# ---------------------------------------------------------------- matching and hashing
+
+
+def _match(root: Path, pattern: str) -> list[tuple[Path, str]]:
+    """(absolute path, path as shown) of every regular file the glob matches, sorted by the shown path."""
+    found: dict[str, Path] = {}
+    # root_dir, not root joined into the pattern: a '[' or '*' in the project's own path is no wildcard.
+    for match in glob.iglob(pattern, root_dir=root, recursive=True):
+        path = Path(os.path.normpath(os.path.join(root, match)))
+        if path.is_file():
+            found.setdefault(_shown(root, path), path)
+    return [(found[shown], shown) for shown in sorted(found)]
+
+
+def _shown(root: Path, path: Path) -> str:
+    """'/'-separated path relative to the project, or absolute when the file lies outside it."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _observe_file(path: Path, shown: str) -> SourceFile:
+    try:
+        digest, size = _hash_and_size(path)
+    except OSError as exc:
+        raise _unreadable(shown, exc) from None
+    return SourceFile(path=shown, size=size, content_hash=digest)
+
+
+def _hash_and_size(path: Path) -> tuple[str, int]:
+    # The size is what was hashed, not a separate stat(): both describe the same bytes.
+    digest = hashlib.sha256()
+    size = 0
+    buffer = bytearray(_BLOCK)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as stream:
+        while read := stream.readinto(buffer):
+            digest.update(view[:read])
+            size += read
+    return f"sha256:{digest.hexdigest()}", size
+
+
+# ---------------------------------------------------------------- columns
+
+
+def _declared_columns(config: FilesConfig) -> tuple[SourceColumn, ...] | None:
+    if config.columns is None:
+        return None
+    return tuple(SourceColumn(name, type_) for name, type_ in config.columns.items())
+
+
+def _infer_columns(
+    config: FilesConfig, matches: list[tuple[Path, str]]
+) -> tuple[tuple[SourceColumn, ...] | None, tuple[str, ...]]:
+    if config.format == "parquet":
+        path, shown = matches[0]
+        return _parquet_columns(path, shown), ()
+    reader = _csv_header if config.format == "csv" else _json_keys
+    names = reader(config, matches)
+    if names is None:
+        return None, (f"no {config.format} record in the matched files to take column names from",)
+    return tuple(SourceColumn(name) for name in names), ()
+
+
+def _csv_header(config: FilesConfig, matches: list[tuple[Path, str]]) -> list[str] | None:
+    # An empty first file says nothing about the columns; the next one may.
+    for path, shown in matches:
+        names = _csv_names(config, path, shown)
+        if names is not None:
+            return names
+    return None
+
+
+def _open_text(config: FilesConfig, path: Path, shown: str) -> IO[str]:
+    try:
+        codecs.lookup(config.encoding)
+    except LookupError:
+        raise SourceUnreachable(
+            f"cannot read {shown}: unknown encoding {config.encoding!r}",
+            "set `encoding` in the source config to a Python codec name such as 'utf-8' or 'latin-1'",
+        ) from None
+    try:
+        return open(path, encoding=config.encoding, newline="")
+    except OSError as exc:
+        raise _unreadable(shown, exc) from None
+
+
+def _csv_names(config: FilesConfig, path: Path, shown: str) -> list[str] | None:
+    with _open_text(config, path, shown) as stream:
+        try:
+            reader = csv.reader(stream, delimiter=config.delimiter)
+            first = next((row for row in reader if row), None)
+        except (OSError, UnicodeError, csv.Error) as exc:
+            raise _unreadable(shown, exc, config) from None
+    if first is None:
+        return None
+    first[0] = first[0].removeprefix(_BOM)
+    if not config.header:
+        return [f"_c{i}" for i in range(len(first))]
+    return _safe_header(first)
+
+
+def _safe_header(names: list[str]) -> list[str]:
+    """Spark's CSV header rules: blank names become _c<i>, case-insensitive duplicates get their index appended."""
+    counts = Counter(n.lower() for n in names if n)
+    duplicates = {n for n, count in counts.items() if count > 1}
+    return [
+        f"_c{i}" if not name else f"{name}{i}" if name.lower() in duplicates else name
+        for i, name in enumerate(names)
+    ]
+
+
+def _json_keys(config: FilesConfig, matches: list[tuple[Path, str]]) -> list[str] | None:
+    """Union of the top-level keys of the first records, in first-seen order."""
+    keys: dict[str, None] = {}
+    seen = 0
+    for path, shown in matches:
+        for record in _json_records(config, path, shown):
+            keys.update(dict.fromkeys(record))
+            seen += 1
+            if seen >= _JSON_SAMPLE:
+                return list(keys)
+    return list(keys) if seen else None
+
+
+def _json_records(config: FilesConfig, path: Path, shown: str) -> Iterator[dict[str, Any]]:
+    with _open_text(config, path, shown) as stream:
+        try:
+            if config.format == "json":
+                head = _skip_whitespace(stream)
+                if head.startswith("["):
+                    yield from _array_records(config, stream, head, shown)
+                    return
+                stream.seek(0)
+            yield from _line_records(config, stream, shown)
+        except (OSError, UnicodeError) as exc:
+            raise _unreadable(shown, exc, config) from None
+
+
+def _skip_whitespace(stream: IO[str]) -> str:
+    """Read up to the first non-blank character (a BOM counts as blank); return the text from there on."""
+    while chunk := stream.read(_JSON_CHUNK):
+        text = chunk.lstrip(_BOM + " \t\r\n")
+        if text:
+            return text
+    return ""
+
+
+def _line_records(config: FilesConfig, stream: IO[str], shown: str) -> Iterator[dict[str, Any]]:
+    for number, text in enumerate(stream, 1):
+        line = text.removeprefix(_BOM) if number == 1 else text
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if config.on_malformed == "drop":
+                continue
+            raise _malformed(shown, f"line {number}: {exc.msg}") from None
+        if isinstance(record, dict):
+            yield record
+        elif config.on_malformed != "drop":
+            raise _malformed(shown, f"line {number} is not a JSON object")
+
+
+def _array_records(
+    config: FilesConfig, stream: IO[str], head: str, shown: str
+) -> Iterator[dict[str, Any]]:
+    """Objects of a top-level JSON array, decoded one at a time so a large file is never read whole."""
+    decoder = json.JSONDecoder()
+    buffer, position, index, done = head, 1, 0, False
+    while True:
+        while True:
+            position = _skip_separators(buffer, position, first=index == 0)
+            if position < len(buffer) or done:
+                break
+            buffer, position, done = _more(stream, buffer, position)
+        if position >= len(buffer):
+            raise _malformed(shown, "the JSON array is not closed")
+        if buffer[position] == "]":
+            return
+        try:
+            record, end = decoder.raw_decode(buffer, position)
+        except json.JSONDecodeError as exc:
+            if not done:
+                buffer, position, done = _more(stream, buffer, position)
+                continue
+            raise _malformed(shown, f"element {index + 1} of the JSON array: {exc.msg}") from None
+        if end == len(buffer) and not done:
+            # A number or literal may continue in the next chunk; decode again with more text.
+            buffer, position, done = _more(stream, buffer, position)
+            continue
+        index += 1
+        position = end
+        if isinstance(record, dict):
+            yield record
+        elif config.on_malformed != "drop":
+            raise _malformed(shown, f"element {index} of the JSON array is not an object")
+
+
+def _skip_separators(buffer: str, position: int, *, first: bool) -> int:
+    # Commas between elements are not validated strictly: this reads column names, not data.
+    while position < len(buffer) and (
+        buffer[position] in " \t\r\n" or (buffer[position] == "," and not first)
+    ):
+        position += 1
+    return position
+
+
+def _more(stream: IO[str], buffer: str, position: int) -> tuple[str, int, bool]:
+    # Read at least as much as is pending, so re-decoding a large element stays linear overall.
+    chunk = stream.read(max(_JSON_CHUNK, len(buffer) - position))
+    return buffer[position:] + chunk, 0, not chunk
+
+
+def _parquet_columns(path: Path, shown: str) -> tuple[SourceColumn, ...]:
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise _unreadable(shown, exc) from None
+    return tuple(SourceColumn(field.name, str(field.type)) for field in schema)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def _first_line(exc: BaseException) -> str:
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return (text.strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _unreadable(
+    shown: str, exc: BaseException, config: FilesConfig | None = None
+) -> SourceUnreachable:
+    if isinstance(exc, UnicodeError) and config is not None:
+        hint = f"the file is not valid {config.encoding}; set `encoding` in the source config to the file's encoding"
+    elif isinstance(exc, OSError):
+        hint = "check that the file exists and that hakiri may read it"
+    else:
+        hint = "check the file's format against `format` (and `delimiter`, `encoding`) in the source config"
+    return SourceUnreachable(f"cannot read {shown}: {_first_line(exc)}", hint)
+
+
+def _malformed(shown: str, what: str) -> SourceUnreachable:
+    return SourceUnreachable(
+        f"cannot read {shown}: {what}",
+        "fix the file, or set `on_malformed = 'drop'` in the source config to skip bad records",
+    )

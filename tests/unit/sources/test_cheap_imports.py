@@ -1,0 +1,19 @@
+"""Inspecting sources is on `plan`'s hot path: importing the modules must pull in no heavy library."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("pyspark", "pyarrow", "deltalake", "psycopg")
+
+
+def test_source_inspectors_import_no_heavy_module() -> None:
+    code = (
+        "import sys\n"
+        "import hakiri.sources.files, hakiri.sources.postgres\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert done.stdout.strip() == "[]"
