@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 
 help:
 	@echo "make check-prereqs  check Python >= 3.11, Java >= 17, PostgreSQL binaries, JDBC jar"
-	@echo "make run            install hakiri into $(VENV) and validate the example project"
+	@echo "make run            install hakiri into $(VENV), validate and plan the example project"
 	@echo "make test           whole suite (unit + integration: starts PostgreSQL and Spark)"
 	@echo "make test-unit      fast tests only (no JVM, no PostgreSQL)"
 	@echo "make lint           ruff check, ruff format --check, import-linter layers"
@@ -36,6 +36,7 @@ venv-dev: $(VENV)/.installed-dev
 
 run: check-prereqs venv
 	$(BIN)/hakiri validate
+	$(BIN)/hakiri plan
 
 test: check-prereqs venv-dev
 	$(BIN)/python -m pytest

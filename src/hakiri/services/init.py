@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 from hakiri.errors import EditError
+from hakiri.services.schemas import export as export_schemas
 from hakiri.spec.edit import render_json
 from hakiri.spec.loader import PIPELINES_DIR, PROJECT_FILE, display_path, load_project
-from hakiri.spec.schema_export import export_schemas
 
 _PROJECT_TOML = """\
 # hakiri project. Pipelines live below as [[pipeline]] blocks or in pipelines/*.toml|json.

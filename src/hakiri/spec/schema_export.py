@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from hakiri.spec.load import REQUIRED_KEYS
@@ -16,7 +15,6 @@ from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ProjectFile
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-SCHEMA_FILES = ("pipeline.json", "project.json")
 
 
 def _add_load_mode_rules(schema: dict[str, Any]) -> None:
@@ -56,9 +54,9 @@ def project_schema() -> dict[str, Any]:
 
 
 def render_schemas() -> dict[str, str]:
-    """File name -> exact text that belongs in schemas/."""
+    """File name -> exact text of the manifest schemas (the plan schema is added by the services layer)."""
     return {
-        name: json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+        name: render(schema)
         for name, schema in (
             ("pipeline.json", pipeline_schema()),
             ("project.json", project_schema()),
@@ -66,21 +64,5 @@ def render_schemas() -> dict[str, str]:
     }
 
 
-def export_schemas(directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in render_schemas().items():
-        target = directory / name
-        target.write_text(text, encoding="utf-8")
-        written.append(target)
-    return written
-
-
-def drifted_schemas(directory: Path) -> list[Path]:
-    """Committed schema files that differ from what the models generate (or are missing)."""
-    return [
-        directory / name
-        for name, text in render_schemas().items()
-        if not (directory / name).is_file()
-        or (directory / name).read_text(encoding="utf-8") != text
-    ]
+def render(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"

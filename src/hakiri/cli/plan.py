@@ -1,0 +1,132 @@
+"""`hakiri plan`: what apply would change, Terraform-style, or as JSON for CI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.planner.model import Action, PipelinePlan, PlanDocument
+
+_MARK = {
+    Action.ADD: ("+", "green"),
+    Action.CHANGE: ("~", "yellow"),
+    Action.RETIRE: ("-", "red"),
+    Action.NO_OP: ("=", "dim"),
+}
+
+
+def plan(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[IDS]...", help="Pipelines to plan (default: all)."),
+    ] = None,
+    project: ProjectDir = Path("."),
+    as_json: JsonFlag = False,
+    detailed_exitcode: Annotated[
+        bool,
+        typer.Option("--detailed-exitcode", help="Exit 0 = no changes, 2 = changes, 1 = error."),
+    ] = False,
+) -> None:
+    """Show what `apply` would change: specs, target tables, pending data. Reads only; starts no JVM."""
+    from hakiri.services.plan import (
+        plan_project,  # catalog and database drivers: loaded only when planning
+    )
+
+    document = plan_project(project, ids or [])
+    if as_json:
+        emit_json(document.model_dump(mode="json"))
+    else:
+        render(document)
+    if document.summary.errors:
+        raise typer.Exit(1)
+    if detailed_exitcode and document.summary.changes:
+        raise typer.Exit(2)
+
+
+def render(document: PlanDocument) -> None:
+    if not document.catalog.initialized:
+        err.print(
+            f"[dim]catalog {escape(document.catalog.url)} does not exist yet: every pipeline is new[/dim]"
+        )
+    for pipeline in document.pipelines:
+        _pipeline(pipeline)
+    s = document.summary
+    err.print()
+    line = f"Plan: {s.add} to add, {s.change} to change, {s.retire} to retire."
+    if s.no_op:
+        line += f" {s.no_op} unchanged."
+    if s.pending:
+        line += f" {s.pending} with data to load."
+    err.print(f"[bold]{line}[/bold]")
+    if s.errors:
+        noun = "pipeline" if s.errors == 1 else "pipelines"
+        err.print(f"[red]error:[/red] {s.errors} {noun} could not be planned (see above)")
+        err.print(
+            "  [dim]hint:[/dim] fix the connection or path named in each error, then plan again"
+        )
+
+
+def _pipeline(p: PipelinePlan) -> None:
+    mark, colour = _MARK[p.action]
+    where = f"  {p.source} -> {p.destination} ({p.mode})" if p.source else ""
+    err.print(
+        f"[{colour}]{mark} {escape(p.id)}[/{colour}] [dim]{p.action.value}{escape(where)}[/dim]"
+    )
+    for change in p.diff:
+        symbol = {"added": "+", "removed": "-", "changed": "~"}[change.kind]
+        value = _show(change.after) if change.kind == "added" else _show(change.before)
+        if change.kind == "changed":
+            value = f"{_show(change.before)} -> {_show(change.after)}"
+        err.print(f"    {symbol} {escape(change.path)}: {escape(value)}")
+    for t in p.targets:
+        if t.create:
+            if any(c.type for c in t.columns):
+                columns = ", ".join(
+                    f"{c.name} {c.type or '(type from the data)'}" for c in t.columns
+                )
+            elif t.columns:
+                columns = ", ".join(c.name for c in t.columns) + "; types from the data"
+            else:
+                columns = "columns from the data"
+            err.print(f"    [green]+ create {escape(t.target)}[/green] ({escape(columns)})")
+        for c in t.add_columns:
+            err.print(
+                f"    [green]+ column {escape(t.target)}.{escape(c.name)}[/green] {escape(c.type or '(type from data)')}"
+            )
+        for w in t.widen_columns:
+            err.print(
+                f"    [yellow]~ widen {escape(t.target)}.{escape(w.name)}[/yellow] {escape(w.from_type)} -> {escape(w.to_type)}"
+            )
+        for problem in t.incompatible:
+            err.print(f"    [red]! incompatible:[/red] {escape(problem)}")
+    for work in p.pending:
+        if work.new_files or work.changed_files:
+            err.print(
+                f"    [cyan]data[/cyan] {escape(work.table)}: {len(work.new_files)} new, "
+                f"{len(work.changed_files)} changed file(s), {_size(work.bytes)}"
+            )
+        elif work.estimated_rows:
+            err.print(
+                f"    [cyan]data[/cyan] {escape(work.table)}: ~{work.estimated_rows:,} row(s) past the cursor"
+            )
+    for warning in p.warnings:
+        err.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
+    for error in p.errors:
+        err.print(f"    [red]error:[/red] {escape(error)}")
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

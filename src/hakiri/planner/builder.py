@@ -1,0 +1,242 @@
+"""Build the Plan from observations. Pure: no I/O, no clock, no JVM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hakiri.planner.diff import spec_diff
+from hakiri.planner.model import (
+    Action,
+    CatalogInfo,
+    Column,
+    PendingWork,
+    PipelinePlan,
+    PlanDocument,
+    Summary,
+    TargetChange,
+    TypeWidening,
+)
+from hakiri.planner.observations import PipelineObservation, TableObservation
+from hakiri.planner.types import compare_types, target_type
+from hakiri.spec.fingerprint import normalized_spec, spec_hash
+from hakiri.spec.load import LoadMode
+from hakiri.spec.pipeline import PipelineSpec
+from hakiri.spec.rules import check_load_against_columns
+
+POSTGRES_IDENTIFIER_BYTES = 63
+# Columns hakiri itself adds to targets; never reported as drift.
+_OWN_COLUMNS = {"_source_file_hash", "_hakiri_batch_id"}
+
+
+def build_plan(
+    project: str, catalog: CatalogInfo, observations: Sequence[PipelineObservation]
+) -> PlanDocument:
+    pipelines = [plan_pipeline(o) for o in sorted(observations, key=lambda o: o.pipeline_id)]
+    summary = Summary(
+        add=sum(p.action is Action.ADD for p in pipelines),
+        change=sum(p.action is Action.CHANGE for p in pipelines),
+        no_op=sum(p.action is Action.NO_OP for p in pipelines),
+        retire=sum(p.action is Action.RETIRE for p in pipelines),
+        errors=sum(bool(p.errors) for p in pipelines),
+        pending=sum(any(w.has_work for w in p.pending) for p in pipelines),
+    )
+    return PlanDocument(project=project, catalog=catalog, summary=summary, pipelines=pipelines)
+
+
+def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
+    spec = obs.spec
+    if spec is None:
+        return PipelinePlan(
+            id=obs.pipeline_id,
+            action=Action.RETIRE,
+            errors=list(obs.errors),
+            warnings=["state is kept in the catalog and target tables are left untouched"],
+        )
+    diff = spec_diff(obs.state.applied_spec, normalized_spec(spec)) if obs.state else []
+    applied_key = obs.state.applied_spec.get("load", {}).get("upsert_key") if obs.state else None
+    targets = [_target_change(spec, t, applied_key) for t in obs.tables]
+    pending = [_pending(spec, t) for t in obs.tables]
+    warnings = [w for t in obs.tables for w in _warnings(spec, t)]
+    if obs.state is None:
+        action = Action.ADD
+    elif obs.state.spec_hash != spec_hash(spec) or any(t.changes_structure for t in targets):
+        action = Action.CHANGE
+    else:
+        action = Action.NO_OP
+    return PipelinePlan(
+        id=spec.id,
+        action=action,
+        source=spec.source.connector,
+        destination=obs.tables[0].target.kind if obs.tables else None,
+        mode=spec.load.mode.value,
+        diff=diff,
+        targets=targets,
+        pending=pending,
+        warnings=warnings,
+        errors=list(obs.errors),
+    )
+
+
+def _source_columns(spec: PipelineSpec, t: TableObservation) -> list[Column] | None:
+    if t.source is None or t.source.columns is None:
+        return None
+    renames = spec.renames
+    return [
+        Column(
+            name=renames.get(c.name, c.name),
+            type=target_type(spec.source.connector, c.type, t.target.kind),
+        )
+        for c in t.source.columns
+    ]
+
+
+def _target_change(
+    spec: PipelineSpec, t: TableObservation, applied_key: list[str] | None
+) -> TargetChange:
+    now = t.target_now
+    base = dict(table=t.table.name, target=t.target.display, kind=t.target.kind)
+    columns = _source_columns(spec, t)
+    if now is None:  # the target could not be inspected (the error is on the pipeline)
+        return TargetChange(**base, exists=False, create=False)
+    common = dict(row_estimate=now.row_estimate, dependent_views=list(now.dependent_views))
+    if not now.exists:
+        return TargetChange(**base, exists=False, create=True, columns=columns or [], **common)
+    existing = {c.name: c for c in now.columns}
+    add, widen, incompatible = [], [], []
+    for column in columns or []:
+        current = existing.get(column.name)
+        if current is None:
+            if column.name not in _OWN_COLUMNS:
+                add.append(column)
+            continue
+        if column.type is None:
+            continue
+        verdict = compare_types(column.type, current.type)
+        if verdict == "widen":
+            widen.append(
+                TypeWidening(name=column.name, from_type=current.type, to_type=column.type)
+            )
+        elif verdict == "incompatible":
+            incompatible.append(
+                f"column {column.name}: source type {column.type} does not fit target type {current.type}"
+            )
+    if add and spec.schema_policy == "freeze":
+        incompatible.append(
+            f"schema_policy = 'freeze' but the source has new columns: {', '.join(c.name for c in add)}"
+        )
+        add = []
+    elif add and spec.schema_policy == "discard_columns":
+        add = []  # new source columns are dropped before loading, by policy
+    if spec.load.mode is LoadMode.UPSERT and applied_key and applied_key != spec.load.upsert_key:
+        incompatible.append(
+            f"upsert_key changed from ({', '.join(applied_key)}) on an existing target: needs an explicit migration"
+        )
+    elif (
+        spec.load.mode is LoadMode.UPSERT
+        and spec.load.upsert_key
+        and now.primary_key
+        and list(now.primary_key) != spec.load.upsert_key
+    ):
+        incompatible.append(
+            f"target primary key ({', '.join(now.primary_key)}) differs from upsert_key ({', '.join(spec.load.upsert_key)})"
+        )
+    return TargetChange(
+        **base,
+        exists=True,
+        create=False,
+        add_columns=add,
+        widen_columns=widen,
+        incompatible=incompatible,
+        **common,
+    )
+
+
+def _pending(spec: PipelineSpec, t: TableObservation) -> PendingWork:
+    source = t.source
+    if source is None:
+        return PendingWork(table=t.table.name)
+    if spec.source.connector == "files":
+        new = [f for f in source.files if f.path not in t.committed_files]
+        changed = [
+            f
+            for f in source.files
+            if f.path in t.committed_files and t.committed_files[f.path] != f.content_hash
+        ]
+        if getattr(spec.source.config, "on_change", "reload") == "ignore":
+            changed = []
+        return PendingWork(
+            table=t.table.name,
+            new_files=[f.path for f in new],
+            changed_files=[f.path for f in changed],
+            bytes=sum(f.size for f in [*new, *changed]),
+        )
+    return PendingWork(table=t.table.name, estimated_rows=source.estimated_rows)
+
+
+def _warnings(spec: PipelineSpec, t: TableObservation) -> list[str]:
+    warnings = list(t.source.notes) if t.source else []
+    now = t.target_now
+    target_columns = (
+        now.column_names
+        if now is not None and now.exists
+        else [c.name for c in _source_columns(spec, t) or []]
+    )
+    if target_columns:
+        warnings += [
+            f"{f.message} ({'.'.join(map(str, f.path))})"
+            for f in check_load_against_columns(spec.load, target_columns)
+        ]
+    if t.target.kind == "postgres":
+        warnings += _identifier_warnings(
+            [t.target.table, *(target_columns or []), *(spec.load.upsert_key or [])]
+        )
+        if now is not None and now.exists:
+            views = (
+                f"; views reading it: {', '.join(now.dependent_views)}"
+                if now.dependent_views
+                else ""
+            )
+            if spec.load.mode is LoadMode.BLUE_GREEN:
+                warnings.append(
+                    f"blue_green swap takes an ACCESS EXCLUSIVE lock on {t.target.display} for the rename "
+                    f"(readers wait briefly){views} (kept: re-pointed inside the swap)"
+                )
+            elif spec.load.mode is LoadMode.TRUNCATE:
+                warnings.append(
+                    f"truncate holds an ACCESS EXCLUSIVE lock on {t.target.display} for the whole load "
+                    f"(readers wait until it commits){views}"
+                )
+    if (
+        spec.source.connector == "files"
+        and getattr(spec.source.config, "on_change", "reload") == "error"
+        and t.source
+    ):
+        changed = [
+            f.path
+            for f in t.source.files
+            if t.committed_files.get(f.path, f.content_hash) != f.content_hash
+        ]
+        if changed:
+            warnings.append(
+                f"on_change = 'error' and these loaded files changed: {', '.join(changed)} (apply will fail)"
+            )
+    return warnings
+
+
+def _identifier_warnings(names: Sequence[str]) -> list[str]:
+    warnings = []
+    seen: dict[bytes, str] = {}
+    for name in dict.fromkeys(names):
+        encoded = name.encode("utf-8")
+        if len(encoded) > POSTGRES_IDENTIFIER_BYTES:
+            warnings.append(
+                f"identifier {name[:40]!r}… is {len(encoded)} bytes; PostgreSQL's limit is 63 "
+                "(apply will refuse it rather than let PostgreSQL truncate it)"
+            )
+            prefix = encoded[:POSTGRES_IDENTIFIER_BYTES]
+            if prefix in seen:
+                warnings.append(
+                    f"identifiers {seen[prefix][:40]!r}… and {name[:40]!r}… collide after truncation to 63 bytes"
+                )
+            seen.setdefault(prefix, name)
+    return warnings

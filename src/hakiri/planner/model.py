@@ -1,0 +1,126 @@
+"""The Plan: frozen models that `plan` renders and `--json` prints as is.
+
+They double as the contract of `hakiri plan --json`: `schemas/plan.json` is
+generated from `PlanDocument` and a test fails when it drifts.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Action(StrEnum):
+    ADD = "add"  # in a manifest, never applied
+    CHANGE = "change"  # the spec or the target's structure differs from what was applied
+    NO_OP = "no-op"
+    RETIRE = "retire"  # applied once, now in no manifest: state kept, tables untouched
+
+
+class FieldChange(_Frozen):
+    path: str = Field(
+        description="Key path in the pipeline spec, e.g. 'load.mode' or 'validate.rules[0].on_fail'."
+    )
+    kind: str = Field(description="'added', 'removed' or 'changed'.")
+    before: Any = None
+    after: Any = None
+
+
+class Column(_Frozen):
+    name: str
+    type: str | None = Field(
+        None, description="Destination type; null when only the data will tell (e.g. CSV)."
+    )
+
+
+class TypeWidening(_Frozen):
+    name: str
+    from_type: str
+    to_type: str
+
+
+class TargetChange(_Frozen):
+    table: str = Field(description="Source table name.")
+    target: str = Field(
+        description="Target as displayed: 'schema.table' (PostgreSQL) or 'context:table'."
+    )
+    kind: str = Field(description="'postgres' or 'context'.")
+    exists: bool
+    create: bool = Field(description="The target will be created (with `columns`).")
+    columns: list[Column] = Field(
+        default_factory=list, description="Columns of a target to create."
+    )
+    add_columns: list[Column] = Field(default_factory=list)
+    widen_columns: list[TypeWidening] = Field(default_factory=list)
+    incompatible: list[str] = Field(
+        default_factory=list, description="Changes apply will refuse (narrowing, key change)."
+    )
+    row_estimate: int | None = None
+    dependent_views: list[str] = Field(default_factory=list)
+
+    @property
+    def changes_structure(self) -> bool:
+        return self.create or bool(self.add_columns or self.widen_columns or self.incompatible)
+
+
+class PendingWork(_Frozen):
+    table: str
+    new_files: list[str] = Field(default_factory=list)
+    changed_files: list[str] = Field(default_factory=list)
+    bytes: int = 0
+    estimated_rows: int | None = Field(
+        None, description="Table sources: estimated rows past the cursor."
+    )
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.new_files or self.changed_files or self.estimated_rows)
+
+
+class PipelinePlan(_Frozen):
+    id: str
+    action: Action
+    source: str | None = None
+    destination: str | None = None
+    mode: str | None = None
+    diff: list[FieldChange] = Field(default_factory=list)
+    targets: list[TargetChange] = Field(default_factory=list)
+    pending: list[PendingWork] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(
+        default_factory=list, description="Why (part of) this pipeline could not be planned."
+    )
+
+
+class Summary(_Frozen):
+    add: int = 0
+    change: int = 0
+    no_op: int = 0
+    retire: int = 0
+    errors: int = Field(0, description="Pipelines with at least one error.")
+    pending: int = Field(0, description="Pipelines with data waiting to be loaded.")
+
+    @property
+    def changes(self) -> int:
+        return self.add + self.change + self.retire
+
+
+class CatalogInfo(_Frozen):
+    url: str = Field(description="Catalog URL with any password masked.")
+    initialized: bool = Field(description="False when no catalog exists yet (everything is new).")
+
+
+class PlanDocument(_Frozen):
+    """What `hakiri plan --json` prints."""
+
+    format_version: int = 1
+    project: str
+    catalog: CatalogInfo
+    summary: Summary
+    pipelines: list[PipelinePlan]

@@ -1,0 +1,135 @@
+"""Does a source column fit its target column? Shared by both destinations' type names.
+
+Verdicts: 'same'; 'fits' (the target is at least as wide); 'widen' (the target
+must be widened: int -> bigint, varchar(n) -> text, date -> timestamp; allowed and
+applied); 'incompatible' (a different kind of value: apply refuses it).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hakiri.destinations.context.types import spark_to_delta
+from hakiri.destinations.postgres.types import spark_to_postgres
+
+# family -> ordered names, narrowest first (PostgreSQL and Delta spellings alike)
+_FAMILIES: dict[str, list[set[str]]] = {
+    "number": [
+        {"byte", "tinyint"},
+        {"smallint", "short", "int2"},
+        {"integer", "int", "int4"},
+        {"bigint", "long", "int8"},
+        {"numeric", "decimal"},
+    ],
+    "float": [{"real", "float", "float4"}, {"double precision", "double", "float8"}],
+    "text": [{"character varying", "varchar"}, {"text", "string"}],
+    "time": [
+        {"date"},
+        {"timestamp without time zone", "timestamp_ntz"},
+        {"timestamp with time zone", "timestamp", "timestamptz"},
+    ],
+}
+_ARROW_TO_SPARK = {
+    "int8": "tinyint",
+    "int16": "smallint",
+    "int32": "int",
+    "int64": "bigint",
+    "uint8": "smallint",
+    "uint16": "int",
+    "uint32": "bigint",
+    "float": "float",
+    "halffloat": "float",
+    "double": "double",
+    "bool": "boolean",
+    "string": "string",
+    "large_string": "string",
+    "string_view": "string",
+    "date32[day]": "date",
+    "date32": "date",
+    "date64": "date",
+    "binary": "binary",
+    "large_binary": "binary",
+}
+_PG_TO_SPARK = {
+    "smallint": "smallint",
+    "integer": "int",
+    "bigint": "bigint",
+    "real": "float",
+    "double precision": "double",
+    "boolean": "boolean",
+    "text": "string",
+    "date": "date",
+    "timestamp with time zone": "timestamp",
+    "timestamp without time zone": "timestamp_ntz",
+    "bytea": "binary",
+    "uuid": "string",
+    "json": "string",
+    "jsonb": "string",
+}
+_PARAMS = re.compile(r"^(?P<base>[a-z_ ]+?)\s*(\((?P<args>[^)]*)\))?$")
+
+
+def _split(type_name: str) -> tuple[str, list[int]]:
+    match = _PARAMS.match(type_name.strip().lower())
+    if not match:
+        return type_name.strip().lower(), []
+    args = [int(a) for a in (match.group("args") or "").split(",") if a.strip().isdigit()]
+    return match.group("base").strip(), args
+
+
+def _rank(type_name: str) -> tuple[str, int, list[int]] | None:
+    base, args = _split(type_name)
+    for family, ranks in _FAMILIES.items():
+        for rank, names in enumerate(ranks):
+            if base in names:
+                return family, rank, args
+    return None
+
+
+def compare_types(source: str, target: str) -> str:
+    """Verdict for loading values of type `source` into a column of type `target`."""
+    if _split(source) == _split(target):
+        return "same"
+    src, tgt = _rank(source), _rank(target)
+    if tgt is not None and tgt[0] == "text" and tgt[1] == len(_FAMILIES["text"]) - 1:
+        return "fits"  # anything loads into an unbounded text column
+    if src is None or tgt is None or src[0] != tgt[0]:
+        return "incompatible"
+    if src[1] != tgt[1]:
+        return "fits" if src[1] < tgt[1] else "widen"
+    # Same type with parameters: varchar(n) vs varchar(m), numeric(p,s) vs numeric(q,t).
+    if src[2] and tgt[2] and any(s > t for s, t in zip(src[2], tgt[2], strict=False)):
+        return "widen"
+    return "fits"
+
+
+def source_type_as_spark(connector: str, type_name: str | None) -> str | None:
+    """A source's own type name in Spark SQL terms (files: declared Spark types or Arrow types; postgres: its types)."""
+    if type_name is None:
+        return None
+    lowered = type_name.strip().lower()
+    if connector == "postgres":
+        base, args = _split(lowered)
+        if base == "numeric" and len(args) == 2:
+            return f"decimal({args[0]},{args[1]})"
+        if base in ("character varying", "character"):
+            return "string"
+        return _PG_TO_SPARK.get(base)
+    if lowered.startswith("timestamp["):
+        return "timestamp" if "tz=" in lowered else "timestamp_ntz"
+    if lowered.startswith("decimal128(") or lowered.startswith("decimal("):
+        _, args = _split(lowered.replace("decimal128", "decimal"))
+        return f"decimal({args[0]},{args[1]})" if len(args) == 2 else None
+    return _ARROW_TO_SPARK.get(lowered, lowered)
+
+
+def target_type(connector: str, source_type: str | None, destination_kind: str) -> str | None:
+    """The type hakiri would give a new target column for this source column."""
+    if source_type is None:
+        return None
+    if connector == "postgres" and destination_kind == "postgres":
+        return source_type  # PostgreSQL to PostgreSQL keeps the exact type
+    spark = source_type_as_spark(connector, source_type)
+    if spark is None:
+        return None
+    return spark_to_postgres(spark) if destination_kind == "postgres" else spark_to_delta(spark)

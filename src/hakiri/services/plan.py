@@ -1,0 +1,189 @@
+"""`hakiri plan`: observe (manifests, catalog, targets, sources), then let the planner decide.
+
+Read-only everywhere: the catalog is opened without migrating (a missing one reads
+as empty and is not created), PostgreSQL sessions are read-only, and no JVM starts.
+An unreachable source or target becomes an error on that pipeline, not a crash.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hakiri.catalog.records import Phase
+from hakiri.catalog.store import Catalog
+from hakiri.catalog.url import catalog_url
+from hakiri.destinations.base import TargetObservation
+from hakiri.destinations.context import inspect_context_target
+from hakiri.destinations.postgres import inspect_postgres_targets
+from hakiri.errors import HakiriError, PipelineNotFound
+from hakiri.planner.builder import build_plan
+from hakiri.planner.model import CatalogInfo, PlanDocument
+from hakiri.planner.observations import PipelineObservation, TableObservation
+from hakiri.sources.base import SourceObservation
+from hakiri.sources.files import inspect_files
+from hakiri.sources.postgres import inspect_postgres_table
+from hakiri.spec.connections import context_store_path, destination_url, postgres_url, target_of
+from hakiri.spec.interpolate import mask_url
+from hakiri.spec.loader import Project, load_project
+from hakiri.spec.pipeline import (
+    FilesSource,
+    IncrementalSpec,
+    PipelineSpec,
+    PostgresSource,
+    TableSpec,
+)
+
+
+def plan_project(
+    root: Path, ids: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> PlanDocument:
+    env = os.environ if env is None else env
+    project = load_project(root, env)
+    url = catalog_url(project.root, project.settings.catalog.url, env)
+    with Catalog.open(url, migrate=False) as catalog:
+        states = catalog.pipeline_states()
+        wanted = _select(project, states, ids)
+        observations = _Observer(project, catalog, env).observe(
+            [project.pipelines[i] for i in wanted if i in project.pipelines]
+        )
+        for pid in wanted:
+            state = states.get(pid)
+            if pid not in project.pipelines and state is not None:
+                observations.append(PipelineObservation(pid, None, state))
+        info = CatalogInfo(url=mask_url(url), initialized=catalog.initialized)
+    return build_plan(project.settings.project.name, info, observations)
+
+
+def _select(project: Project, states: Mapping[str, Any], ids: Sequence[str]) -> list[str]:
+    retired = [
+        pid
+        for pid, s in states.items()
+        if pid not in project.pipelines and s.phase is not Phase.RETIRED
+    ]
+    everything = [*project.pipelines, *retired]
+    if not ids:
+        return everything
+    unknown = [i for i in ids if i not in everything]
+    if unknown:
+        raise PipelineNotFound(
+            f"no pipeline {', '.join(f'`{i}`' for i in unknown)} in the manifests or the catalog",
+            "`hakiri validate` lists the pipelines",
+        )
+    return list(dict.fromkeys(ids))
+
+
+def _attempt(errors: list[str], call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except HakiriError as exc:
+        errors.append(exc.reason)
+        return None
+
+
+class _Observer:
+    def __init__(self, project: Project, catalog: Catalog, env: Mapping[str, str]) -> None:
+        self.project, self.catalog, self.env = project, catalog, env
+
+    def observe(self, specs: Sequence[PipelineSpec]) -> list[PipelineObservation]:
+        errors: dict[str, list[str]] = {spec.id: [] for spec in specs}
+        targets = self._inspect_targets(specs, errors)
+        observations = []
+        for spec in specs:
+            tables = tuple(
+                self._table(spec, table, targets.get((spec.id, table.name)), errors[spec.id])
+                for table in spec.table_specs()
+            )
+            observations.append(
+                PipelineObservation(
+                    spec.id,
+                    spec,
+                    self.catalog.pipeline_state(spec.id),
+                    tables,
+                    tuple(dict.fromkeys(errors[spec.id])),
+                )
+            )
+        return observations
+
+    def _table(
+        self,
+        spec: PipelineSpec,
+        table: TableSpec,
+        target_now: TargetObservation | None,
+        errors: list[str],
+    ) -> TableObservation:
+        committed = (
+            self.catalog.committed_hashes(spec.id, table.name)
+            if isinstance(spec.source, FilesSource)
+            else {}
+        )
+        cursor = self.catalog.get_cursor(spec.id, table.name)
+        source = _attempt(errors, lambda: self._inspect_source(spec, table, cursor))
+        return TableObservation(
+            table,
+            target_of(self.project.settings, spec, table),
+            source,
+            target_now,
+            committed,
+            cursor,
+        )
+
+    def _inspect_source(
+        self, spec: PipelineSpec, table: TableSpec, cursor: Mapping[str, Any] | None
+    ) -> SourceObservation:
+        if isinstance(spec.source, FilesSource):
+            return inspect_files(self.project.root, spec.source.config, table)
+        assert isinstance(spec.source, PostgresSource)
+        config = spec.source.config
+        incremental = table.incremental or spec.incremental
+        column = incremental.column if isinstance(incremental, IncrementalSpec) else incremental
+        value = (cursor or {}).get(column) if column else None
+        return inspect_postgres_table(
+            postgres_url(self.project.settings, config, self.env),
+            config.schema_name,
+            table.name,
+            column,
+            value,
+        )
+
+    def _inspect_targets(
+        self, specs: Sequence[PipelineSpec], errors: dict[str, list[str]]
+    ) -> dict[tuple[str, str], TargetObservation]:
+        """All targets, with one connection per PostgreSQL destination."""
+        found: dict[tuple[str, str], TargetObservation] = {}
+        by_url: dict[str, list[tuple[str, TableSpec, str]]] = defaultdict(list)
+        settings = self.project.settings
+        for spec in specs:
+            for table in spec.table_specs():
+                target = target_of(settings, spec, table)
+                if target.kind == "context":
+                    store = context_store_path(self.project.root, settings, spec)
+                    result = _attempt(
+                        errors[spec.id],
+                        lambda s=store, t=target.table: inspect_context_target(s, t),
+                    )
+                    if result is not None:
+                        found[(spec.id, table.name)] = result
+                    continue
+                url = _attempt(
+                    errors[spec.id], lambda s=spec: destination_url(settings, s, self.env)
+                )
+                if url is not None:
+                    by_url[url].append((spec.id, table, target.schema or "public"))
+        for url, wanted in by_url.items():
+            names = [
+                (schema, target_of(settings, self.project.pipelines[pid], table).table)
+                for pid, table, schema in wanted
+            ]
+            try:
+                results = inspect_postgres_targets(url, names)
+            except HakiriError as exc:
+                for pid, _, _ in wanted:
+                    errors[pid].append(exc.reason)
+                continue
+            for (pid, table, _), result in zip(wanted, results, strict=True):
+                found[(pid, table.name)] = result
+        return found

@@ -1,0 +1,108 @@
+"""Resolve where a pipeline reads and writes: named connections, URLs, target names.
+
+Pure functions over the models plus an environment mapping; `${VAR}`s are expanded
+here, at the point of use, and nowhere earlier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from hakiri.errors import HakiriError
+from hakiri.spec.interpolate import MissingVariable, expand
+from hakiri.spec.pipeline import (
+    ContextDestination,
+    PipelineSpec,
+    PostgresDestination,
+    PostgresDestinationConfig,
+    PostgresSourceConfig,
+    TableSpec,
+)
+from hakiri.spec.project import PostgresConnection, ProjectFile
+
+
+def postgres_url(
+    settings: ProjectFile,
+    config: PostgresSourceConfig | PostgresDestinationConfig,
+    env: Mapping[str, str],
+) -> str:
+    """The libpq URL for a source or destination config (named connection or inline url), expanded."""
+    try:
+        if config.url is not None:
+            return expand(config.url, env)
+        connection = settings.connections[config.connection or ""]
+        return connection_url(connection, env)
+    except MissingVariable as exc:
+        raise HakiriError(
+            f"environment variable `{exc.variable}` is not set",
+            f"export {exc.variable}=... before running",
+        ) from None
+
+
+def connection_url(connection: PostgresConnection, env: Mapping[str, str]) -> str:
+    if connection.url is not None:
+        return expand(connection.url, env)
+    user = quote(expand(connection.user or "", env), safe="")
+    password = expand(connection.password or "", env)
+    auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    host = expand(connection.host or "", env)
+    return f"postgresql://{auth}{host}:{connection.port}/{quote(expand(connection.database or '', env), safe='')}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one table of a pipeline lands."""
+
+    kind: str  # 'context' | 'postgres'
+    table: str  # unqualified target table name
+    schema: str | None  # postgres schema; None for the context store
+    connection: str | None  # postgres: the named connection (None for an inline url)
+
+    @property
+    def display(self) -> str:
+        return f"{self.schema}.{self.table}" if self.schema else f"context:{self.table}"
+
+
+def destination_kind(settings: ProjectFile, spec: PipelineSpec) -> str:
+    if spec.destination is not None:
+        return spec.destination.connector
+    return "context" if settings.context.default_destination == "context" else "postgres"
+
+
+def target_of(settings: ProjectFile, spec: PipelineSpec, table: TableSpec) -> Target:
+    name = table.target or table.name
+    destination = spec.destination
+    if isinstance(destination, PostgresDestination):
+        return Target(
+            "postgres", name, destination.config.schema_name, destination.config.connection
+        )
+    if destination is None and settings.context.default_destination != "context":
+        return Target("postgres", name, "public", settings.context.default_destination)
+    assert destination is None or isinstance(destination, ContextDestination)
+    return Target("context", name, None, None)
+
+
+def destination_url(settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]) -> str:
+    """libpq URL of a pipeline's PostgreSQL destination (named by the pipeline or by default_destination)."""
+    destination = spec.destination
+    if isinstance(destination, PostgresDestination):
+        return postgres_url(settings, destination.config, env)
+    name = settings.context.default_destination
+    try:
+        return connection_url(settings.connections[name], env)
+    except MissingVariable as exc:
+        raise HakiriError(
+            f"environment variable `{exc.variable}` is not set",
+            f"export {exc.variable}=... before running",
+        ) from None
+
+
+def context_store_path(project_root: Path, settings: ProjectFile, spec: PipelineSpec) -> Path:
+    """Where a pipeline's context-store tables live: its destination's path, else [context] path."""
+    override = (
+        spec.destination.config.path if isinstance(spec.destination, ContextDestination) else None
+    )
+    return project_root / (override or settings.context.path)
