@@ -19,7 +19,7 @@ from hakiri.spec.interpolate import first_line_without_password, mask_url
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["inspect_postgres_target", "inspect_postgres_targets"]
+__all__ = ["inspect_postgres_target", "inspect_postgres_targets", "observe_targets"]
 
 CONNECT_TIMEOUT_SECONDS = 5
 # A target locked by a running load (blue_green swap, DDL) must not hang `plan`.
@@ -139,3 +139,10 @@ def _inspect(
             )
         )
     return observations
+
+
+def observe_targets(
+    conn: psycopg.Connection[Any], tables: Sequence[tuple[str, str]]
+) -> list[TargetObservation]:
+    """`inspect_postgres_targets` on a connection the caller owns (and in its transaction)."""
+    return _inspect(conn, tables)

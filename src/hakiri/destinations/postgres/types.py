@@ -26,6 +26,7 @@ _SPARK_TO_POSTGRES = {
     "timestamp_ltz": "timestamp with time zone",
     "timestamp_ntz": "timestamp without time zone",
     "binary": "bytea",
+    "void": "text",  # a column that is NULL in every row (e.g. lit(None)) has no type of its own
 }
 _DECIMAL = re.compile(r"^decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
@@ -36,6 +37,6 @@ def spark_to_postgres(spark_type: str) -> str | None:
     match = _DECIMAL.match(normalized)
     if match:
         return f"numeric({match.group(1)},{match.group(2)})"
-    if normalized.startswith("varchar(") or normalized.startswith("char("):
+    if normalized.startswith(("varchar(", "char(", "string collate ")):
         return "text"
     return _SPARK_TO_POSTGRES.get(normalized)

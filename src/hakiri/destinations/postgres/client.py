@@ -1,0 +1,326 @@
+"""PostgresDestination: stage a DataFrame, then commit it under a load spec in ONE transaction.
+
+The commit, in order, inside one transaction on one connection:
+
+    ledger tables exist? -> claim the batch in _hakiri.load_ledger (already there: drop staging, done)
+    -> create a missing target (PRIMARY KEY from upsert_key) -> backup_before_load snapshot
+    -> the load mode -> ledger row gets its row count -> drop the staging table
+    -> checkpoint('before_dest_commit') -> COMMIT -> checkpoint('after_dest_commit')
+
+The empty-source guard and cdc_mirror's gate run before the connection is even
+opened, so a refused load cannot have run a single statement. Any failure rolls
+back and drops the staging table; a lock not granted in time (blue_green's swap
+against a busy target) retries the whole transaction a few times first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from psycopg import sql
+
+from hakiri.destinations.base import Checkpoint, LoadRequest, LoadResult, StagedBatch
+from hakiri.destinations.postgres.inspect import observe_targets
+from hakiri.destinations.postgres.ledger import LoadLedger, ensure_ledger_tables
+from hakiri.destinations.postgres.load_modes import (
+    DESTRUCTIVE_MODES,
+    LoadContext,
+    backup_target,
+    check_cdc_mirror,
+    check_empty_source,
+    create_target,
+    insert_from_staging,
+    load_append,
+    load_incremental_watermark,
+    load_truncate,
+    load_upsert,
+)
+from hakiri.destinations.postgres.names import check_identifier
+from hakiri.destinations.postgres.sql_client import (
+    TransientLoadError,
+    Where,
+    connect,
+    driver_errors,
+    translate_spark_write_error,
+)
+from hakiri.destinations.postgres.staging import (
+    JdbcStageWriter,
+    StageWriter,
+    create_staging_table,
+    finish_staging_table,
+    staged_columns,
+    staging_name,
+    writable_frame,
+)
+from hakiri.destinations.postgres.swap import load_blue_green
+from hakiri.errors import HakiriError, LoadError
+from hakiri.spec.load import LoadMode
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresDestination"]
+
+_RELATION = """
+SELECT c.oid, c.relkind FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relname = %s
+"""
+
+
+class PostgresDestination:
+    """A PostgreSQL database as a hakiri destination (`hakiri.destinations.base.Destination`).
+
+    `schema` is used when a request names no target schema. `stage_writer` replaces
+    Spark's JDBC writer (e.g. by a COPY writer). `lock_timeout` bounds how long
+    blue_green waits for the target during its swap; a swap that times out is
+    retried `commit_attempts` times in all, `retry_backoff_seconds` apart (growing).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        schema: str,
+        *,
+        batch_size: int = 10_000,
+        stage_writer: StageWriter | None = None,
+        lock_timeout: str = "5s",
+        commit_attempts: int = 3,
+        retry_backoff_seconds: float = 0.5,
+    ) -> None:
+        self.url = url
+        self.schema = schema
+        self.batch_size = batch_size
+        self.stage_writer = stage_writer or JdbcStageWriter(url, batch_size=batch_size)
+        self.lock_timeout = lock_timeout
+        self.commit_attempts = max(1, commit_attempts)
+        self.retry_backoff_seconds = retry_backoff_seconds
+
+    # ------------------------------------------------------------------ staging
+
+    def stage(self, frame: Any, request: LoadRequest) -> StagedBatch:
+        """Write the frame into a fresh UNLOGGED `_hakiri_stg_…` table in the target schema."""
+        check_cdc_mirror(request.load)
+        schema = self._schema(request)
+        check_identifier(request.target_table, "target table")
+        columns = staged_columns(frame.schema)
+        name = staging_name(request)
+        conn = connect(self.url)
+        where = Where(self.url, schema, name, "create a staging table", conn.info.user)
+        try:
+            with driver_errors(where):
+                create_staging_table(conn, schema, name, columns, request)
+                conn.commit()
+            try:
+                self.stage_writer.write(writable_frame(frame, columns), schema, name)
+            except HakiriError:
+                raise
+            except Exception as exc:
+                raise translate_spark_write_error(exc, where) from exc
+            with driver_errors(where):
+                rows = finish_staging_table(conn, schema, name, columns)
+                conn.commit()
+        except BaseException:
+            _drop_quietly(conn, schema, name)
+            raise
+        finally:
+            conn.close()
+        return StagedBatch(request.batch_id, schema, name, rows, columns)
+
+    def discard(self, staged: StagedBatch) -> None:
+        """Drop a staging table whose batch will not be committed (no error if it is gone)."""
+        schema = staged.staging_schema or self.schema
+        conn = connect(self.url, autocommit=True)
+        try:
+            with driver_errors(
+                Where(self.url, schema, staged.staging_table, "drop", conn.info.user)
+            ):
+                _drop_staging(conn, schema, staged.staging_table)
+        finally:
+            conn.close()
+
+    # ------------------------------------------------------------------ committing
+
+    def is_committed(self, request: LoadRequest) -> bool:
+        conn = connect(self.url, autocommit=True)
+        where = Where(self.url, "_hakiri", "load_ledger", "read", conn.info.user)
+        try:
+            with driver_errors(where):
+                return LoadLedger(conn).contains(request, self._schema(request))
+        finally:
+            conn.close()
+
+    def commit(
+        self, staged: StagedBatch, request: LoadRequest, checkpoint: Checkpoint
+    ) -> LoadResult:
+        schema = self._schema(request)
+        try:
+            check_cdc_mirror(request.load)
+            check_empty_source(request.load, staged.rows, f"{schema}.{request.target_table}")
+            for attempt in range(1, self.commit_attempts + 1):
+                try:
+                    return self._commit_once(staged, request, schema, checkpoint)
+                except TransientLoadError as exc:
+                    if attempt == self.commit_attempts:
+                        raise LoadError(
+                            f"{exc.reason} (gave up after {attempt} attempts)",
+                            "find the session holding the lock (pg_stat_activity, pg_locks) and let it "
+                            "finish or end it, then apply again; the target was left as it was",
+                        ) from exc
+                    time.sleep(self.retry_backoff_seconds * attempt)
+            raise AssertionError("unreachable")  # pragma: no cover
+        except BaseException:
+            # Rolled back (or committed with the staging table already dropped): drop it if still there.
+            self._discard_quietly(staged, schema)
+            raise
+
+    def _commit_once(
+        self, staged: StagedBatch, request: LoadRequest, schema: str, checkpoint: Checkpoint
+    ) -> LoadResult:
+        conn = connect(self.url)
+        where = Where(self.url, schema, request.target_table, "load", conn.info.user)
+        try:
+            try:
+                with driver_errors(where):
+                    result = self._load(conn, staged, request, schema)
+                if result.already_committed:
+                    with driver_errors(where):
+                        conn.commit()
+                    return result
+                checkpoint("before_dest_commit")
+                with driver_errors(where):
+                    conn.commit()
+            except BaseException:
+                _rollback_quietly(conn)
+                raise
+            checkpoint("after_dest_commit")
+            return result
+        finally:
+            conn.close()
+
+    def _load(
+        self,
+        conn: psycopg.Connection[Any],
+        staged: StagedBatch,
+        request: LoadRequest,
+        schema: str,
+    ) -> LoadResult:
+        table = request.target_table
+        staging_schema = staged.staging_schema or schema
+        ensure_ledger_tables(conn)
+        ledger = LoadLedger(conn)
+        if not ledger.claim(request, schema):
+            _drop_staging(conn, staging_schema, staged.staging_table)
+            return LoadResult(rows_loaded=0, already_committed=True)
+
+        staging_obs, target_obs = observe_targets(
+            conn, [(staging_schema, staged.staging_table), (schema, table)]
+        )
+        if not staging_obs.exists:
+            raise LoadError(
+                f"the staging table {staging_schema}.{staged.staging_table} of batch {request.batch_id} is gone",
+                "it was dropped (by `hakiri gc`?) before the commit; apply again to re-stage the batch",
+            )
+        created = not target_obs.exists
+        if created:
+            target_columns = create_target(
+                conn, schema, table, staging_obs.columns, request.load.upsert_key
+            )
+        else:
+            target_columns = target_obs.columns
+        target_oid = self._table_oid(conn, schema, table)
+        ctx = LoadContext(
+            conn,
+            request,
+            schema,
+            sql.Identifier(staging_schema, staged.staging_table),
+            target_oid,
+            target_columns,
+            staging_obs.columns,
+        )
+        mode = request.load.mode
+        backup = None
+        if request.load.backup_before_load and not created and mode in DESTRUCTIVE_MODES:
+            backup = backup_target(ctx)
+
+        watermark = None
+        if mode is LoadMode.APPEND:
+            rows = load_append(ctx)
+        elif mode is LoadMode.TRUNCATE:
+            rows = load_truncate(ctx)
+        elif mode is LoadMode.UPSERT:
+            rows = load_upsert(ctx)
+        elif mode is LoadMode.BLUE_GREEN and created:
+            # Nothing to swap with: load the new table directly.
+            rows = insert_from_staging(ctx)
+            if request.post_hook is not None:
+                request.post_hook(conn)
+        elif mode is LoadMode.BLUE_GREEN:
+            rows = load_blue_green(ctx, request.post_hook, self.lock_timeout)
+        elif mode is LoadMode.INCREMENTAL_WATERMARK:
+            rows, watermark = load_incremental_watermark(ctx)
+        else:
+            check_cdc_mirror(request.load)
+            raise LoadError(f"unknown load mode {mode!r}", "use one of the documented load modes")
+
+        ledger.record_rows(request, schema, rows)
+        # Dropped inside the transaction: committed together with the rows, so a crash
+        # right after COMMIT leaves no staging table behind.
+        _drop_staging(conn, staging_schema, staged.staging_table)
+        return LoadResult(
+            rows_loaded=rows, created_target=created, backup_table=backup, watermark=watermark
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _schema(self, request: LoadRequest) -> str:
+        return request.target_schema or self.schema
+
+    @staticmethod
+    def _table_oid(conn: psycopg.Connection[Any], schema: str, table: str) -> int:
+        row = conn.execute(_RELATION, (schema, table)).fetchone()
+        if row is None:  # pragma: no cover - observed or created just above
+            raise LoadError(f"target {schema}.{table} vanished during the load", "apply again")
+        oid, relkind = row
+        if relkind not in ("r", "p"):
+            kind = {"v": "a view", "m": "a materialized view", "f": "a foreign table"}.get(
+                relkind, "not a table"
+            )
+            raise LoadError(
+                f"the target {schema}.{table} is {kind}, not a table",
+                "point the pipeline at a table (or drop the object so hakiri creates the table)",
+            )
+        return int(oid)
+
+    def _discard_quietly(self, staged: StagedBatch, schema: str) -> None:
+        try:
+            conn = connect(self.url, autocommit=True)
+        except HakiriError:
+            return  # the server is gone; `hakiri gc` drops the table later
+        _drop_quietly(conn, staged.staging_schema or schema, staged.staging_table)
+        conn.close()
+
+
+def _drop_staging(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, table)))
+
+
+def _rollback_quietly(conn: psycopg.Connection[Any]) -> None:
+    import psycopg
+
+    with contextlib.suppress(psycopg.Error):
+        conn.rollback()
+
+
+def _drop_quietly(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
+    """Best-effort cleanup while another error is on its way up; gc catches what this misses."""
+    import psycopg
+
+    try:
+        conn.rollback()
+        conn.autocommit = True
+        _drop_staging(conn, schema, table)
+    except psycopg.Error:
+        pass
