@@ -19,17 +19,21 @@ from hakiri.errors import SparkSetupError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from hakiri.spec.project import SparkSettings
+
 __all__ = [
     "ALLOW_DOWNLOAD_ENV",
     "JARS_ENV",
     "JDBC_DRIVER_CLASS",
     "JDBC_MAVEN_COORDINATE",
+    "NO_JDBC_DRIVER_HINT",
     "SYSTEM_JDBC_JAR",
     "JarResolution",
     "build_spark_session",
     "default_spark_conf",
     "jdbc_url_from_postgres_url",
     "resolve_jdbc_jars",
+    "session_for",
 ]
 
 JARS_ENV = "HAKIRI_SPARK_JARS"
@@ -42,7 +46,7 @@ LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 
 _TRUTHY = frozenset({"1", "true", "yes", "on"})
 
-_NO_JAR_HINT = (
+NO_JDBC_DRIVER_HINT = (
     'set `[spark] jars = ["/path/to/postgresql.jar"]` in hakiri.toml, '
     f"or {JARS_ENV}=/path/to/postgresql.jar (comma-separated for several), "
     f"or run `sudo apt-get install libpostgresql-jdbc-java` (installs {SYSTEM_JDBC_JAR}), "
@@ -57,7 +61,8 @@ class JarResolution:
 
     Exactly one of `jars` (local paths, for `spark.jars`) and `packages` (Maven
     coordinates, for `spark.jars.packages`) is non-empty. `source` says which
-    step of the resolution order matched: "config", "env", "system" or "download".
+    step of the resolution order matched: "config", "env", "system" or "download";
+    `session_for` uses "none" (both empty) for a session started without a driver.
     """
 
     source: str
@@ -108,7 +113,7 @@ def resolve_jdbc_jars(
     if env.get(ALLOW_DOWNLOAD_ENV, "").strip().lower() in _TRUTHY:
         return JarResolution(source="download", packages=(JDBC_MAVEN_COORDINATE,))
 
-    raise SparkSetupError("no PostgreSQL JDBC driver jar found for Spark", _NO_JAR_HINT)
+    raise SparkSetupError("no PostgreSQL JDBC driver jar found for Spark", NO_JDBC_DRIVER_HINT)
 
 
 def _existing_jars(paths: list[str], origin: str, base_dir: Path | None) -> tuple[str, ...]:
@@ -142,6 +147,10 @@ def default_spark_conf() -> dict[str, str]:
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         # Batches are small to medium; the default of 200 mostly adds task overhead.
         "spark.sql.shuffle.partitions": "4",
+        # With pruning, a CSV row counts as malformed only if a column the query
+        # uses is bad, so the rows `on_malformed = "drop"` counts and the rows it
+        # drops could differ; parse every column, every time.
+        "spark.sql.csv.parser.columnPruning.enabled": "false",
     }
 
 
@@ -183,6 +192,50 @@ def build_spark_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def session_for(
+    settings: SparkSettings,
+    project_root: Path,
+    *,
+    require_jdbc: bool = False,
+    env: Mapping[str, str] = os.environ,
+    app_name: str = "hakiri",
+) -> SparkSession:
+    """The SparkSession for a project: `[spark]` master, conf and jars from hakiri.toml.
+
+    Checks Java first (SparkSetupError naming the fix when it is missing or older
+    than 17), then resolves the PostgreSQL JDBC driver as `resolve_jdbc_jars`
+    does, with relative `[spark] jars` taken from `project_root`. A configured
+    jar that does not exist is an error at once. Finding no driver at all is an
+    error only with `require_jdbc`; otherwise Spark starts without it (pipelines
+    that never touch PostgreSQL need none) and the first JDBC use fails with the
+    same hint, via `hakiri.spark.errors`.
+
+    A session already running in this process is reused, as `build_spark_session` does.
+    """
+    from hakiri.spark.errors import spark_errors
+    from hakiri.spark.java import require_java
+
+    require_java(env)
+    configured = list(settings.jars) or None
+    try:
+        driver = resolve_jdbc_jars(configured, env, base_dir=project_root)
+    except SparkSetupError:
+        explicit = configured or any(p.strip() for p in env.get(JARS_ENV, "").split(","))
+        if require_jdbc or explicit:
+            raise
+        driver = JarResolution(source="none")
+
+    conf: dict[str, str | int | float | bool] = dict(settings.conf)
+    if driver.packages:
+        user_packages = [p for p in str(conf.get("spark.jars.packages", "")).split(",") if p]
+        conf["spark.jars.packages"] = ",".join([*user_packages, *driver.packages])
+    with spark_errors("starting Spark", fallback=SparkSetupError):
+        # build_spark_session appends the driver jars to any spark.jars of the user's conf.
+        return build_spark_session(
+            master=settings.master, conf=conf, jars=list(driver.jars), app_name=app_name
+        )
 
 
 def _conf_value(value: str | int | float | bool) -> str:
