@@ -34,9 +34,16 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 venv: $(VENV)/.installed
 venv-dev: $(VENV)/.installed-dev
 
+# Until the context store lands, the example applies into the PostgreSQL named by
+# HAKIRI_DEMO_PG_URL (examples/postgres); without it, run shows the plan only.
 run: check-prereqs venv
 	$(BIN)/hakiri validate
-	$(BIN)/hakiri plan
+	@if [ -n "$$HAKIRI_DEMO_PG_URL" ]; then \
+		$(BIN)/hakiri apply --project examples/postgres; \
+	else \
+		$(BIN)/hakiri plan; \
+		echo "make run: set HAKIRI_DEMO_PG_URL=postgresql://… to apply the example into PostgreSQL" >&2; \
+	fi
 
 test: check-prereqs venv-dev
 	$(BIN)/python -m pytest

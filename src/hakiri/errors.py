@@ -10,7 +10,10 @@
     │   └── CatalogOutdated     the catalog's schema is older (or newer) than this hakiri
     ├── LeaseHeld               another process holds the pipeline's lease
     ├── SourceUnreachable       a source system cannot be reached or read
-    └── DestinationUnreachable  a destination system cannot be reached or read
+    ├── SourceDataError         a source's data cannot be read as declared (malformed record, missing file)
+    ├── DestinationUnreachable  a destination system cannot be reached or read
+    └── LoadError               a load was refused or failed; the target is left as it was
+        └── EmptySource         truncate/blue_green refused: the source produced 0 rows
 
 Every user-facing failure is a HakiriError. Anything else reaching the CLI is a
 bug; the CLI still prints it as one line and shows the traceback only with --debug.
@@ -27,11 +30,14 @@ __all__ = [
     "DestinationUnreachable",
     "Diagnostic",
     "EditError",
+    "EmptySource",
     "HakiriError",
     "LeaseHeld",
+    "LoadError",
     "ManifestError",
     "PipelineNotFound",
     "ProjectNotFound",
+    "SourceDataError",
     "SourceUnreachable",
     "SparkSetupError",
 ]
@@ -131,4 +137,16 @@ class SourceUnreachable(HakiriError):
 
 
 class DestinationUnreachable(HakiriError):
+    pass
+
+
+class SourceDataError(HakiriError):
+    pass
+
+
+class LoadError(HakiriError):
+    pass
+
+
+class EmptySource(LoadError):
     pass

@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from hakiri import __version__
-from hakiri.cli import pipeline, plan, project, schema, state
+from hakiri.cli import apply, pipeline, plan, project, schema, state
 from hakiri.cli.render import err, error
 from hakiri.errors import HakiriError
 
@@ -73,6 +73,9 @@ def _root(
 app.command("init")(project.init)
 app.command("validate")(project.validate)
 app.command("plan")(plan.plan)
+app.command("apply")(apply.apply)
+app.command("run")(apply.run)
+app.command("gc")(apply.gc)
 app.command("runs")(state.runs)
 app.command("status")(state.status)
 app.add_typer(schema.app, name="schema", help="Export or check the JSON Schemas of the manifests.")

@@ -1,0 +1,165 @@
+"""`hakiri apply`, `hakiri run` and `hakiri gc`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+
+FailFast = Annotated[
+    bool, typer.Option("--fail-fast", help="Stop at the first pipeline that fails.")
+]
+LeaseTimeout = Annotated[
+    float,
+    typer.Option(
+        "--lease-timeout", help="Seconds to wait for a pipeline another process is running."
+    ),
+]
+
+
+def apply(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[IDS]...", help="Pipelines (default: all enabled)."),
+    ] = None,
+    project: ProjectDir = Path("."),
+    fail_fast: FailFast = False,
+    lease_timeout: LeaseTimeout = 0.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run pipelines to convergence: load every pending batch, exactly once."""
+    _apply(project, ids or [], fail_fast, lease_timeout, as_json)
+
+
+def run(
+    pipeline_id: Annotated[str, typer.Argument(metavar="ID", help="The pipeline to run now.")],
+    project: ProjectDir = Path("."),
+    lease_timeout: LeaseTimeout = 0.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run one pipeline now (also a disabled one), e.g. from cron."""
+    _apply(project, [pipeline_id], False, lease_timeout, as_json)
+
+
+def _apply(
+    project: Path, ids: list[str], fail_fast: bool, lease_timeout: float, as_json: bool
+) -> None:
+    from hakiri.services.apply import apply_project
+
+    def progress(outcome) -> None:  # type: ignore[no-untyped-def]
+        if not as_json:
+            mark = {
+                "success": "[green]ok[/green]",
+                "no-op": "[dim]up to date[/dim]",
+                "failed": "[red]failed[/red]",
+            }
+            err.print(
+                f"{mark[outcome.status]} {escape(outcome.pipeline_id)}"
+                + (
+                    f": {outcome.rows:,} rows in {outcome.batches} batch(es)"
+                    if outcome.status == "success"
+                    else ""
+                )
+            )
+
+    # A progress bar per pipeline, only for a person watching a terminal.
+    bars = None
+    if err.is_terminal and not as_json:
+        bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("batches  {task.fields[rows]:,} rows"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
+    tasks: dict[str, TaskID] = {}
+
+    def on_batch(pipeline_id: str, done: int, total: int, rows: int) -> None:
+        if bars is None:
+            return
+        if pipeline_id not in tasks:
+            tasks[pipeline_id] = bars.add_task(pipeline_id, total=total, rows=0)
+        bars.update(tasks[pipeline_id], completed=done, total=total, rows=rows)
+
+    if bars is not None:
+        bars.start()
+    try:
+        outcomes = apply_project(
+            project,
+            ids,
+            fail_fast=fail_fast,
+            lease_timeout=lease_timeout,
+            on_outcome=progress,
+            on_batch=on_batch,
+        )
+    finally:
+        if bars is not None:
+            bars.stop()
+    if as_json:
+        emit_json([asdict(o) for o in outcomes])
+    else:
+        _summary(outcomes)
+    if any(o.status == "failed" for o in outcomes):
+        raise typer.Exit(1)
+
+
+def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
+    if outcomes and all(o.status == "no-op" for o in outcomes):
+        err.print("no changes: every pipeline is up to date")
+        return
+    table = Table(
+        "pipeline", "mode", "status", "rows", "batches", "recovered", "duration", box=None
+    )
+    for o in outcomes:
+        table.add_row(
+            o.pipeline_id,
+            o.mode,
+            o.status,
+            f"{o.rows:,}",
+            str(o.batches),
+            str(o.recovered),
+            f"{o.seconds:.1f}s",
+        )
+    err.print(table)
+    for o in outcomes:
+        for note in o.notes:
+            err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")
+        if o.error:
+            err.print(f"[red]error:[/red] {escape(o.pipeline_id)}: {escape(o.error)}")
+            if o.hint:
+                err.print(f"  [dim]hint:[/dim] {escape(o.hint)}")
+
+
+def gc(
+    project: ProjectDir = Path("."),
+    older_than: Annotated[
+        float, typer.Option(help="Only tables older than this many seconds.")
+    ] = 3600.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Drop staging and `_new` tables left behind by crashed runs."""
+    from hakiri.services.gc import collect_garbage
+
+    dropped = collect_garbage(project, older_than)
+    if as_json:
+        typer.echo(json.dumps(dropped))
+        return
+    for name in dropped:
+        err.print(f"dropped {escape(name)}")
+    err.print(f"gc: {len(dropped)} table(s) dropped")

@@ -1,0 +1,1 @@
+"""Executes pipelines: batches persisted before data moves, claimed under leases, committed once."""

@@ -1,0 +1,144 @@
+"""`hakiri apply [IDS]` and `hakiri run ID`: run pipelines to convergence.
+
+The catalog is opened with migrations (apply is allowed to upgrade it). Spark
+starts lazily, once, and only when some batch actually needs reading: an apply
+with nothing new to load never starts a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hakiri.catalog.store import Catalog
+from hakiri.catalog.url import catalog_url
+from hakiri.destinations.base import Destination
+from hakiri.engine.runner import Outcome, PipelineRunner
+from hakiri.errors import HakiriError, PipelineNotFound
+from hakiri.spec.connections import Target, destination_url
+from hakiri.spec.loader import Project, load_project
+from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
+
+
+def apply_project(
+    root: Path,
+    ids: Sequence[str] = (),
+    *,
+    fail_fast: bool = False,
+    lease_timeout: float = 0.0,
+    env: Mapping[str, str] | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    on_batch: Callable[[str, int, int, int], None] | None = None,
+) -> list[Outcome]:
+    env = os.environ if env is None else env
+    project = load_project(root, env)
+    unknown = [i for i in ids if i not in project.pipelines]
+    if unknown:
+        raise PipelineNotFound(
+            f"no pipeline {', '.join(f'`{i}`' for i in unknown)}",
+            "`hakiri validate` lists the pipelines",
+        )
+    specs = [
+        project.pipelines[i]
+        for i in (ids or project.pipelines)
+        if project.pipelines[i].enabled or ids
+    ]
+    outcomes: list[Outcome] = []
+    spark = _LazySpark(project)
+    try:
+        with Catalog.open(
+            catalog_url(project.root, project.settings.catalog.url, env), migrate=True
+        ) as catalog:
+            for spec in specs:
+                outcome = _run_one(project, spec, catalog, spark, env, lease_timeout, on_batch)
+                outcomes.append(outcome)
+                if on_outcome:
+                    on_outcome(outcome)
+                if fail_fast and outcome.status == "failed":
+                    break
+    finally:
+        spark.stop()
+    return outcomes
+
+
+def _run_one(
+    project: Project,
+    spec: PipelineSpec,
+    catalog: Catalog,
+    spark: _LazySpark,
+    env: Mapping[str, str],
+    lease_timeout: float,
+    on_batch: Callable[[str, int, int, int], None] | None,
+) -> Outcome:
+    from hakiri.sources.files import read_files
+
+    runner = PipelineRunner(
+        project,
+        spec,
+        catalog,
+        lambda target: destination_for(project, spec, target, env),
+        spark.get,
+        read_files,
+        env,
+        lease_timeout,
+        on_batch,
+    )
+    try:
+        return runner.run()
+    except HakiriError as exc:
+        return Outcome(spec.id, "failed", spec.load.mode.value, error=exc.reason, hint=exc.hint)
+
+
+def destination_for(
+    project: Project, spec: PipelineSpec, target: Target, env: Mapping[str, str]
+) -> Destination:
+    if target.kind == "context":
+        raise HakiriError(
+            f"pipeline `{spec.id}`: the context-store destination is not implemented yet",
+            'load into PostgreSQL for now: destination = { connector = "postgres", config = { connection = "..." } } '
+            "(or examples/postgres with HAKIRI_DEMO_PG_URL)",
+        )
+    from hakiri.destinations.postgres import PostgresDestination as PostgresLoader
+
+    batch_size = (
+        spec.destination.config.batch_size
+        if isinstance(spec.destination, PostgresDestination)
+        else 10_000
+    )
+    return PostgresLoader(
+        destination_url(project.settings, spec, env),
+        target.schema or "public",
+        batch_size=batch_size,
+    )
+
+
+class _LazySpark:
+    """One SparkSession for the whole apply, started on first use.
+
+    A session already active in this process (a test suite's, or serve's) is
+    reused and left running; one we started is stopped when the apply ends.
+    """
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.session: Any = None
+        self.owned = False
+
+    def get(self) -> Any:
+        if self.session is None:
+            from pyspark.sql import SparkSession
+
+            from hakiri.spark.session import session_for
+
+            self.session = SparkSession.getActiveSession()
+            if self.session is None:
+                self.session = session_for(self.project.settings.spark, self.project.root)
+                self.owned = True
+        return self.session
+
+    def stop(self) -> None:
+        if self.session is not None and self.owned:
+            self.session.stop()
+        self.session = None

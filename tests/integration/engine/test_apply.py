@@ -1,0 +1,163 @@
+"""`hakiri apply` end to end, in-process (the suite's SparkSession is reused), into real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from typer.testing import CliRunner
+
+from hakiri.catalog.store import Catalog
+from hakiri.cli.main import app
+
+
+class Project:
+    def __init__(self, root: Path, pg_url: str, schema: str) -> None:
+        self.root, self.pg_url, self.schema = root, pg_url, schema
+
+    def write(self, relative: str, text: str) -> None:
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+
+    def cli(self, *args: str):
+        return CliRunner().invoke(app, [*args, "--project", str(self.root)], catch_exceptions=False)
+
+    def rows(self, table: str, order: str = "id") -> list[tuple]:
+        with psycopg.connect(self.pg_url) as conn:
+            return conn.execute(
+                sql.SQL("SELECT * FROM {} ORDER BY {}").format(
+                    sql.Identifier(self.schema, table), sql.Identifier(order)
+                )
+            ).fetchall()
+
+
+@pytest.fixture
+def project(tmp_path: Path, pg_url: str, pg_schema: str, spark) -> Project:
+    p = Project(tmp_path, pg_url, pg_schema)
+    p.write(
+        "hakiri.toml",
+        f"""
+        [project]
+        name = "apply-test"
+
+        [context]
+        default_destination = "wh"
+
+        [connections.wh]
+        type = "postgres"
+        url = "{pg_url}"
+
+        [[pipeline]]
+        id = "orders"
+        source = {{ connector = "files", config = {{ path = "data/orders/*.csv", columns = {{ id = "bigint", amount = "double", note = "string" }} }} }}
+        tables = ["orders"]
+        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{pg_schema}" }} }}
+        load = {{ mode = "append" }}
+
+        [[pipeline]]
+        id = "people"
+        source = {{ connector = "files", config = {{ path = "data/people/*.csv" }} }}
+        tables = ["people"]
+        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{pg_schema}" }} }}
+        load = {{ mode = "upsert", upsert_key = ["id"] }}
+    """,
+    )
+    p.write("data/orders/a.csv", "id,amount,note\n1,9.5,first\n2,3.0,\n")
+    p.write("data/orders/b.csv", "id,amount,note\n3,1.25,third\n")
+    p.write("data/people/p.csv", "id,name\n1,Ada\n2,Grace\n")
+    return p
+
+
+def test_apply_loads_every_file_and_a_second_apply_is_a_no_op(project) -> None:
+    result = project.cli("apply")
+    assert result.exit_code == 0, result.stderr
+    assert project.rows("orders") == [
+        (1, 9.5, "first"),
+        (2, 3.0, None),
+        (3, 1.25, "third"),
+    ]  # '' -> NULL
+    assert [r[1] for r in project.rows("people")] == ["Ada", "Grace"]
+
+    runs = json.loads(project.cli("runs", "orders", "--json").stdout)
+    assert [(r["status"], r["row_count"]) for r in runs] == [("success", 3)]
+
+    again = project.cli("apply")
+    assert again.exit_code == 0
+    assert "no changes: every pipeline is up to date" in again.stderr
+    assert len(json.loads(project.cli("runs", "orders", "--json").stdout)) == 1
+    assert project.cli("plan", "--detailed-exitcode").exit_code == 0
+
+
+def test_only_new_files_are_loaded(project) -> None:
+    assert project.cli("apply", "orders").exit_code == 0
+    project.write("data/orders/c.csv", "id,amount,note\n4,2.0,fourth\n")
+    result = project.cli("apply", "orders", "--json")
+    assert result.exit_code == 0, result.stderr
+    [outcome] = json.loads(result.stdout)
+    assert (outcome["status"], outcome["rows"], outcome["batches"]) == ("success", 1, 1)
+    assert [r[0] for r in project.rows("orders")] == [1, 2, 3, 4]
+
+
+def test_a_failing_pipeline_is_one_line_and_the_others_still_run(project) -> None:
+    with psycopg.connect(project.pg_url, autocommit=True) as conn:  # a target whose type clashes
+        conn.execute(
+            sql.SQL("CREATE TABLE {} (id bigint, amount date, note text)").format(
+                sql.Identifier(project.schema, "orders")
+            )
+        )
+    result = project.cli("apply", "orders", "people")
+    assert result.exit_code == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: orders: ")
+    assert "Traceback" not in result.stderr and "at org." not in result.stderr
+    assert [r[1] for r in project.rows("people")] == ["Ada", "Grace"]
+    with psycopg.connect(project.pg_url) as conn:
+        assert conn.execute(
+            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(project.schema, "orders"))
+        ).fetchone() == (0,)
+    runs = json.loads(project.cli("runs", "orders", "--json").stdout)
+    assert runs[0]["status"] == "failed" and runs[0]["error_kind"]
+
+
+def test_fail_fast_stops_at_the_first_failure(project) -> None:
+    project.write("data/orders/a.csv", "id,amount,note\nnot-a-number,1,x\n")
+    result = project.cli("apply", "orders", "people", "--fail-fast")
+    assert result.exit_code == 1
+    with psycopg.connect(project.pg_url) as conn:
+        exists = conn.execute("SELECT to_regclass(%s)", [f'"{project.schema}".people']).fetchone()
+    assert exists == (None,)
+
+
+def test_the_context_destination_says_it_is_not_built_yet(project) -> None:
+    project.write(
+        "pipelines/ctx.json",
+        json.dumps(
+            {
+                "id": "ctx",
+                "source": {"connector": "files", "config": {"path": "data/people/*.csv"}},
+                "tables": ["people_copy"],
+                "destination": {"connector": "context"},
+            }
+        ),
+    )
+    result = project.cli("apply", "ctx")
+    assert result.exit_code == 1
+    assert "context-store destination is not implemented yet" in result.stderr
+    assert "hint:" in result.stderr
+
+
+def test_a_pipeline_running_elsewhere_is_not_run_twice(project) -> None:
+    url = f"sqlite:///{project.root / '.hakiri' / 'state.sqlite'}"
+    with Catalog.open(url, migrate=True) as catalog:
+        lease = catalog.acquire_lease("orders", "otherhost:4242:abcd", 600)
+        assert lease.acquired
+    result = project.cli("apply", "orders")
+    assert result.exit_code == 1
+    assert "already running on" in result.stderr
+    assert datetime.now(UTC).strftime("%Y") in result.stderr
