@@ -160,7 +160,7 @@ def backup_target(ctx: LoadContext) -> str:
     stamp = utc_now().strftime("%Y%m%d%H%M%S")
     name = derived_name(ctx.table, f"_backup_{stamp}")
     attempt = 1
-    while _exists(ctx.conn, ctx.schema, name):
+    while relation_exists(ctx.conn, ctx.schema, name):
         attempt += 1
         name = derived_name(ctx.table, f"_backup_{stamp}_{attempt}")
     backup = sql.Identifier(ctx.schema, name)
@@ -177,7 +177,8 @@ def backup_target(ctx: LoadContext) -> str:
     return name
 
 
-def _exists(conn: psycopg.Connection[Any], schema: str, table: str) -> bool:
+def relation_exists(conn: psycopg.Connection[Any], schema: str, table: str) -> bool:
+    """Does any relation (table, view, index, sequence) with this name exist in the schema?"""
     row = conn.execute(
         "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
         " WHERE n.nspname = %s AND c.relname = %s",

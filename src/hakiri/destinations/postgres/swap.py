@@ -23,7 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
-from hakiri.destinations.postgres.load_modes import LoadContext, insert_from_staging
+from hakiri.destinations.postgres.load_modes import (
+    LoadContext,
+    insert_from_staging,
+    relation_exists,
+)
 from hakiri.destinations.postgres.names import derived_name, marker, parse_marker
 from hakiri.errors import LoadError
 
@@ -62,7 +66,7 @@ def load_blue_green(
     _refuse_materialized_views(ctx)
     new_name = derived_name(ctx.table, NEW_SUFFIX)
     old_name = derived_name(ctx.table, OLD_SUFFIX)
-    if _exists(conn, ctx.schema, old_name):
+    if relation_exists(conn, ctx.schema, old_name):
         raise LoadError(
             f"blue_green needs the name {ctx.schema}.{old_name} for a moment, and a table has it",
             f"rename or drop {ctx.schema}.{old_name}",
@@ -108,15 +112,6 @@ def load_blue_green(
     return rows
 
 
-def _exists(conn: psycopg.Connection[Any], schema: str, name: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-        " WHERE n.nspname = %s AND c.relname = %s",
-        (schema, name),
-    ).fetchone()
-    return row is not None
-
-
 def _relation_comment(conn: psycopg.Connection[Any], schema: str, name: str) -> str | None:
     row = conn.execute(
         "SELECT pg_catalog.obj_description(c.oid, 'pg_class') FROM pg_catalog.pg_class c"
@@ -129,7 +124,7 @@ def _relation_comment(conn: psycopg.Connection[Any], schema: str, name: str) -> 
 
 def _clear_leftover(ctx: LoadContext, new_name: str) -> None:
     """A `<t>_new` hakiri left behind is dropped; one that is not ours stops the load."""
-    if not _exists(ctx.conn, ctx.schema, new_name):
+    if not relation_exists(ctx.conn, ctx.schema, new_name):
         return
     if parse_marker(_relation_comment(ctx.conn, ctx.schema, new_name)) is None:
         raise LoadError(
