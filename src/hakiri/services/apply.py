@@ -72,7 +72,7 @@ def _run_one(
     lease_timeout: float,
     on_batch: Callable[[str, int, int, int], None] | None,
 ) -> Outcome:
-    from hakiri.sources.files import read_files
+    from hakiri.sources.file_reader import read_files
 
     runner = PipelineRunner(
         project,

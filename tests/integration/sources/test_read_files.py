@@ -12,7 +12,8 @@ import pytest
 
 from hakiri.errors import SourceDataError
 from hakiri.sources.base import SourceFile
-from hakiri.sources.files import FileRead, hash_file, read_files
+from hakiri.sources.file_reader import FileRead, read_files
+from hakiri.sources.files import hash_file
 from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:

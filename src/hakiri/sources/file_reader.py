@@ -1,0 +1,662 @@
+"""Read file batches with Spark: csv, json/jsonl and parquet, with the malformed-record policy.
+
+The JVM-free half (matching, hashing, header and key sniffing for `plan`) is
+`hakiri.sources.files`; the parsing helpers both halves need live there.
+pyspark is imported inside the functions that read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+from hakiri.errors import SourceDataError, SourceUnreachable
+from hakiri.sources.base import SourceFile
+from hakiri.sources.files import (
+    BOM,
+    csv_names,
+    first_line,
+    json_keys,
+    open_text,
+    skip_separators,
+    skip_whitespace,
+)
+from hakiri.spec.pipeline import FilesConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["FileRead", "read_files"]
+
+# ---------------------------------------------------------------- reading with Spark
+#
+# hakiri.sources stays free of hakiri.spark and of a module-level pyspark import:
+# the caller passes the SparkSession in, and wraps the call in
+# hakiri.spark.errors.spark_errors for the Spark failures this code does not
+# foresee (I/O errors, a JVM that died).
+
+_BAD = "_hakiri_malformed"  # Spark's corrupt-record column, named so no real column clashes
+_FILE = "_hakiri_file"
+_POS = "_hakiri_position"
+_BROKEN = "_hakiri_broken"
+_ROW = "_hakiri_row"
+_ELEMENT = "_hakiri_element"
+_REPLACEMENT = "\ufffd"  # what Spark's CSV reader makes of bytes the charset cannot decode
+_ESCAPED = re.compile("[\udc80-\udcff]")  # undecodable bytes under errors="surrogateescape"
+_GLOB_CHARS = re.compile(r"([\\\[\]{}*?^])")
+# Spark 4 reads these charsets as they are; any other needs spark.sql.legacy.javaCharsets.
+_SPARK_CHARSETS = {
+    "utf-8": "UTF-8",
+    "utf-8-sig": "UTF-8",
+    "ascii": "US-ASCII",
+    "iso8859-1": "ISO-8859-1",
+    "utf-16": "UTF-16",
+    "utf-16-le": "UTF-16LE",
+    "utf-16-be": "UTF-16BE",
+    "utf-32": "UTF-32",
+}
+# Python codec names Java spells differently (beyond iso8859-N and cpNNNN, handled by rule).
+_JAVA_CHARSETS = {
+    "mac-roman": "x-MacRoman",
+    "shift_jis": "Shift_JIS",
+    "utf-32-le": "UTF-32LE",
+    "utf-32-be": "UTF-32BE",
+}
+_MALFORMED_HINT = 'fix the file, or set `on_malformed = "drop"` in the source config to skip and count bad records'
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One batch of files as a lazy DataFrame, and what reading it left out."""
+
+    frame: DataFrame
+    malformed: int = 0  # records dropped under on_malformed = "drop"; always 0 under "fail"
+
+
+@dataclass(frozen=True)
+class _Located:
+    path: Path  # absolute
+    shown: str  # as the plan names it (SourceFile.path)
+
+    @property
+    def spark_path(self) -> str:
+        # Spark takes every path as a Hadoop glob: a '[' or '{' in a file name must mean itself.
+        return "file://" + _GLOB_CHARS.sub(r"\\\1", self.path.as_posix())
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One Spark read of files that share a layout: one CSV header, or JSON Lines, or JSON arrays."""
+
+    raw: DataFrame  # data columns, _BAD if present; JSON arrays add _FILE, _POS and _BROKEN
+    parsed: tuple[str, ...]  # every data column the files hold: all are parsed when counting
+    columns: tuple[str, ...]  # the columns the batch delivers, in order
+    files: tuple[_Located, ...]
+    kind: str  # "csv" | "jsonl" | "json-array"
+    has_bad: bool
+
+    def frame(self) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        if not self.columns:
+            # Every record was malformed (nothing else to infer columns from): no rows.
+            return self.raw.sparkSession.range(0).select()
+        rows = self.raw
+        if self.kind == "json-array":
+            rows = rows.where(~F.col(_BROKEN) & F.col(_POS).isNotNull())
+        if self.has_bad:
+            rows = rows.where(F.col(_BAD).isNull())
+        return rows.select(*[_col(name) for name in self.columns])
+
+
+def read_files(
+    spark: SparkSession, project_root: Path, config: FilesConfig, files: Sequence[SourceFile]
+) -> FileRead:
+    """Read exactly `files` (one batch) with Spark, as the source config declares.
+
+    csv: `header`, `delimiter`, `encoding`, RFC 4180 quoting; the declared
+    `columns` (every one must be in each file's header; other header columns are
+    left out), else types inferred from all rows. json/jsonl: JSON Lines, except
+    that a file starting with '[' is read as one array of records. parquet: as
+    written, nanosecond timestamps included; declared `columns` are selected and cast.
+    Column names are kept exactly as the files spell them.
+
+    Malformed records (wrong number of CSV fields, a value that does not parse as
+    its column's type, a line that is not a JSON object) fail the read under
+    `on_malformed = "fail"`, with the file and line of the first one; under
+    "drop" they are left out and counted. A CSV or JSON batch is parsed once here
+    to count them (an inferred CSV schema costs one more pass); the frame is
+    lazy and parses again when staged. Nothing is collected but counts.
+
+    Raises SourceDataError for a missing file, an unknown or wrong encoding, a
+    declared column the file lacks, a declared type Spark does not know, and
+    malformed records under "fail".
+    """
+    if not files:
+        raise ValueError("read_files needs at least one file")
+    root = Path(os.path.abspath(project_root))
+    located = [_locate(root, file) for file in files]
+    if config.format == "parquet":
+        return FileRead(_read_parquet(spark, config, located))
+
+    charset = _spark_charset(spark, config)
+    if config.format == "csv":
+        parts = _csv_parts(spark, config, charset, located)
+    else:
+        parts = _json_parts(spark, config, charset, located)
+    malformed = sum(_count_malformed(config, part) for part in parts)
+
+    if not parts:  # only empty CSV files: no header, no rows
+        return FileRead(_empty_frame(spark, config))
+    frame = parts[0].frame()
+    for part in parts[1:]:
+        frame = frame.unionByName(part.frame(), allowMissingColumns=True)
+    if config.format != "csv" and config.columns is None:
+        frame = _in_file_order(config, located, frame)
+    return FileRead(frame, malformed if config.on_malformed == "drop" else 0)
+
+
+# ---------------------------------------------------------------- files and options
+
+
+def _locate(root: Path, file: SourceFile) -> _Located:
+    path = Path(os.path.normpath(os.path.join(root, file.path)))
+    if not path.is_file():
+        raise SourceDataError(
+            f"{file.path} does not exist (any more)",
+            "restore the file, or run `hakiri apply` again so the plan sees it is gone",
+        )
+    if ":" in path.as_posix():
+        # Hadoop's Path takes what precedes a ':' for a URI scheme; there is no escaping it.
+        raise SourceDataError(
+            f"Spark cannot read {file.path}: its path contains ':'",
+            "rename the file (or its directory) without ':'",
+        )
+    return _Located(path, file.path)
+
+
+def _spark_charset(spark: SparkSession, config: FilesConfig) -> str:
+    """The Java charset name for `encoding`, which is a Python codec name."""
+    try:
+        name = codecs.lookup(config.encoding).name
+    except LookupError:
+        raise SourceDataError(
+            f"unknown encoding {config.encoding!r}",
+            "set `encoding` in the source config to a codec name such as 'utf-8' or 'latin-1'",
+        ) from None
+    if name in _SPARK_CHARSETS:
+        return _SPARK_CHARSETS[name]
+    charset = _JAVA_CHARSETS.get(name) or re.sub(r"^cp(125\d)$", r"windows-\1", name)
+    charset = re.sub(r"^iso8859-", "ISO-8859-", charset).replace("_", "-")
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is not None and not jvm.java.nio.charset.Charset.isSupported(charset):
+        raise SourceDataError(
+            f"Spark (Java) has no charset for encoding {config.encoding!r}",
+            "convert the files to UTF-8, or set `encoding` to one Java knows (e.g. 'cp1252')",
+        )
+    # Spark 4 accepts only a handful of charsets unless told to use whatever Java has.
+    spark.conf.set("spark.sql.legacy.javaCharsets", "true")
+    return charset
+
+
+def _col(name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(_quote(name))
+
+
+def _quote(name: str) -> str:
+    # Backquotes make dots, spaces and unicode in a name literal; a backquote is doubled.
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _schema(spark: SparkSession, fields: Sequence[tuple[str, str]]) -> StructType:
+    """A StructType from (name, Spark SQL type) pairs; a type Spark does not know is a SourceDataError."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql.types import DataType, StructType
+
+    try:
+        schema = DataType.fromDDL(", ".join(f"{_quote(n)} {t}" for n, t in fields))
+    except PySparkException:
+        for name, type_ in fields:
+            try:
+                DataType.fromDDL(type_)
+            except PySparkException:
+                raise SourceDataError(
+                    f"column {name!r} is declared as {type_!r}, which is not a Spark SQL type",
+                    "use a Spark SQL type in `columns`: string, bigint, int, double, "
+                    "decimal(12,2), boolean, date, timestamp, …",
+                ) from None
+        raise
+    assert isinstance(schema, StructType)
+    return schema
+
+
+def _empty_frame(spark: SparkSession, config: FilesConfig) -> DataFrame:
+    if config.columns is None:
+        return spark.range(0).select()
+    return spark.createDataFrame([], _schema(spark, list(config.columns.items())))
+
+
+# ---------------------------------------------------------------- csv
+
+
+def _csv_parts(
+    spark: SparkSession, config: FilesConfig, charset: str, located: list[_Located]
+) -> list[_Part]:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    # Spark applies one schema by position to every file of a read, so files whose
+    # headers differ (order included) are read separately and united by name.
+    groups: dict[tuple[str, ...] | None, list[_Located]] = {}
+    for loc in located:
+        header = _header_of(config, loc) if config.header else None
+        if config.header and header is None:
+            continue  # an empty file: no header, no rows
+        groups.setdefault(header, []).append(loc)
+
+    parts = []
+    for header, locs in groups.items():
+        paths = [loc.spark_path for loc in locs]
+        declared = config.columns
+        if declared is not None:
+            if header is not None:
+                _require_declared(declared, header, locs[0])
+                fields = [(name, declared.get(name, "string")) for name in header]
+            else:
+                fields = list(declared.items())
+            schema = _schema(spark, [*fields, (_BAD, "string")])
+            parsed, columns = tuple(n for n, _ in fields), tuple(declared)
+        else:
+            inferred = _csv_reader(spark, config, charset).option("inferSchema", True).csv(paths)
+            schema = StructType([*inferred.schema.fields, StructField(_BAD, StringType())])
+            parsed = columns = tuple(inferred.columns)
+        raw = _csv_reader(spark, config, charset).schema(schema).csv(paths)
+        parts.append(_Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True))
+    return parts
+
+
+def _csv_reader(spark: SparkSession, config: FilesConfig, charset: str) -> DataFrameReader:
+    return (
+        spark.read.option("header", config.header)
+        .option("sep", config.delimiter)
+        .option("encoding", charset)
+        # RFC 4180: a quote inside a quoted field is doubled, as Python's csv module reads it
+        # (Spark's default escape is a backslash, which misreads such fields without a word).
+        .option("escape", '"')
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", _BAD)
+    )
+
+
+def _header_of(config: FilesConfig, loc: _Located) -> tuple[str, ...] | None:
+    try:
+        names = csv_names(config, loc.path, loc.shown)
+    except SourceUnreachable as exc:
+        # Python decodes ahead of the header: a bad byte further down fails it, so find its line.
+        _raise_if_undecodable(config, [loc])
+        raise SourceDataError(exc.reason, exc.hint) from None
+    return tuple(names) if names is not None else None
+
+
+def _require_declared(declared: dict[str, str], header: tuple[str, ...], loc: _Located) -> None:
+    missing = [name for name in declared if name not in header]
+    if not missing:
+        return
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    shown_header = ", ".join(repr(n) for n in header[:12]) + (", …" if len(header) > 12 else "")
+    raise SourceDataError(
+        f"{loc.shown}: declared column {missing[0]!r}{more} is not in the CSV header",
+        f"the header has {shown_header}; fix `columns` in the source config, or the file",
+    )
+
+
+# ---------------------------------------------------------------- json
+
+
+def _json_parts(
+    spark: SparkSession, config: FilesConfig, charset: str, located: list[_Located]
+) -> list[_Part]:
+    arrays = [loc for loc in located if _starts_with_bracket(config, loc)]
+    lines = [loc for loc in located if loc not in arrays]
+    parts = []
+    if lines:
+        reader = _json_reader(spark, charset)
+        paths = [loc.spark_path for loc in lines]
+        if config.columns is not None:
+            raw = reader.schema(_schema(spark, [*config.columns.items(), (_BAD, "string")]))
+            raw = raw.json(paths)
+            columns = tuple(config.columns)
+        else:
+            raw = reader.json(paths)
+            columns = tuple(c for c in raw.columns if c != _BAD)
+        has_bad = _BAD in raw.columns
+        parts.append(_Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
+    if arrays:
+        parts.append(_json_array_part(spark, config, charset, arrays))
+    return parts
+
+
+def _json_reader(spark: SparkSession, charset: str) -> DataFrameReader:
+    reader = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", _BAD)
+    if charset != "UTF-8":
+        # Outside UTF-8 Spark cannot find line ends without being told what they are.
+        reader = reader.option("encoding", charset).option("lineSep", "\n")
+    return reader
+
+
+def _starts_with_bracket(config: FilesConfig, loc: _Located) -> bool:
+    with open_text(config, loc.path, loc.shown) as stream:
+        try:
+            return skip_whitespace(stream).startswith("[")
+        except UnicodeError:
+            return False  # read as lines; the bad bytes are then reported with their line
+
+
+def _json_array_part(
+    spark: SparkSession, config: FilesConfig, charset: str, locs: list[_Located]
+) -> _Part:
+    """Each element of each file's top-level array is one record.
+
+    Spark's multiLine mode would take the whole file for one record: one bad
+    element would mark every row of the file malformed. Splitting the array into
+    its elements first keeps `on_malformed` per record, as for JSON Lines.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    paths = [loc.spark_path for loc in locs]
+    if config.columns is not None:
+        schema = _schema(spark, [*config.columns.items(), (_BAD, "string")])
+    else:
+        reader = _json_reader(spark, charset).option("multiLine", True)
+        fields = [f for f in reader.json(paths).schema.fields if f.name != _BAD]
+        schema = StructType([*fields, StructField(_BAD, StringType())])
+    columns = tuple(f.name for f in schema.fields if f.name != _BAD)
+
+    content = spark.read.format("binaryFile").load(paths)
+    # A cast keeps bytes that are not UTF-8 (decode() would fail the whole read);
+    # the replacement check in _count_malformed then finds them.
+    text = F.col("content").cast("string") if charset == "UTF-8" else F.decode("content", charset)
+    array = F.from_json(F.regexp_replace(text, "^\ufeff", ""), "array<string>")
+    elements = content.select(
+        F.col("path").alias(_FILE),
+        array.isNull().alias(_BROKEN),
+        F.posexplode_outer(array).alias(_POS, _ELEMENT),
+    )
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _BAD}
+    record = F.from_json(F.col(_ELEMENT), schema, options).alias("_hakiri_record")
+    raw = elements.select(_FILE, _BROKEN, _POS, record).select(
+        _FILE, _BROKEN, _POS, "_hakiri_record.*"
+    )
+    return _Part(raw, columns, columns, tuple(locs), "json-array", has_bad=True)
+
+
+def _in_file_order(config: FilesConfig, located: list[_Located], frame: DataFrame) -> DataFrame:
+    """Spark sorts inferred JSON fields by name; put them in the order the records first use them."""
+    lenient = config.model_copy(update={"on_malformed": "drop"})
+    try:
+        keys = json_keys(lenient, [(loc.path, loc.shown) for loc in located]) or []
+    except SourceUnreachable:
+        return frame
+    known = [k for k in keys if k in frame.columns]
+    rest = [c for c in frame.columns if c not in set(known)]
+    if known + rest == frame.columns:
+        return frame
+    return frame.select(*[_col(c) for c in known + rest])
+
+
+# ---------------------------------------------------------------- parquet
+
+
+def _read_parquet(spark: SparkSession, config: FilesConfig, located: list[_Located]) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    nanos: dict[str, bool] = {}
+    for loc in located:
+        nanos.update(_nanosecond_columns(loc))
+    if nanos:
+        # Spark refuses TIMESTAMP(NANOS) (pandas' and pyarrow's default) unless it may
+        # read them as longs; they become microsecond timestamps below.
+        spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
+    reader = spark.read.option("mergeSchema", len(located) > 1)
+    frame = reader.parquet(*[loc.spark_path for loc in located])
+
+    def column(name: str) -> Column:
+        if name not in nanos:
+            return _col(name)
+        q = _quote(name)
+        micros = f"({q} DIV 1000 - IF({q} % 1000 < 0, 1, 0))"  # floor, also before 1970
+        epoch = "TIMESTAMP'1970-01-01 00:00:00 UTC'" if nanos[name] else "TIMESTAMP_NTZ'1970-01-01'"
+        return F.expr(f"timestampadd(MICROSECOND, {micros}, {epoch})").alias(name)
+
+    if config.columns is None:
+        return frame.select(*[column(name) for name in frame.columns]) if nanos else frame
+    missing = [name for name in config.columns if name not in frame.columns]
+    if missing:
+        shown = located[0].shown if len(located) == 1 else f"{len(located)} parquet files"
+        raise SourceDataError(
+            f"{shown}: declared column {missing[0]!r} is not in the file",
+            f"the file has {', '.join(repr(c) for c in frame.columns[:12])}; "
+            "fix `columns` in the source config",
+        )
+    declared = _schema(spark, list(config.columns.items()))
+    return frame.select(*[column(f.name).cast(f.dataType).alias(f.name) for f in declared.fields])
+
+
+def _nanosecond_columns(loc: _Located) -> dict[str, bool]:
+    """Top-level nanosecond timestamp columns, each with whether it is UTC-adjusted."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(loc.path)
+    except (OSError, pa.ArrowException) as exc:
+        raise SourceDataError(
+            f"cannot read {loc.shown}: {first_line(exc)}",
+            "check that the file is a complete Parquet file",
+        ) from None
+    return {
+        f.name: f.type.tz is not None
+        for f in schema
+        if pa.types.is_timestamp(f.type) and f.type.unit == "ns"
+    }
+
+
+# ---------------------------------------------------------------- malformed records
+
+
+def _count_malformed(config: FilesConfig, part: _Part) -> int:
+    """Parse the part once: count malformed records, and raise what `on_malformed = "fail"` asks for."""
+    from pyspark.sql import functions as F
+
+    if not part.has_bad:
+        return 0  # inferred JSON Lines without a corrupt-record column: nothing is malformed
+    bad = F.col(_BAD)
+    if not part.parsed and part.kind != "json-array":
+        # Spark refuses a query of the corrupt-record column alone; with no other
+        # column every record is malformed.
+        malformed, replaced, broken = part.raw.count(), 0, 0
+    else:
+        strings = [_col(name) for name, type_ in part.raw.dtypes if type_ == "string"]
+        replaced_expr = F.lit(False)
+        for string in strings:
+            replaced_expr = replaced_expr | (F.instr(string, _REPLACEMENT) > 0)
+        counts = [
+            F.count(bad).alias("malformed"),
+            F.count(F.when(replaced_expr, 1)).alias("replaced"),
+            F.count(F.when(F.col(_BROKEN), 1)).alias("broken")
+            if part.kind == "json-array"
+            else F.lit(0).alias("broken"),
+            # Counting every column makes Spark parse every column of every record.
+            *[F.count(_col(name)).alias(f"_c{i}") for i, name in enumerate(part.parsed)],
+        ]
+        row = part.raw.agg(*counts).first()
+        assert row is not None
+        malformed, replaced, broken = row["malformed"], row["replaced"], row["broken"]
+
+    if replaced or broken or (malformed and config.on_malformed == "fail"):
+        # Wrong bytes for the encoding show up as U+FFFD or as malformed records;
+        # say which line has them rather than blaming the records.
+        _raise_if_undecodable(config, part.files)
+    if broken:
+        raise _broken_array(config, part.files)
+    if malformed and config.on_malformed == "fail":
+        raise _first_malformed(config, part, malformed)
+    return int(malformed)
+
+
+def _raise_if_undecodable(config: FilesConfig, files: Sequence[_Located]) -> None:
+    for loc in files:
+        try:
+            with open(loc.path, encoding=config.encoding, errors="surrogateescape") as stream:
+                for number, line in enumerate(stream, 1):
+                    if _ESCAPED.search(line):
+                        raise _undecodable(config, f"{loc.shown}:{number}")
+        except UnicodeError:
+            raise _undecodable(config, loc.shown) from None
+
+
+def _undecodable(config: FilesConfig, where: str) -> SourceDataError:
+    return SourceDataError(
+        f"{where}: bytes that are not valid {config.encoding}",
+        "set `encoding` in the source config to the file's encoding (e.g. 'latin-1' or 'cp1252')",
+    )
+
+
+def _broken_array(config: FilesConfig, files: Sequence[_Located]) -> SourceDataError:
+    hint = (
+        "fix the file: a JSON file that starts with '[' must hold one JSON array "
+        "(on_malformed cannot skip records inside a broken array)"
+    )
+    for loc in files:
+        text = loc.path.read_text(encoding=config.encoding, errors="replace").lstrip(BOM)
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            return SourceDataError(
+                f"{loc.shown}:{exc.lineno}: not a valid JSON array: {exc.msg}", hint
+            )
+    return SourceDataError(f"{files[0].shown}: Spark cannot read the JSON array", hint)
+
+
+def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceDataError:
+    """The file and line of the first malformed record; runs only when the read fails."""
+    from pyspark.sql import functions as F
+
+    counted = [F.count(_col(name)) for name in part.parsed]  # parse all columns, as counted
+    if part.kind == "json-array":
+        firsts = (
+            part.raw.where(F.col(_BAD).isNotNull())
+            .groupBy(_FILE)
+            .agg(F.min(_POS).alias("first"), *counted)
+            .collect()
+        )
+    elif part.parsed:
+        # min_by over a row number taken before the filter: Spark reads a file's splits in
+        # order, so the smallest number is the record nearest the start of the file.
+        numbered = part.raw.select(
+            F.col("_metadata.file_path").alias(_FILE),
+            F.monotonically_increasing_id().alias(_ROW),
+            _col(_BAD),
+            *[_col(name) for name in part.parsed],
+        )
+        firsts = (
+            numbered.where(F.col(_BAD).isNotNull())
+            .groupBy(_FILE)
+            .agg(F.min_by(_BAD, _ROW).alias("first"), *counted)
+            .collect()
+        )
+    else:
+        firsts = []
+    by_path = {_local_path(row[_FILE]): row["first"] for row in firsts}
+    noun = "record" if total == 1 else "records"
+    count = f"{total} malformed {noun} in this batch"
+    for loc in part.files:
+        if loc.path.as_posix() not in by_path and firsts:
+            continue
+        first = by_path.get(loc.path.as_posix())
+        if part.kind == "json-array":
+            line = _array_element_line(config, loc, int(first or 0))
+            why = f"element {int(first or 0) + 1} of the array does not fit the columns' types"
+        else:
+            line, record = _line_of(config, loc, first)
+            why = (
+                _why_csv(config, record, len(part.parsed))
+                if part.kind == "csv"
+                else _why_json(record)
+            )
+        where = f"{loc.shown}:{line}" if line else loc.shown
+        return SourceDataError(
+            f"{where}: malformed {config.format} record: {why} ({count})", _MALFORMED_HINT
+        )
+    return SourceDataError(f"malformed {config.format} records ({count})", _MALFORMED_HINT)
+
+
+def _local_path(spark_path: str) -> str:
+    path = unquote(spark_path)
+    for prefix in ("file://", "file:"):
+        if path.startswith(prefix):
+            return "/" + path[len(prefix) :].lstrip("/")
+    return path
+
+
+def _line_of(config: FilesConfig, loc: _Located, record: str | None) -> tuple[int | None, str]:
+    """(line number, text) of `record` in the file; the first non-blank line when record is None."""
+    target = (record or "").rstrip("\r\n")
+    loose: tuple[int, str] | None = None
+    with open(loc.path, encoding=config.encoding, errors="surrogateescape") as stream:
+        for number, raw in enumerate(stream, 1):
+            line = (raw.removeprefix(BOM) if number == 1 else raw).rstrip("\n")
+            if record is None and line.strip():
+                return number, line
+            if line == target:
+                return number, line
+            if loose is None and line.strip() == target.strip():
+                loose = number, line
+    return loose if loose else (None, target)
+
+
+def _array_element_line(config: FilesConfig, loc: _Located, index: int) -> int | None:
+    text = loc.path.read_text(encoding=config.encoding, errors="replace")
+    decoder = json.JSONDecoder()
+    position = text.find("[") + 1
+    for current in range(index + 1):
+        position = skip_separators(text, position, first=current == 0)
+        if current == index:
+            return text.count("\n", 0, position) + 1
+        try:
+            _, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError:
+            return None
+    return None
+
+
+def _why_csv(config: FilesConfig, record: str, expected: int) -> str:
+    try:
+        fields = next(csv.reader([record], delimiter=config.delimiter), [])
+    except csv.Error as exc:
+        return f"cannot be split into fields ({exc})"
+    if len(fields) != expected:
+        found = f"{len(fields)} field" + ("" if len(fields) == 1 else "s")
+        return f"{found} where {expected} are expected"
+    return "a value does not fit its column's type"
+
+
+def _why_json(record: str) -> str:
+    try:
+        value = json.loads(record)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON ({exc.msg})"
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    return "a value does not fit its column's type"
