@@ -17,7 +17,7 @@ from psycopg import sql
 
 from hakiri.destinations.base import LoadRequest, TargetColumn
 from hakiri.destinations.postgres.ledger import WatermarkStore
-from hakiri.destinations.postgres.names import derived_name, marker, utc_now
+from hakiri.destinations.postgres.names import derived_name, mark_table, utc_now
 from hakiri.errors import EmptySource, LoadError
 from hakiri.spec.load import LoadMode, LoadSpec
 
@@ -165,15 +165,7 @@ def backup_target(ctx: LoadContext) -> str:
         name = derived_name(ctx.table, f"_backup_{stamp}_{attempt}")
     backup = sql.Identifier(ctx.schema, name)
     ctx.conn.execute(sql.SQL("CREATE TABLE {} AS TABLE {}").format(backup, ctx.target))
-    comment = marker(
-        "backup",
-        project=ctx.request.project,
-        pipeline=ctx.request.pipeline_id,
-        run=ctx.request.run_id,
-        batch=ctx.request.batch_id,
-        target=ctx.table,
-    )
-    ctx.conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(backup, sql.Literal(comment)))
+    mark_table(ctx.conn, backup, "backup", ctx.request)
     return name
 
 

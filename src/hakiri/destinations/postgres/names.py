@@ -10,8 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
+from psycopg import sql
+
+from hakiri.destinations.base import LoadRequest
 from hakiri.errors import LoadError
+
+if TYPE_CHECKING:
+    import psycopg
 
 MAX_IDENTIFIER_BYTES = 63  # NAMEDATALEN - 1
 _HASH_CHARS = 8
@@ -51,6 +58,21 @@ def marker(kind: str, **fields: str) -> str:
     """The comment that marks a table hakiri created: kind, pipeline, run, batch, created_at."""
     payload = {"kind": kind, **fields, "created_at": utc_now().isoformat(timespec="seconds")}
     return MARKER_PREFIX + json.dumps(payload, ensure_ascii=False, sort_keys=True)
+
+
+def mark_table(
+    conn: psycopg.Connection[Any], table: sql.Identifier, kind: str, request: LoadRequest
+) -> None:
+    """Comment a table hakiri just created with its marker (in the caller's transaction)."""
+    comment = marker(
+        kind,
+        project=request.project,
+        pipeline=request.pipeline_id,
+        run=request.run_id,
+        batch=request.batch_id,
+        target=request.target_table,
+    )
+    conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(table, sql.Literal(comment)))
 
 
 def parse_marker(comment: str | None) -> dict[str, str] | None:

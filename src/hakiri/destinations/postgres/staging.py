@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from psycopg import sql
 
 from hakiri.destinations.base import LoadRequest, TargetColumn
-from hakiri.destinations.postgres.names import check_identifier, marker
+from hakiri.destinations.postgres.names import check_identifier, mark_table
 from hakiri.destinations.postgres.types import spark_to_postgres
 from hakiri.errors import LoadError
 
@@ -158,15 +158,7 @@ def create_staging_table(
         for positional, column in zip(positional_names(columns), columns, strict=True)
     )
     conn.execute(sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(name, body))
-    comment = marker(
-        "staging",
-        project=request.project,
-        pipeline=request.pipeline_id,
-        run=request.run_id,
-        batch=request.batch_id,
-        target=request.target_table,
-    )
-    conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(name, sql.Literal(comment)))
+    mark_table(conn, name, "staging", request)
 
 
 def finish_staging_table(

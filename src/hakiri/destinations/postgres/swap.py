@@ -28,7 +28,7 @@ from hakiri.destinations.postgres.load_modes import (
     insert_from_staging,
     relation_exists,
 )
-from hakiri.destinations.postgres.names import derived_name, marker, parse_marker
+from hakiri.destinations.postgres.names import derived_name, mark_table, parse_marker
 from hakiri.errors import LoadError
 
 if TYPE_CHECKING:
@@ -74,15 +74,7 @@ def load_blue_green(
     _clear_leftover(ctx, new_name)
     new = sql.Identifier(ctx.schema, new_name)
     conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(new, ctx.target))
-    comment = marker(
-        "blue_green_new",
-        project=ctx.request.project,
-        pipeline=ctx.request.pipeline_id,
-        run=ctx.request.run_id,
-        batch=ctx.request.batch_id,
-        target=ctx.table,
-    )
-    conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(new, sql.Literal(comment)))
+    mark_table(conn, new, "blue_green_new", ctx.request)
     rows = insert_from_staging(ctx, new)
     if post_hook is not None:
         post_hook(conn)
