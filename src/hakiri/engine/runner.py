@@ -90,6 +90,7 @@ class PipelineRunner:
     ) -> None:
         self.project, self.spec, self.catalog = project, spec, catalog
         self.destination_for, self.spark, self.read_files = destination_for, spark, read_files
+        self._destinations: dict[Target, Destination] = {}  # one per target for the whole run
         self.env, self.lease_timeout = env, lease_timeout
         # (pipeline id, batches done, batches in this run, rows so far): drives progress display
         self.on_batch = on_batch
@@ -183,7 +184,9 @@ class PipelineRunner:
             target.table,
             self.spec.load,
         )
-        return self.destination_for(target), request
+        if target not in self._destinations:
+            self._destinations[target] = self.destination_for(target)
+        return self._destinations[target], request
 
     def _already_in_ledger(self, batch: Batch, outcome: Outcome) -> bool:
         destination, request = self._request(batch, run_id="recovery")

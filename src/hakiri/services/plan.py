@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hakiri.catalog.records import Phase
+from hakiri.catalog.records import Phase, PipelineState
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
@@ -47,7 +47,7 @@ def plan_project(
     with Catalog.open(url, migrate=False) as catalog:
         states = catalog.pipeline_states()
         wanted = _select(project, states, ids)
-        observations = _Observer(project, catalog, env).observe(
+        observations = _Observer(project, catalog, states, env).observe(
             [project.pipelines[i] for i in wanted if i in project.pipelines]
         )
         for pid in wanted:
@@ -85,7 +85,14 @@ def _attempt(errors: list[str], call: Callable[[], Any]) -> Any:
 
 
 class _Observer:
-    def __init__(self, project: Project, catalog: Catalog, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        project: Project,
+        catalog: Catalog,
+        states: Mapping[str, PipelineState],
+        env: Mapping[str, str],
+    ) -> None:
+        self.states = states
         self.project, self.catalog, self.env = project, catalog, env
 
     def observe(self, specs: Sequence[PipelineSpec]) -> list[PipelineObservation]:
@@ -101,7 +108,7 @@ class _Observer:
                 PipelineObservation(
                     spec.id,
                     spec,
-                    self.catalog.pipeline_state(spec.id),
+                    self.states.get(spec.id),
                     tables,
                     tuple(dict.fromkeys(errors[spec.id])),
                 )
