@@ -150,3 +150,23 @@ class LoadError(HakiriError):
 
 class EmptySource(LoadError):
     pass
+
+
+class DataQualityError(HakiriError):
+    """A row rule or dataset validator with on_fail = "abort" failed; nothing was published."""
+
+
+class RuleViolation(DataQualityError):
+    pass
+
+
+class ValidationFailed(DataQualityError):
+    pass
+
+
+class HookError(HakiriError):
+    """A pre/post hook failed to run."""
+
+
+class UnsafeHook(HookError):
+    """A hook was refused by the SQL guard or the webhook (SSRF) guard."""

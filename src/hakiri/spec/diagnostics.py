@@ -211,7 +211,8 @@ def model_diagnostics(
                 file=file,
                 line=index.line_of(full),
                 path=format_path(full),
-                hint=f"add `{ctx['field']}` to this load section" if "field" in ctx else None,
+                hint=ctx.get("hint")
+                or (f"add `{ctx['field']}` to this load section" if "field" in ctx else None),
             )
         )
     return found
