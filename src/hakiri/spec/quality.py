@@ -125,10 +125,28 @@ DatasetValidator = Annotated[
 
 
 class ValidateSpec(SpecModel):
-    """`[pipeline.validate]`: row rules (per row, in Spark) and dataset validators (SQL probes)."""
+    """`[pipeline.validate]`: row rules (per row, in Spark) and dataset validators (SQL probes).
+
+    Dataset validators run against the staged rows inside the load transaction, so an
+    `abort` failure publishes nothing (write-audit-publish).
+    """
 
     rules: list[RowRule] = Field(default_factory=list)
     dataset: list[DatasetValidator] = Field(default_factory=list)
+    expected_row_count_delta: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Percent. Warn when a load's row count is outside mean ± this percent of the "
+            "last `window_runs` successful runs."
+        ),
+    )
+    window_runs: int = Field(
+        7,
+        ge=3,
+        le=100,
+        description="How many recent successful runs the row-count mean is taken over.",
+    )
 
 
 class QuarantineSpec(SpecModel):
