@@ -51,6 +51,9 @@ class RunRecord:
     error_kind: str | None = None
     error_msg: str | None = None
     trace_id: str | None = None
+    quality: dict[str, Any] | None = (
+        None  # rule counts, rows quarantined, validator results, warnings
+    )
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,8 @@ pipeline_run = Table(
     Column("error_kind", String),
     Column("error_msg", Text),
     Column("trace_id", String),
+    # {"rules": {rule_id: violations}, "quarantined": n, "validators": [probe results], "warnings": [...]}
+    Column("quality", JSONText),
 )
 
 pipeline_cursor = Table(

@@ -207,6 +207,7 @@ class Catalog(BatchClaims, PipelineLeases):
         bytes: int | None = None,
         error_kind: str | None = None,
         error_msg: str | None = None,
+        quality: dict[str, Any] | None = None,
     ) -> RunRecord:
         def work(conn: Connection) -> Row[Any] | None:
             conn.execute(
@@ -219,6 +220,7 @@ class Catalog(BatchClaims, PipelineLeases):
                     bytes=bytes,
                     error_kind=error_kind,
                     error_msg=error_msg,
+                    quality=quality,
                 )
             )
             return conn.execute(
@@ -550,4 +552,5 @@ def _run(row: Row[Any]) -> RunRecord:
         error_kind=row.error_kind,
         error_msg=row.error_msg,
         trace_id=row.trace_id,
+        quality=row.quality,
     )

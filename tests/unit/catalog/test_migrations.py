@@ -30,7 +30,7 @@ def diff(conn: Connection, target: MetaData) -> list[object]:
 
 
 def test_head_matches_schema_py(migrated: Connection) -> None:
-    assert migrate.current_revision(migrated) == migrate.head_revision() == "0001"
+    assert migrate.current_revision(migrated) == migrate.head_revision() == "0002"
     assert diff(migrated, metadata) == []
 
 
@@ -55,3 +55,18 @@ def test_revisions_are_numbered_in_sequence() -> None:
     files = sorted(p.name for p in (migrate.MIGRATIONS / "versions").glob("*.py"))
     assert files[0] == "0001_initial.py"
     assert [name[:4] for name in files] == [f"{i:04d}" for i in range(1, len(files) + 1)]
+
+
+def test_upgrading_from_0001_keeps_runs(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'old.sqlite'}")
+    with engine.begin() as conn:
+        command.upgrade(migrate.alembic_config(conn), "0001")
+        conn.exec_driver_sql(
+            "INSERT INTO pipeline_run (run_id, pipeline_id, started_at, status) "
+            "VALUES ('r1', 'orders', '2026-11-01 00:00:00', 'success')"
+        )
+        migrate.upgrade(conn)
+        assert migrate.current_revision(conn) == "0002"
+        row = conn.exec_driver_sql("SELECT run_id, quality FROM pipeline_run").one()
+        assert tuple(row) == ("r1", None)
+    engine.dispose()
