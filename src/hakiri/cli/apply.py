@@ -124,7 +124,15 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
         err.print("no changes: every pipeline is up to date")
         return
     table = Table(
-        "pipeline", "mode", "status", "rows", "batches", "recovered", "duration", box=None
+        "pipeline",
+        "mode",
+        "status",
+        "rows",
+        "quarantined",
+        "batches",
+        "recovered",
+        "duration",
+        box=None,
     )
     for o in outcomes:
         table.add_row(
@@ -132,6 +140,7 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
             o.mode,
             o.status,
             f"{o.rows:,}",
+            f"{o.quarantined:,}",
             str(o.batches),
             str(o.recovered),
             f"{o.seconds:.1f}s",

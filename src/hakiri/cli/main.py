@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from hakiri import __version__
-from hakiri.cli import apply, pipeline, plan, project, schema, state
+from hakiri.cli import apply, pipeline, plan, project, quality, schema, state
 from hakiri.cli.render import err, error
 from hakiri.errors import HakiriError
 
@@ -78,6 +78,9 @@ app.command("run")(apply.run)
 app.command("gc")(apply.gc)
 app.command("runs")(state.runs)
 app.command("status")(state.status)
+app.command("alerts")(quality.alerts)
+app.command("errors")(quality.errors)
+app.command("replay")(quality.replay)
 app.add_typer(schema.app, name="schema", help="Export or check the JSON Schemas of the manifests.")
 app.add_typer(pipeline.app, name="pipeline", help="Create, convert and edit pipeline manifests.")
 

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from hakiri.errors import Diagnostic, HakiriError, ManifestError
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# emoji=False: rule ids like `regex:email:` must print as written, not as ✉.
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 ProjectDir = Annotated[
     Path,

@@ -4,11 +4,17 @@ Plain data and a Protocol; no I/O here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hakiri.spec.load import LoadSpec
+from hakiri.spec.quality import DatasetValidator
+
+if TYPE_CHECKING:  # kept out of import time: `plan` imports this module and must stay light
+    from hakiri.quality.validators import ProbeResult
+    from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,46 @@ class TargetObservation:
 # ---------------------------------------------------------------- loading (used by the engine)
 
 
+REPLAY_ROW_COLUMN = "_hakiri_quarantined_row"
+
+
+@dataclass(frozen=True)
+class QuarantineTable:
+    """Where rows that broke a warn/skip rule are kept, and the node (table entry) they came from."""
+
+    schema: str | None  # None: the target's schema (PostgreSQL) / the context store
+    table: str
+    node_id: str
+
+
+@dataclass(frozen=True)
+class QuarantinedRow:
+    id: int
+    pipeline_id: str
+    run_id: str
+    node_id: str
+    rule_id: str
+    on_fail: str
+    dropped: bool
+    row: dict[str, Any]
+    created_at: datetime
+    replayed_by: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "pipeline_id": self.pipeline_id,
+            "run_id": self.run_id,
+            "node_id": self.node_id,
+            "rule_id": self.rule_id,
+            "on_fail": self.on_fail,
+            "dropped": self.dropped,
+            "row": self.row,
+            "created_at": self.created_at.isoformat(),
+            "replayed_by": self.replayed_by,
+        }
+
+
 @dataclass(frozen=True)
 class LoadRequest:
     """Everything a destination needs to commit one batch; built by the engine."""
@@ -54,6 +100,12 @@ class LoadRequest:
     post_hook: Callable[[Any], None] | None = (
         None  # blue_green: runs inside the swap transaction, before the rename
     )
+    # Probed against the staged rows inside the commit transaction, before the load mode runs.
+    validators: tuple[DatasetValidator, ...] = ()
+    quarantine: QuarantineTable | None = None  # where stage(..., quarantine=) rows are committed
+    # `hakiri replay`: the run whose quarantined rows this batch reloads. The staged frame then has
+    # a REPLAY_ROW_COLUMN (the quarantined JSON); those records get `replayed_by` in the same commit.
+    replay_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +117,8 @@ class StagedBatch:
     staging_table: str
     rows: int
     columns: tuple[TargetColumn, ...]  # staged columns with destination types
+    quarantine_table: str | None = None  # staged rule violations, committed with the rows
+    quarantined: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,6 +128,10 @@ class LoadResult:
     created_target: bool = False
     backup_table: str | None = None
     watermark: str | None = None  # incremental_watermark: the mark after this load
+    quarantined: int = 0  # rule-violation records written to the quarantine table
+    validations: tuple[
+        ProbeResult, ...
+    ] = ()  # every dataset validator's result (all passed or warned)
 
 
 # A named point in the commit protocol; the engine passes a callback that may end
@@ -84,14 +142,17 @@ Checkpoint = Callable[[str], None]
 class Destination(Protocol):
     """Stage a DataFrame, then commit it under a load spec in ONE destination transaction."""
 
-    def stage(self, frame: Any, request: LoadRequest) -> StagedBatch:
-        """Write the DataFrame's rows into a fresh staging table (Spark runs the write)."""
+    def stage(self, frame: Any, request: LoadRequest, quarantine: Any = None) -> StagedBatch:
+        """Write the DataFrame's rows into a fresh staging table (Spark runs the write); with
+        `quarantine` (a frame of rule violations: rule_id, on_fail, dropped, row), stage those too,
+        to be committed into `request.quarantine` in the same transaction as the rows."""
         ...
 
     def commit(
         self, staged: StagedBatch, request: LoadRequest, checkpoint: Checkpoint
     ) -> LoadResult:
-        """Load mode + ledger row + watermark in one transaction, for this target; calls
+        """Dataset validators + quarantine rows + load mode + ledger row + watermark in one
+        transaction, for this target (a failed `abort` validator rolls it all back); calls
         checkpoint('before_dest_commit') just before COMMIT and checkpoint('after_dest_commit') right
         after it; drops the staging table. A batch the ledger already has for this target returns
         `already_committed` without touching the target or calling the checkpoints."""
@@ -104,4 +165,28 @@ class Destination(Protocol):
 
     def discard(self, staged: StagedBatch) -> None:
         """Drop a staging table whose batch will not be committed."""
+        ...
+
+    def run_sql_hooks(
+        self, slot: str, hooks: Sequence[SqlHook | RefreshMatViewHook], schema: str | None
+    ) -> None:
+        """Run SQL-like pre/post hooks in a session of their own (guarded again before running)."""
+        ...
+
+    def quarantined(
+        self,
+        table: QuarantineTable,
+        pipeline_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int = 50,
+    ) -> list[QuarantinedRow] | None:
+        """A page of quarantined records, newest first; None when the table does not exist yet."""
+        ...
+
+    def read_for_replay(
+        self, spark: Any, table: QuarantineTable, request: LoadRequest, of_run: str
+    ) -> Any:
+        """A DataFrame of `of_run`'s dropped, not yet replayed rows in the target's columns, plus
+        REPLAY_ROW_COLUMN; None when there is no quarantine table."""
         ...

@@ -14,21 +14,27 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hakiri.catalog.records import Batch, BatchStatus, Phase, RunStatus
+from hakiri.catalog.records import Batch, BatchStatus, Phase, RunRecord, RunStatus
 from hakiri.catalog.store import Catalog
-from hakiri.destinations.base import Destination, LoadRequest
+from hakiri.destinations.base import Destination, LoadRequest, LoadResult, QuarantineTable
 from hakiri.engine.batches import plan_file_batches, snapshot_files
 from hakiri.engine.crash import crash_point
 from hakiri.errors import HakiriError, SourceDataError
+from hakiri.hooks.runner import run_hooks, run_sql_hooks, sql_hooks
+from hakiri.quality.anomaly import check_row_count
+from hakiri.quality.rules import RuleReport, check_rows
 from hakiri.sources.base import SourceFile
 from hakiri.sources.files import inspect_files
+from hakiri.spec.base import split_qualified
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
+from hakiri.spec.hooks import Hook
+from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import FilesSource, PipelineSpec, TableSpec
 
@@ -48,10 +54,60 @@ class Outcome:
     batches: int = 0
     recovered: int = 0  # batches found in the destination's ledger after a crash
     malformed: int = 0
+    quarantined: int = 0  # rule-violation records written to the quarantine table
     seconds: float = 0.0
     error: str | None = None
     hint: str | None = None
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunQuality:
+    """A run's data-quality tally across its batches (stored on the run record)."""
+
+    rules: dict[str, int] = field(default_factory=dict)  # rule id -> violating rows
+    quarantined: int = 0
+    validators: list[dict[str, Any]] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)  # validator warnings, anomalies
+    replay_of: str | None = None  # `hakiri replay`: the run whose quarantined rows were reloaded
+
+    def add(self, report: RuleReport | None, result: LoadResult) -> None:
+        if report is not None and not result.already_committed:
+            for rule_id, count in report.counts.items():
+                self.rules[rule_id] = self.rules.get(rule_id, 0) + count
+        self.quarantined += result.quarantined
+        for probe in result.validations:
+            self.validators.append(probe.as_dict())
+            if not probe.ok:
+                self.alerts.append(f"validator {probe.message}")
+
+    @property
+    def warnings(self) -> list[str]:
+        broken = [f"rule {rule}: {n} rows broke it" for rule, n in self.rules.items() if n]
+        return broken + self.alerts
+
+    def as_dict(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "rules": self.rules,
+            "quarantined": self.quarantined,
+            "validators": self.validators,
+            "warnings": self.warnings,
+        }
+        if self.replay_of:
+            document["replay_of"] = self.replay_of
+        return document
+
+
+def quarantine_table(
+    spec: PipelineSpec, table: TableSpec, target: Target
+) -> QuarantineTable | None:
+    """The quarantine table of one table entry: `[pipeline.quarantine] table`, else `<target>_quarantine`."""
+    if not spec.quarantine.enabled:
+        return None
+    if spec.quarantine.table:
+        schema, name = split_qualified(spec.quarantine.table)
+        return QuarantineTable(schema or target.schema, name, table.name)
+    return QuarantineTable(target.schema, f"{target.table}_quarantine", table.name)
 
 
 def holder_id() -> str:
@@ -119,6 +175,102 @@ class PipelineRunner:
             outcome.seconds = time.monotonic() - started
         return outcome
 
+    def replay(self, of_run: str) -> Outcome:
+        """Load the rows `of_run` quarantined and dropped, if they pass the rules as they are now.
+
+        Every rule applies with abort treated as skip, so a row that still breaks one stays
+        quarantined. Rows are added with upsert when the pipeline upserts and inserted (append)
+        otherwise. The quarantine records of the loaded rows get `replayed_by` in the same
+        destination transaction, so a replay run twice never loads a row twice.
+        """
+        started = time.monotonic()
+        outcome = Outcome(self.spec.id, "no-op", self.spec.load.mode.value)
+        if not self.spec.quarantine.enabled:
+            raise HakiriError(
+                f"pipeline `{self.spec.id}` has no quarantine, so there is nothing to replay",
+                "enable it with [pipeline.quarantine] enabled = true; later runs keep their rule violations",
+            )
+        if not any(r.run_id == of_run for r in self.catalog.runs(self.spec.id, limit=10_000)):
+            raise HakiriError(
+                f"pipeline `{self.spec.id}` has no run `{of_run}`",
+                f"`hakiri runs {self.spec.id}` lists its runs; `hakiri errors {self.spec.id}` "
+                "shows which runs quarantined rows",
+            )
+        self._take_lease()
+        try:
+            run = self.catalog.start_run(self.spec.id)
+            outcome.run_id = run.run_id
+            quality = RunQuality(replay_of=of_run)
+            try:
+                for table in self.spec.table_specs():
+                    self._replay_table(table, of_run, run.run_id, outcome, quality)
+            except HakiriError as exc:
+                self._fail(outcome, run.run_id, exc, RunStatus.FAILED, 0, quality)
+                return outcome
+            outcome.status = "success" if outcome.rows else "no-op"
+            self.catalog.finish_run(
+                run.run_id, RunStatus.SUCCESS, row_count=outcome.rows, quality=quality.as_dict()
+            )
+        finally:
+            self.catalog.release_lease(self.spec.id, self.holder)
+            outcome.seconds = time.monotonic() - started
+        return outcome
+
+    def _replay_table(
+        self, table: TableSpec, of_run: str, run_id: str, outcome: Outcome, quality: RunQuality
+    ) -> None:
+        from hakiri.spark.errors import spark_errors
+
+        target = target_of(self.project.settings, self.spec, table)
+        quarantine = quarantine_table(self.spec, table, target)
+        assert quarantine is not None  # replay() checked that the quarantine is enabled
+        load = self.spec.load
+        if load.mode is not LoadMode.UPSERT:
+            load = load.model_copy(update={"mode": LoadMode.APPEND})
+        request = LoadRequest(
+            self.project.settings.project.name,
+            self.spec.id,
+            run_id,
+            f"replay:{table.name}:{of_run}:{run_id}",
+            target.schema,
+            target.table,
+            load,
+            quarantine=quarantine,
+            replay_of=of_run,
+        )
+        destination = self._destination(target)
+        rules = [
+            rule.model_copy(update={"on_fail": "skip"}) if rule.on_fail == "abort" else rule
+            for rule in self.spec.validate_.rules
+        ]
+        checked = None
+        try:
+            with spark_errors(f"replaying the quarantined rows of run {of_run}"):
+                frame = destination.read_for_replay(self.spark(), quarantine, request, of_run)
+                if frame is None:
+                    outcome.notes.append(f"{table.name}: no quarantine table yet")
+                    return
+                checked = check_rows(frame, rules, label=f"the quarantined rows of run {of_run}")
+                staged = destination.stage(checked.clean, request)
+            if staged.rows == 0:
+                destination.discard(staged)
+            else:
+                result = destination.commit(staged, request, crash_point)
+                outcome.rows += result.rows_loaded
+                outcome.batches += 1
+        finally:
+            if checked is not None:
+                checked.release()
+        report = checked.report if checked else None
+        if report is not None:
+            still = report.rows_in - report.rows_kept
+            for rule_id, count in report.counts.items():
+                quality.rules[rule_id] = quality.rules.get(rule_id, 0) + count
+            if still:
+                outcome.notes.append(
+                    f"{table.name}: {still} rows still break a rule and stay quarantined"
+                )
+
     def _take_lease(self) -> None:
         lease = self.catalog.acquire_lease(self.spec.id, self.holder, PIPELINE_LEASE_TTL_SECONDS)
         if not lease.acquired and _holder_is_dead(lease.holder):
@@ -165,6 +317,13 @@ class PipelineRunner:
                     f"no file matches {pattern!r}", "check the path, or set on_miss = 'ignore'"
                 )
             outcome.notes.append(f"{table.name}: no file matches {pattern!r}")
+            if config.on_miss == "alert":
+                self.catalog.add_alert(
+                    "warning",
+                    "empty_source",
+                    f"{table.name}: no file matches {pattern!r}",
+                    pipeline_id=self.spec.id,
+                )
             return
         committed = self.catalog.committed_hashes(self.spec.id, table.name)
         batches = plan_file_batches(
@@ -183,10 +342,26 @@ class PipelineRunner:
             target.schema,
             target.table,
             self.spec.load,
+            post_hook=self._in_swap_post_hook(target),
+            validators=tuple(self.spec.validate_.dataset),
+            quarantine=quarantine_table(self.spec, table, target),
         )
+        return self._destination(target), request
+
+    def _destination(self, target: Target) -> Destination:
         if target not in self._destinations:
             self._destinations[target] = self.destination_for(target)
-        return self._destinations[target], request
+        return self._destinations[target]
+
+    def _in_swap_post_hook(self, target: Target) -> Callable[[Any], None] | None:
+        """blue_green runs SQL post hooks inside its swap transaction, before the rename."""
+        hooks = sql_hooks(self.spec.hooks.post)
+        if self.spec.load.mode is not LoadMode.BLUE_GREEN or not hooks:
+            return None
+        schema = target.schema or "public"
+        return lambda conn: run_sql_hooks(
+            conn, "post", hooks, default_schema=schema, in_transaction=True
+        )
 
     def _already_in_ledger(self, batch: Batch, outcome: Outcome) -> bool:
         destination, request = self._request(batch, run_id="recovery")
@@ -201,12 +376,14 @@ class PipelineRunner:
     def _load(self, outcome: Outcome, total: int) -> None:
         run = self.catalog.start_run(self.spec.id)
         outcome.run_id = run.run_id
+        quality = RunQuality()
         bytes_read = 0
         try:
+            self._hooks("pre", self.spec.hooks.pre, outcome, run, "running")
             while batch := self.catalog.claim_batch(
                 self.spec.id, self.holder, BATCH_TTL_SECONDS, run_id=run.run_id
             ):
-                rows, malformed = self._load_batch(batch, run.run_id)
+                rows, malformed = self._load_batch(batch, run.run_id, quality)
                 outcome.rows += rows
                 outcome.malformed += malformed
                 outcome.batches += 1
@@ -216,44 +393,130 @@ class PipelineRunner:
                         self.spec.id, outcome.batches, max(total, outcome.batches), outcome.rows
                     )
         except HakiriError as exc:
-            outcome.status, outcome.error, outcome.hint = "failed", exc.reason, exc.hint
-            self.catalog.finish_run(
-                run.run_id,
-                RunStatus.FAILED,
-                row_count=outcome.rows,
-                bytes=bytes_read,
-                error_kind=type(exc).__name__,
-                error_msg=exc.reason,
-            )
+            self._fail(outcome, run.run_id, exc, RunStatus.FAILED, bytes_read, quality)
             return
+        outcome.quarantined = quality.quarantined
+        try:
+            post = self.spec.hooks.post
+            if self.spec.load.mode is LoadMode.BLUE_GREEN:  # its SQL hooks ran inside the swap
+                post = [h for h in post if h not in sql_hooks(post)]
+            self._hooks("post", post, outcome, run, "success")
+        except HakiriError as exc:
+            # The rows are committed; only what came after them failed.
+            self._fail(outcome, run.run_id, exc, RunStatus.PARTIAL, bytes_read, quality)
+            return
+        self._check_anomaly(outcome, quality)
         outcome.status = "success"
+        outcome.notes.extend(quality.warnings)
         self.catalog.finish_run(
-            run.run_id, RunStatus.SUCCESS, row_count=outcome.rows, bytes=bytes_read
+            run.run_id,
+            RunStatus.SUCCESS,
+            row_count=outcome.rows,
+            bytes=bytes_read,
+            quality=quality.as_dict(),
         )
 
-    def _load_batch(self, batch: Batch, run_id: str) -> tuple[int, int]:
+    def _fail(
+        self,
+        outcome: Outcome,
+        run_id: str,
+        exc: HakiriError,
+        status: RunStatus,
+        bytes_read: int,
+        quality: RunQuality,
+    ) -> None:
+        outcome.status, outcome.error, outcome.hint = "failed", exc.reason, exc.hint
+        outcome.quarantined = quality.quarantined
+        self.catalog.finish_run(
+            run_id,
+            status,
+            row_count=outcome.rows,
+            bytes=bytes_read,
+            error_kind=type(exc).__name__,
+            error_msg=exc.reason,
+            quality=quality.as_dict(),
+        )
+
+    def _hooks(
+        self, slot: str, hooks: Sequence[Hook], outcome: Outcome, run: RunRecord, status: str
+    ) -> None:
+        if not hooks:
+            return
+        table = self.spec.table_specs()[0]
+        target = target_of(self.project.settings, self.spec, table)
+        summary = {
+            "project": self.project.settings.project.name,
+            "pipeline_id": self.spec.id,
+            "run_id": run.run_id,
+            "status": status,
+            "rows_loaded": outcome.rows,
+            "rows_quarantined": outcome.quarantined,
+            "batches": outcome.batches,
+            "started_at": run.started_at.isoformat(),
+        }
+        run_hooks(
+            slot,
+            hooks,
+            run_sql=lambda some: self._destination(target).run_sql_hooks(slot, some, target.schema),
+            summary=summary,
+            env=self.env,
+        )
+
+    def _check_anomaly(self, outcome: Outcome, quality: RunQuality) -> None:
+        """Warn (never fail) when this load's row count is far from the recent mean."""
+        delta = self.spec.validate_.expected_row_count_delta
+        if delta is None:
+            return
+        window = self.spec.validate_.window_runs
+        history = [
+            run.row_count or 0
+            for run in self.catalog.runs(self.spec.id, limit=window * 4 + 10)
+            if run.status is RunStatus.SUCCESS
+            and run.run_id != outcome.run_id
+            and not (run.quality or {}).get("replay_of")  # replays add a few rows, not a load
+        ][:window]
+        check = check_row_count(outcome.rows, history, delta)
+        if check is None or check.ok:
+            return
+        quality.alerts.append(f"row-count anomaly: {check.message}")
+        self.catalog.add_alert(
+            "warning", "anomaly", check.message, pipeline_id=self.spec.id, run_id=outcome.run_id
+        )
+
+    def _load_batch(self, batch: Batch, run_id: str, quality: RunQuality) -> tuple[int, int]:
         from hakiri.spark.errors import spark_errors
 
         destination, request = self._request(batch, run_id)
+        checked = None
+        label = batch.file_path or batch.table_name
         try:
             files = self._files_of(batch)
             # Spark is lazy: reading fails only when staging runs the job, so one block covers both.
-            with spark_errors(
-                f"loading {batch.file_path or batch.table_name} into {request.target_table}"
-            ):
+            with spark_errors(f"loading {label} into {request.target_table}"):
                 read = self.read_files(
                     self.spark(), self.project.root, self.spec.source.config, files
                 )  # type: ignore[union-attr]
-                staged = destination.stage(read.frame, request)
+                checked = check_rows(read.frame, self.spec.validate_.rules, label=label)
+                keep = checked.quarantine if request.quarantine is not None else None
+                staged = destination.stage(checked.clean, request, quarantine=keep)
             crash_point("after_stage")
             result = destination.commit(staged, request, crash_point)
         except HakiriError as exc:
             self.catalog.mark_failed(self.spec.id, batch.batch_id, self.holder, exc.reason)
             raise
+        finally:
+            if checked is not None:
+                checked.release()
         crash_point("before_catalog_commit")
         self.catalog.mark_committed(
             self.spec.id, batch.batch_id, self.holder, rows=result.rows_loaded
         )
+        quality.add(checked.report if checked else None, result)
+        for probe in result.validations:
+            if not probe.ok:
+                self.catalog.add_alert(
+                    "warning", "validator", probe.message, pipeline_id=self.spec.id, run_id=run_id
+                )
         return result.rows_loaded, read.malformed
 
     def _files_of(self, batch: Batch) -> list[SourceFile]:

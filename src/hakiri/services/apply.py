@@ -46,7 +46,7 @@ def apply_project(
         if project.pipelines[i].enabled or ids
     ]
     outcomes: list[Outcome] = []
-    spark = _LazySpark(project)
+    spark = LazySpark(project)
     try:
         with Catalog.open(
             catalog_url(project.root, project.settings.catalog.url, env), migrate=True
@@ -67,7 +67,7 @@ def _run_one(
     project: Project,
     spec: PipelineSpec,
     catalog: Catalog,
-    spark: _LazySpark,
+    spark: LazySpark,
     env: Mapping[str, str],
     lease_timeout: float,
     on_batch: Callable[[str, int, int, int], None] | None,
@@ -114,7 +114,7 @@ def destination_for(
     )
 
 
-class _LazySpark:
+class LazySpark:
     """One SparkSession for the whole apply, started on first use.
 
     A session already active in this process (a test suite's, or serve's) is

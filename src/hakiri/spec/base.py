@@ -41,3 +41,9 @@ def duration_seconds(text: str) -> int:
     if not match:
         raise ValueError(f"not a duration: {text!r} (expected e.g. '30s', '15m', '6h', '30d')")
     return int(text[:-1]) * _UNIT_SECONDS[text[-1]]
+
+
+def split_qualified(name: str) -> tuple[str | None, str]:
+    """'schema.table' -> ('schema', 'table'); 'table' -> (None, 'table'). Splits on the first dot."""
+    schema, dot, rest = name.partition(".")
+    return (schema, rest) if dot else (None, name)

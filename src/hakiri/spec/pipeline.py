@@ -6,9 +6,10 @@ from enum import StrEnum
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from hakiri.spec.base import Duration, Name, PipelineId, SpecModel
-from hakiri.spec.hooks import HooksSpec
+from hakiri.spec.hooks import HooksSpec, SqlHook
 from hakiri.spec.load import LoadMode, LoadSpec
 from hakiri.spec.quality import QuarantineSpec, ValidateSpec
 from hakiri.spec.schedule import parse_schedule
@@ -214,6 +215,26 @@ class PipelineSpec(SpecModel):
         if value is not None:
             parse_schedule(value)
         return value
+
+    @model_validator(mode="after")
+    def _swap_hooks_can_run_in_a_transaction(self) -> Self:
+        # blue_green runs SQL post hooks inside its swap transaction; VACUUM cannot run there.
+        if self.load.mode is not LoadMode.BLUE_GREEN:
+            return self
+        from hakiri.guards.sql import check_admin_sql
+
+        for hook in self.hooks.post:
+            if isinstance(hook, SqlHook) and check_admin_sql(hook.statement).needs_autocommit:
+                raise PydanticCustomError(
+                    "hook_needs_autocommit",
+                    "blue_green runs post hooks inside its swap transaction, where `{statement}` "
+                    "cannot run",
+                    {
+                        "statement": hook.statement,
+                        "hint": "use ANALYZE here, or run VACUUM from a schedule of its own",
+                    },
+                )
+        return self
 
     def table_specs(self) -> list[TableSpec]:
         """Every entry of `tables` as a TableSpec (plain names expanded)."""

@@ -3,38 +3,15 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
-from typer.testing import CliRunner
 
 from hakiri.catalog.store import Catalog
-from hakiri.cli.main import app
-
-
-class Project:
-    def __init__(self, root: Path, pg_url: str, schema: str) -> None:
-        self.root, self.pg_url, self.schema = root, pg_url, schema
-
-    def write(self, relative: str, text: str) -> None:
-        path = self.root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"))
-
-    def cli(self, *args: str):
-        return CliRunner().invoke(app, [*args, "--project", str(self.root)], catch_exceptions=False)
-
-    def rows(self, table: str, order: str = "id") -> list[tuple]:
-        with psycopg.connect(self.pg_url) as conn:
-            return conn.execute(
-                sql.SQL("SELECT * FROM {} ORDER BY {}").format(
-                    sql.Identifier(self.schema, table), sql.Identifier(order)
-                )
-            ).fetchall()
+from tests.support.project import Project
 
 
 @pytest.fixture

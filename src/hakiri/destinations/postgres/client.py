@@ -3,8 +3,10 @@
 The commit, in order, inside one transaction on one connection:
 
     ledger tables exist? -> claim the batch in _hakiri.load_ledger (already there: drop staging, done)
+    -> dataset validators probe the staged rows (an `abort` that fails rolls everything back)
     -> create a missing target (PRIMARY KEY from upsert_key) -> backup_before_load snapshot
-    -> the load mode -> ledger row gets its row count -> drop the staging table
+    -> the load mode -> rule violations into the quarantine table (replay: mark them replayed)
+    -> ledger row gets its row count -> drop the staging tables
     -> checkpoint('before_dest_commit') -> COMMIT -> checkpoint('after_dest_commit')
 
 The empty-source guard and cdc_mirror's gate run before the connection is even
@@ -17,11 +19,21 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
-from hakiri.destinations.base import Checkpoint, LoadRequest, LoadResult, StagedBatch
+from hakiri.destinations.base import (
+    REPLAY_ROW_COLUMN,
+    Checkpoint,
+    LoadRequest,
+    LoadResult,
+    QuarantinedRow,
+    QuarantineTable,
+    StagedBatch,
+    TargetColumn,
+)
 from hakiri.destinations.postgres.inspect import observe_targets
 from hakiri.destinations.postgres.ledger import LoadLedger, ensure_ledger_tables
 from hakiri.destinations.postgres.load_modes import (
@@ -32,12 +44,21 @@ from hakiri.destinations.postgres.load_modes import (
     check_empty_source,
     create_target,
     insert_from_staging,
+    is_text_type,
     load_append,
     load_incremental_watermark,
     load_truncate,
     load_upsert,
+    relation_exists,
 )
 from hakiri.destinations.postgres.names import check_identifier
+from hakiri.destinations.postgres.quarantine import (
+    insert_quarantined,
+    mark_replayed,
+    quarantine_location,
+    read_quarantined,
+    replay_query,
+)
 from hakiri.destinations.postgres.sql_client import (
     TransientLoadError,
     Where,
@@ -55,7 +76,9 @@ from hakiri.destinations.postgres.staging import (
     writable_frame,
 )
 from hakiri.destinations.postgres.swap import load_blue_green
-from hakiri.errors import HakiriError, LoadError
+from hakiri.errors import HakiriError, LoadError, ValidationFailed
+from hakiri.hooks.runner import SqlLikeHook, run_sql_hooks
+from hakiri.quality.validators import ProbeResult, probe_staged
 from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
@@ -100,11 +123,31 @@ class PostgresDestination:
 
     # ------------------------------------------------------------------ staging
 
-    def stage(self, frame: Any, request: LoadRequest) -> StagedBatch:
-        """Write the frame into a fresh UNLOGGED `_hakiri_stg_…` table in the target schema."""
+    def stage(self, frame: Any, request: LoadRequest, quarantine: Any = None) -> StagedBatch:
+        """Write the frame into a fresh UNLOGGED `_hakiri_stg_…` table in the target schema, and
+        the rule violations (if any) into a second one, committed with the rows."""
         check_cdc_mirror(request.load)
         schema = self._schema(request)
         check_identifier(request.target_table, "target table")
+        if quarantine is not None and request.quarantine is None:
+            raise LoadError(
+                "rule violations were staged without a quarantine table", "report this as a bug"
+            )
+        name, rows, columns = self._stage_frame(frame, request, schema)
+        if quarantine is None:
+            return StagedBatch(request.batch_id, schema, name, rows, columns)
+        try:
+            q_name, q_rows, _ = self._stage_frame(quarantine, request, schema)
+        except BaseException:
+            self._discard_quietly(
+                StagedBatch(request.batch_id, schema, name, rows, columns), schema
+            )
+            raise
+        return StagedBatch(request.batch_id, schema, name, rows, columns, q_name, q_rows)
+
+    def _stage_frame(
+        self, frame: Any, request: LoadRequest, schema: str
+    ) -> tuple[str, int, tuple[TargetColumn, ...]]:
         columns = staged_columns(frame.schema)
         name = staging_name(request)
         conn = connect(self.url)
@@ -127,19 +170,92 @@ class PostgresDestination:
             raise
         finally:
             conn.close()
-        return StagedBatch(request.batch_id, schema, name, rows, columns)
+        return name, rows, columns
 
     def discard(self, staged: StagedBatch) -> None:
-        """Drop a staging table whose batch will not be committed (no error if it is gone)."""
+        """Drop a batch's staging tables when it will not be committed (no error if they are gone)."""
         schema = staged.staging_schema or self.schema
         conn = connect(self.url, autocommit=True)
         try:
-            with driver_errors(
-                Where(self.url, schema, staged.staging_table, "drop", conn.info.user)
-            ):
-                _drop_staging(conn, schema, staged.staging_table)
+            for table in _staging_tables(staged):
+                with driver_errors(Where(self.url, schema, table, "drop", conn.info.user)):
+                    _drop_staging(conn, schema, table)
         finally:
             conn.close()
+
+    # ------------------------------------------------------------------ hooks and quarantine
+
+    def run_sql_hooks(self, slot: str, hooks: Sequence[SqlLikeHook], schema: str | None) -> None:
+        """Run SQL-like hooks in their own autocommit session (pre hooks; post hooks after commit)."""
+        schema = schema or self.schema
+        conn = connect(self.url, autocommit=True)
+        try:
+            with driver_errors(Where(self.url, schema, None, f"run {slot} hooks", conn.info.user)):
+                run_sql_hooks(conn, slot, hooks, default_schema=schema, in_transaction=False)
+        finally:
+            conn.close()
+
+    def quarantined(
+        self,
+        table: QuarantineTable,
+        pipeline_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int = 50,
+    ) -> list[QuarantinedRow] | None:
+        """A page of quarantined records, newest first; None when the table does not exist yet."""
+        schema, name = quarantine_location(table, self.schema)
+        conn = connect(self.url, autocommit=True)
+        try:
+            with driver_errors(Where(self.url, schema, name, "read", conn.info.user)):
+                if not relation_exists(conn, schema, name):
+                    return None
+                return read_quarantined(
+                    conn, sql.Identifier(schema, name), pipeline_id, run_id=run_id, limit=limit
+                )
+        finally:
+            conn.close()
+
+    def read_for_replay(
+        self, spark: Any, table: QuarantineTable, request: LoadRequest, of_run: str
+    ) -> Any:
+        """The rows of `of_run` that were dropped and not replayed yet, as a Spark DataFrame with
+        the target's columns (PostgreSQL converts each JSON row to the target's row type) plus
+        REPLAY_ROW_COLUMN; None when the quarantine or the target table does not exist."""
+        from hakiri.spark.session import JDBC_DRIVER_CLASS, jdbc_url_from_postgres_url
+
+        schema = self._schema(request)
+        location = quarantine_location(table, schema)
+        conn = connect(self.url, autocommit=True)
+        try:
+            with driver_errors(Where(self.url, schema, request.target_table, "read", None)):
+                if not relation_exists(conn, *location):
+                    return None
+                if not relation_exists(conn, schema, request.target_table):
+                    raise LoadError(
+                        f"the target {schema}.{request.target_table} does not exist, so there is "
+                        "nothing to replay into",
+                        "apply the pipeline first; replay adds quarantined rows to an existing target",
+                    )
+                query = replay_query(
+                    sql.Identifier(*location),
+                    sql.Identifier(schema, request.target_table),
+                    request.pipeline_id,
+                    of_run,
+                    REPLAY_ROW_COLUMN,
+                ).as_string(conn)
+        finally:
+            conn.close()
+        jdbc_url, properties = jdbc_url_from_postgres_url(self.url)
+        reader = (
+            spark.read.format("jdbc")
+            .option("url", jdbc_url)
+            .option("query", query)
+            .option("driver", JDBC_DRIVER_CLASS)
+        )
+        for key, value in properties.items():
+            reader = reader.option(key, value)
+        return reader.load()
 
     # ------------------------------------------------------------------ committing
 
@@ -212,7 +328,8 @@ class PostgresDestination:
         ensure_ledger_tables(conn)
         ledger = LoadLedger(conn)
         if not ledger.claim(request, schema):
-            _drop_staging(conn, staging_schema, staged.staging_table)
+            for staging_table in _staging_tables(staged):
+                _drop_staging(conn, staging_schema, staging_table)
             return LoadResult(rows_loaded=0, already_committed=True)
 
         staging_obs, target_obs = observe_targets(
@@ -223,7 +340,15 @@ class PostgresDestination:
                 f"the staging table {staging_schema}.{staged.staging_table} of batch {request.batch_id} is gone",
                 "it was dropped (by `hakiri gc`?) before the commit; apply again to re-stage the batch",
             )
+        staging = sql.Identifier(staging_schema, staged.staging_table)
+        # Write-audit-publish: the staged rows are audited before the load mode publishes them.
+        validations = self._audit(conn, staging, staging_obs.columns, request, schema)
         created = not target_obs.exists
+        if created and request.replay_of:
+            raise LoadError(
+                f"the target {schema}.{table} does not exist, so there is nothing to replay into",
+                "apply the pipeline first; replay adds quarantined rows to an existing target",
+            )
         if created:
             target_columns = create_target(
                 conn, schema, table, staging_obs.columns, request.load.upsert_key
@@ -235,7 +360,7 @@ class PostgresDestination:
             conn,
             request,
             schema,
-            sql.Identifier(staging_schema, staged.staging_table),
+            staging,
             target_oid,
             target_columns,
             staging_obs.columns,
@@ -265,12 +390,74 @@ class PostgresDestination:
             check_cdc_mirror(request.load)
             raise LoadError(f"unknown load mode {mode!r}", "use one of the documented load modes")
 
+        quarantined = self._quarantine(conn, staged, staging_schema, request, schema)
+        if request.replay_of and request.quarantine is not None:
+            mark_replayed(
+                conn,
+                sql.Identifier(*quarantine_location(request.quarantine, schema)),
+                staging,
+                REPLAY_ROW_COLUMN,
+                request,
+                request.replay_of,
+            )
         ledger.record_rows(request, schema, rows)
         # Dropped inside the transaction: committed together with the rows, so a crash
         # right after COMMIT leaves no staging table behind.
-        _drop_staging(conn, staging_schema, staged.staging_table)
+        for staging_table in _staging_tables(staged):
+            _drop_staging(conn, staging_schema, staging_table)
         return LoadResult(
-            rows_loaded=rows, created_target=created, backup_table=backup, watermark=watermark
+            rows_loaded=rows,
+            created_target=created,
+            backup_table=backup,
+            watermark=watermark,
+            quarantined=quarantined,
+            validations=tuple(validations),
+        )
+
+    @staticmethod
+    def _audit(
+        conn: psycopg.Connection[Any],
+        staging: sql.Identifier,
+        staged_columns: Sequence[TargetColumn],
+        request: LoadRequest,
+        schema: str,
+    ) -> list[ProbeResult]:
+        """Dataset validators on the staged rows; an `abort` that fails rolls the load back."""
+        if not request.validators:
+            return []
+        results = probe_staged(
+            conn,
+            staging,
+            request.validators,
+            default_schema=schema,
+            text_columns=[c.name for c in staged_columns if is_text_type(c.type)],
+        )
+        failed = [r for r in results if not r.ok and r.on_fail == "abort"]
+        if failed:
+            more = f" (and {len(failed) - 1} more failing validators)" if len(failed) > 1 else ""
+            raise ValidationFailed(
+                f"validator {failed[0].message}{more}; nothing was loaded into "
+                f"{schema}.{request.target_table}",
+                'fix the source data, or set on_fail = "warn" on that validator to load anyway',
+            )
+        return results
+
+    @staticmethod
+    def _quarantine(
+        conn: psycopg.Connection[Any],
+        staged: StagedBatch,
+        staging_schema: str,
+        request: LoadRequest,
+        schema: str,
+    ) -> int:
+        if staged.quarantine_table is None or request.quarantine is None:
+            return 0
+        return insert_quarantined(
+            conn,
+            quarantine_location(request.quarantine, schema),
+            sql.Identifier(staging_schema, staged.quarantine_table),
+            request,
+            request.quarantine.node_id,
         )
 
     # ------------------------------------------------------------------ helpers
@@ -298,9 +485,14 @@ class PostgresDestination:
         try:
             conn = connect(self.url, autocommit=True)
         except HakiriError:
-            return  # the server is gone; `hakiri gc` drops the table later
-        _drop_quietly(conn, staged.staging_schema or schema, staged.staging_table)
+            return  # the server is gone; `hakiri gc` drops the tables later
+        for table in _staging_tables(staged):
+            _drop_quietly(conn, staged.staging_schema or schema, table)
         conn.close()
+
+
+def _staging_tables(staged: StagedBatch) -> list[str]:
+    return [t for t in (staged.staging_table, staged.quarantine_table) if t]
 
 
 def _drop_staging(conn: psycopg.Connection[Any], schema: str, table: str) -> None:

@@ -1,0 +1,147 @@
+"""`hakiri alerts`, `hakiri errors` and `hakiri replay`: the data-quality side of the catalog and
+of the destinations' quarantine tables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hakiri.catalog.store import Catalog
+from hakiri.catalog.url import catalog_url
+from hakiri.engine.runner import Outcome, PipelineRunner, quarantine_table
+from hakiri.errors import HakiriError, PipelineNotFound
+from hakiri.services.apply import LazySpark, destination_for
+from hakiri.spec.base import duration_seconds
+from hakiri.spec.connections import target_of
+from hakiri.spec.loader import Project, load_project
+from hakiri.spec.pipeline import PipelineSpec
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """'24h', '7d', '30m' (ago), or an ISO date/time (UTC when it has no zone)."""
+    now = now or datetime.now(UTC)
+    try:
+        return now - timedelta(seconds=duration_seconds(text))
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise HakiriError(
+            f"--since {text!r} is neither a duration nor a date",
+            "use a duration such as 24h or 7d, or an ISO date/time such as 2026-11-01T00:00",
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def list_alerts(
+    root: Path,
+    *,
+    since: datetime | None = None,
+    pipeline_id: str | None = None,
+    limit: int = 100,
+    env: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Newest first, read-only (the catalog is never migrated here)."""
+    env = os.environ if env is None else env
+    project = load_project(root, env)
+    url = catalog_url(project.root, project.settings.catalog.url, env)
+    with Catalog.open(url, migrate=False) as catalog:
+        alerts = catalog.alerts(since=since, pipeline_id=pipeline_id, limit=limit)
+    return [
+        {
+            "id": a.alert_id,
+            "severity": a.severity,
+            "kind": a.kind,
+            "pipeline_id": a.pipeline_id,
+            "run_id": a.run_id,
+            "message": a.message,
+            "created_at": a.created_at.isoformat() if a.created_at else None,
+        }
+        for a in alerts
+    ]
+
+
+def quarantined_rows(
+    root: Path,
+    pipeline_id: str,
+    *,
+    run_id: str | None = None,
+    limit: int = 50,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The pipeline's quarantined records, newest first, from every table it quarantines into."""
+    env = os.environ if env is None else env
+    project = load_project(root, env)
+    spec = _pipeline(project, pipeline_id)
+    records: list[dict[str, Any]] = []
+    tables: list[str] = []
+    for table in spec.table_specs():
+        target = target_of(project.settings, spec, table)
+        quarantine = quarantine_table(spec, table, target)
+        if quarantine is None:
+            continue
+        shown = f"{quarantine.schema or target.schema}.{quarantine.table}"
+        if shown in tables:
+            continue
+        tables.append(shown)
+        destination = destination_for(project, spec, target, env)
+        found = destination.quarantined(quarantine, spec.id, run_id=run_id, limit=limit)
+        records.extend(r.as_dict() for r in found or [])
+    if not tables:
+        raise HakiriError(
+            f"pipeline `{spec.id}` has no quarantine",
+            "enable it with [pipeline.quarantine] enabled = true; rows of later runs that break a "
+            "warn or skip rule are then kept",
+        )
+    records.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
+    return {
+        "pipeline_id": spec.id,
+        "run_id": run_id,
+        "tables": tables,
+        "rows": records[:limit],
+    }
+
+
+def replay_run(
+    root: Path,
+    pipeline_id: str,
+    run_id: str,
+    *,
+    lease_timeout: float = 0.0,
+    env: Mapping[str, str] | None = None,
+) -> Outcome:
+    """Re-validate the rows `run_id` dropped against the current rules; load those that pass."""
+    env = os.environ if env is None else env
+    project = load_project(root, env)
+    spec = _pipeline(project, pipeline_id)
+    spark = LazySpark(project)
+    try:
+        url = catalog_url(project.root, project.settings.catalog.url, env)
+        with Catalog.open(url, migrate=True) as catalog:
+            from hakiri.sources.file_reader import read_files
+
+            runner = PipelineRunner(
+                project,
+                spec,
+                catalog,
+                lambda target: destination_for(project, spec, target, env),
+                spark.get,
+                read_files,
+                env,
+                lease_timeout,
+            )
+            return runner.replay(run_id)
+    finally:
+        spark.stop()
+
+
+def _pipeline(project: Project, pipeline_id: str) -> PipelineSpec:
+    if pipeline_id not in project.pipelines:
+        raise PipelineNotFound(
+            f"no pipeline `{pipeline_id}`", "`hakiri validate` lists the pipelines"
+        )
+    return project.pipelines[pipeline_id]

@@ -1,0 +1,39 @@
+"""A small hakiri project in a temp dir, driven through the real CLI (Typer's CliRunner, in-process)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from typer.testing import CliRunner, Result
+
+from hakiri.cli.main import app
+
+
+class Project:
+    def __init__(self, root: Path, pg_url: str, schema: str) -> None:
+        self.root, self.pg_url, self.schema = root, pg_url, schema
+
+    def write(self, relative: str, text: str) -> None:
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+
+    def cli(self, *args: str) -> Result:
+        return CliRunner().invoke(app, [*args, "--project", str(self.root)], catch_exceptions=False)
+
+    def rows(self, table: str, order: str = "id") -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.pg_url) as conn:
+            return conn.execute(
+                sql.SQL("SELECT * FROM {} ORDER BY {}").format(
+                    sql.Identifier(self.schema, table), sql.Identifier(order)
+                )
+            ).fetchall()
+
+    def query(self, statement: str | sql.Composable, *params: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.pg_url, autocommit=True) as conn:
+            cursor = conn.execute(statement, params or None)
+            return cursor.fetchall() if cursor.description else []
