@@ -37,3 +37,28 @@ class Project:
         with psycopg.connect(self.pg_url, autocommit=True) as conn:
             cursor = conn.execute(statement, params or None)
             return cursor.fetchall() if cursor.description else []
+
+
+def postgres_project(root: Path, pg_url: str, schema: str, *, source: str, body: str) -> Project:
+    """A project with one pipeline `p`: a files source (`source` is its inline config table)
+    loading table `t` into `schema` of the suite's PostgreSQL; `body` adds pipeline keys."""
+    project = Project(root, pg_url, schema)
+    project.write(
+        "hakiri.toml",
+        f"""
+        [project]
+        name = "test"
+
+        [connections.wh]
+        type = "postgres"
+        url = "{pg_url}"
+
+        [[pipeline]]
+        id = "p"
+        source = {{ connector = "files", config = {source} }}
+        tables = ["t"]
+        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+        {textwrap.dedent(body).strip().replace(chr(10), chr(10) + " " * 8)}
+        """,
+    )
+    return project

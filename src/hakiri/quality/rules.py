@@ -151,7 +151,6 @@ def compile_rules(frame: DataFrame, rules: Sequence[RowRule]) -> CompiledRules:
     """Check that the rules fit the frame, then add the violated-rules column in one projection."""
     from pyspark.sql import functions as F
 
-    _refuse_duplicate_ids(rules)
     for rule in rules:
         _check_column(frame, rule)
         if isinstance(rule, RegexRule):
@@ -353,18 +352,6 @@ def _check_pattern(spark: SparkSession, rule: RegexRule) -> None:
             "fix the rule's `pattern` (Java regex syntax; in TOML, prefer '...' literal strings "
             "so backslashes stay as written)",
         ) from exc
-
-
-def _refuse_duplicate_ids(rules: Sequence[RowRule]) -> None:
-    seen: set[str] = set()
-    for rule in rules:
-        if rule.rule_id in seen:
-            raise HakiriError(
-                f"two row rules have the id {rule.rule_id!r}; quarantined rows and counts "
-                "could not tell them apart",
-                "give one of them an `id`",
-            )
-        seen.add(rule.rule_id)
 
 
 # --- the evaluator: one job for the report, then frames over the cache -------------------

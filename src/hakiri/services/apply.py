@@ -72,9 +72,26 @@ def _run_one(
     lease_timeout: float,
     on_batch: Callable[[str, int, int, int], None] | None,
 ) -> Outcome:
+    runner = runner_for(project, spec, catalog, spark, env, lease_timeout, on_batch)
+    try:
+        return runner.run()
+    except HakiriError as exc:
+        return Outcome(spec.id, "failed", spec.load.mode.value, error=exc.reason, hint=exc.hint)
+
+
+def runner_for(
+    project: Project,
+    spec: PipelineSpec,
+    catalog: Catalog,
+    spark: LazySpark,
+    env: Mapping[str, str],
+    lease_timeout: float,
+    on_batch: Callable[[str, int, int, int], None] | None = None,
+) -> PipelineRunner:
+    """The engine for one pipeline, wired to its destinations, Spark and the file reader."""
     from hakiri.sources.file_reader import read_files
 
-    runner = PipelineRunner(
+    return PipelineRunner(
         project,
         spec,
         catalog,
@@ -85,10 +102,6 @@ def _run_one(
         lease_timeout,
         on_batch,
     )
-    try:
-        return runner.run()
-    except HakiriError as exc:
-        return Outcome(spec.id, "failed", spec.load.mode.value, error=exc.reason, hint=exc.hint)
 
 
 def destination_for(

@@ -11,9 +11,9 @@ from typing import Any
 
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
-from hakiri.engine.runner import Outcome, PipelineRunner, quarantine_table
+from hakiri.engine.runner import Outcome, quarantine_table
 from hakiri.errors import HakiriError, PipelineNotFound
-from hakiri.services.apply import LazySpark, destination_for
+from hakiri.services.apply import LazySpark, destination_for, runner_for
 from hakiri.spec.base import duration_seconds
 from hakiri.spec.connections import target_of
 from hakiri.spec.loader import Project, load_project
@@ -122,19 +122,7 @@ def replay_run(
     try:
         url = catalog_url(project.root, project.settings.catalog.url, env)
         with Catalog.open(url, migrate=True) as catalog:
-            from hakiri.sources.file_reader import read_files
-
-            runner = PipelineRunner(
-                project,
-                spec,
-                catalog,
-                lambda target: destination_for(project, spec, target, env),
-                spark.get,
-                read_files,
-                env,
-                lease_timeout,
-            )
-            return runner.replay(run_id)
+            return runner_for(project, spec, catalog, spark, env, lease_timeout).replay(run_id)
     finally:
         spark.stop()
 

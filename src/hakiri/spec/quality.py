@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from hakiri.spec.base import Name, SpecModel
 
@@ -147,6 +148,20 @@ class ValidateSpec(SpecModel):
         le=100,
         description="How many recent successful runs the row-count mean is taken over.",
     )
+
+    @model_validator(mode="after")
+    def _rule_ids_are_unique(self) -> Self:
+        seen: set[str] = set()
+        for rule in self.rules:
+            if rule.rule_id in seen:
+                raise PydanticCustomError(
+                    "duplicate_rule_id",
+                    "two row rules have the id {rule_id}: their counts and quarantined rows "
+                    "could not be told apart",
+                    {"rule_id": repr(rule.rule_id), "hint": "give one of them an `id`"},
+                )
+            seen.add(rule.rule_id)
+        return self
 
 
 class QuarantineSpec(SpecModel):

@@ -14,29 +14,16 @@ from hakiri.errors import UnsafeHook
 from hakiri.hooks.runner import run_sql_hooks
 from hakiri.hooks.webhook import allow_loopback_for_tests
 from hakiri.spec.hooks import SqlHook
-from tests.support.project import Project
+from tests.support.project import Project, postgres_project
 
 
 def make_project(root: Path, pg_url: str, schema: str, mode: str, hooks: str) -> Project:
-    project = Project(root, pg_url, schema)
-    project.write(
-        "hakiri.toml",
-        f"""
-        [project]
-        name = "hooks-test"
-
-        [connections.wh]
-        type = "postgres"
-        url = "{pg_url}"
-
-        [[pipeline]]
-        id = "p"
-        source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {{ id = "bigint", v = "string" }} }} }}
-        tables = ["t"]
-        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
-        load = {{ mode = "{mode}" }}
-        hooks = {hooks}
-        """,
+    project = postgres_project(
+        root,
+        pg_url,
+        schema,
+        source='{ path = "data/*.csv", columns = { id = "bigint", v = "string" } }',
+        body=f'load = {{ mode = "{mode}" }}\nhooks = {hooks}',
     )
     project.write("data/a.csv", "id,v\n1,x\n2,y\n")
     return project

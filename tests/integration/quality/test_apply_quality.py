@@ -10,32 +10,13 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
-from tests.support.project import Project
+from tests.support.project import Project, postgres_project
 
 NOW = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def make_project(root: Path, pg_url: str, schema: str, pipeline: str, source: str) -> Project:
-    project = Project(root, pg_url, schema)
-    project.write(
-        "hakiri.toml",
-        f"""
-        [project]
-        name = "quality-test"
-
-        [connections.wh]
-        type = "postgres"
-        url = "{pg_url}"
-
-        [[pipeline]]
-        id = "p"
-        source = {{ connector = "files", config = {source} }}
-        tables = ["t"]
-        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
-        {pipeline}
-        """,
-    )
-    return project
+    return postgres_project(root, pg_url, schema, source=source, body=pipeline)
 
 
 def run_of(project: Project) -> dict:

@@ -435,13 +435,6 @@ def test_invalid_regex_is_refused_before_any_job(spark: SparkSession) -> None:
     assert list(sc.statusTracker().getJobIdsForGroup("bad-regex")) == []
 
 
-def test_duplicate_rule_ids_are_refused(spark: SparkSession) -> None:
-    frame = spark.createDataFrame([(1, "a")], "id int, v string")
-    rules = [rule("regex", "v", "warn", pattern="a"), rule("regex", "v", "warn", pattern="b")]
-    with pytest.raises(HakiriError, match="two row rules have the id 'regex:v'"):
-        check_rows(frame, rules, label="t")
-
-
 def test_no_rules_runs_no_job(spark: SparkSession) -> None:
     frame = spark.createDataFrame([(1, "a")], "id int, v string")
     sc = spark.sparkContext
