@@ -464,10 +464,10 @@ class PipelineRunner:
 
     def _check_anomaly(self, outcome: Outcome, quality: RunQuality) -> None:
         """Warn (never fail) when this load's row count is far from the recent mean."""
-        delta = self.spec.validate_.expected_row_count_delta
+        delta = self.spec.load.expected_row_count_delta
         if delta is None:
             return
-        window = self.spec.validate_.window_runs
+        window = self.spec.load.window_runs
         history = [
             run.row_count or 0
             for run in self.catalog.runs(self.spec.id, limit=window * 4 + 10)

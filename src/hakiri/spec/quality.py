@@ -134,20 +134,6 @@ class ValidateSpec(SpecModel):
 
     rules: list[RowRule] = Field(default_factory=list)
     dataset: list[DatasetValidator] = Field(default_factory=list)
-    expected_row_count_delta: float | None = Field(
-        None,
-        gt=0,
-        description=(
-            "Percent. Warn when a load's row count is outside mean ± this percent of the "
-            "last `window_runs` successful runs."
-        ),
-    )
-    window_runs: int = Field(
-        7,
-        ge=3,
-        le=100,
-        description="How many recent successful runs the row-count mean is taken over.",
-    )
 
     @model_validator(mode="after")
     def _rule_ids_are_unique(self) -> Self:

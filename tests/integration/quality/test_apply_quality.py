@@ -321,8 +321,7 @@ def test_row_count_anomaly_is_skipped_then_silent_then_fires(
         pg_url,
         pg_schema,
         """
-        load = { mode = "append" }
-        validate = { expected_row_count_delta = 50, window_runs = 7 }
+        load = { mode = "append", expected_row_count_delta = 50, window_runs = 7 }
         """,
         '{ path = "data/*.csv", columns = { id = "bigint" } }',
     )
