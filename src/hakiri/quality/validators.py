@@ -17,16 +17,30 @@ the driver's error, for the destination's own error boundary to report.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass
-from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from hakiri.errors import ValidationFailed
+from hakiri.quality.verdicts import (
+    COLUMN_NAMES_HINT,
+    EXAMPLE_LIMIT,
+    UNCOMPARABLE_HINT,
+    ProbeResult,
+    fk_column_hint,
+    fk_uncomparable_hint,
+    freshness_text_hint,
+    judge_cardinality,
+    judge_duplicate_key,
+    judge_fk_integrity,
+    judge_freshness,
+    judge_row_count,
+    not_a_timestamp,
+    probe_failed,
+    validator_check_id,
+)
 from hakiri.spec.quality import (
     CardinalityValidator,
     DatasetValidator,
@@ -41,34 +55,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ProbeResult", "probe_staged", "validator_check_id"]
 
-EXAMPLE_LIMIT = 3  # orphan values quoted in an fk_integrity message
-
 _TIMESTAMP_TYPES = frozenset({"timestamp with time zone", "timestamp without time zone", "date"})
 _TEXT_TYPES = frozenset({"text", "character varying", "character"})
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    """The verdict of one dataset validator on the staged rows."""
-
-    check: str  # stable short id: 'row_count', 'freshness:created_at', 'duplicate_key:id,email'
-    on_fail: str  # 'abort' | 'warn', carried from the validator
-    ok: bool
-    message: str  # one line for the user, naming the numbers
-    observed: Any  # JSON-able: the count, ISO timestamp or distinct count measured
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def validator_check_id(validator: DatasetValidator) -> str:
-    """'row_count', 'freshness:<column>', 'fk_integrity:<column>', 'cardinality:<column>',
-    'duplicate_key:<c1>,<c2>'."""
-    if isinstance(validator, RowCountValidator):
-        return "row_count"
-    if isinstance(validator, DuplicateKeyValidator):
-        return "duplicate_key:" + ",".join(validator.columns)
-    return f"{validator.type}:{validator.column}"
 
 
 def probe_staged(
@@ -127,15 +115,11 @@ class _Probe:
 
     def row_count(self, cur: psycopg.Cursor[Any], v: RowCountValidator) -> ProbeResult:
         rows = _one(cur, sql.SQL("SELECT count(*) FROM {}").format(self.staging))[0]
-        too_few = v.min is not None and rows < v.min
-        too_many = v.max is not None and rows > v.max
-        message = f"row_count: {_rows(rows)}, expected {_bounds(v.min, v.max)}"
-        return _result(v, not (too_few or too_many), message, int(rows))
+        return judge_row_count(v, int(rows))
 
     def freshness(
         self, cur: psycopg.Cursor[Any], v: FreshnessValidator, *, as_text: bool = False
     ) -> ProbeResult:
-        label = f"freshness({v.column})"
         expr = self.value(v.column, as_text=as_text)
         if as_text or v.column in self.text_columns:
             # ISO strings: compare as instants (an offset-less value is read in the
@@ -150,24 +134,8 @@ class _Probe:
         if pg_type in _TEXT_TYPES and not as_text:
             return self.freshness(cur, v, as_text=True)
         if pg_type not in _TIMESTAMP_TYPES:
-            raise ValidationFailed(
-                f"validator {validator_check_id(v)} could not run on the staged rows: column "
-                f"{v.column!r} has type {pg_type}; freshness needs a timestamp, a date or text "
-                "holding ISO 8601 timestamps",
-                "point the validator at a timestamp column, or cast the column in a transform",
-            )
-        if newest is None:
-            return _result(v, False, f"{label}: no values in {v.column} to judge freshness", None)
-        instant = _as_utc(newest)
-        age_hours = (now - instant) / timedelta(hours=1)
-        ok = instant >= now - timedelta(hours=v.within_hours)
-        observed = newest.isoformat() if type(newest) is date else instant.isoformat()
-        if age_hours >= 0:
-            age = f"is {_hours(age_hours)} old"
-        else:
-            age = f"is {_hours(-age_hours)} in the future"
-        message = f"{label}: newest value {observed} {age} (allowed: {_hours(v.within_hours)})"
-        return _result(v, ok, message, observed)
+            raise not_a_timestamp(v, pg_type)
+        return judge_freshness(v, newest, now)
 
     def fk_integrity(self, cur: psycopg.Cursor[Any], v: FkIntegrityValidator) -> ProbeResult:
         ref_schema, ref_table = _split_table(v.ref_table, self.default_schema)
@@ -187,27 +155,15 @@ class _Probe:
             limit=sql.Literal(EXAMPLE_LIMIT),
         )
         orphans, examples = _one(cur, query)
-        target = f"{ref_schema}.{ref_table}({v.ref_column})"
-        if orphans:
-            shown = ", ".join(repr(e) for e in examples)
-            message = (
-                f"fk_integrity({v.column}): {_count(orphans, 'value')} with no match in {target} "
-                f"(e.g. {shown})"
-            )
-        else:
-            message = f"fk_integrity({v.column}): every value has a match in {target}"
-        return _result(v, orphans == 0, message, int(orphans))
+        return judge_fk_integrity(
+            v, int(orphans), examples, f"{ref_schema}.{ref_table}({v.ref_column})"
+        )
 
     def cardinality(self, cur: psycopg.Cursor[Any], v: CardinalityValidator) -> ProbeResult:
         query = sql.SQL("SELECT count(DISTINCT {}) FROM {}").format(
             self.value(v.column), self.staging
         )
-        distinct = int(_one(cur, query)[0])
-        message = (
-            f"cardinality({v.column}): {_count(distinct, 'distinct value')}, "
-            f"expected at least {v.min_distinct:,}"
-        )
-        return _result(v, distinct >= v.min_distinct, message, distinct)
+        return judge_cardinality(v, int(_one(cur, query)[0]))
 
     def duplicate_key(self, cur: psycopg.Cursor[Any], v: DuplicateKeyValidator) -> ProbeResult:
         keys = [sql.Identifier(c) for c in v.columns]
@@ -230,14 +186,10 @@ class _Probe:
             keys=sql.SQL(", ").join(keys),
         )
         row = cur.execute(query).fetchone()
-        label = f"duplicate_key({', '.join(v.columns)})"
         if row is None:
-            return _result(v, True, f"{label}: every key value appears once", 0)
+            return judge_duplicate_key(v, 0, None)
         duplicates, *example = row
-        shown = ", ".join(f"{c}={x}" for c, x in zip(v.columns, example, strict=True))
-        noun = "key value appears" if duplicates == 1 else "key values appear"
-        message = f"{label}: {duplicates:,} {noun} more than once (e.g. {shown})"
-        return _result(v, False, message, int(duplicates))
+        return judge_duplicate_key(v, int(duplicates), example)
 
 
 # ------------------------------------------------------------- driver boundary
@@ -268,10 +220,8 @@ def _reported_as(validator: DatasetValidator, default_schema: str) -> Iterator[N
             raise  # the connection is gone: the destination's boundary reports that
         if isinstance(exc, e.LockNotAvailable | e.DeadlockDetected | e.SerializationFailure):
             raise  # transient: the caller may retry the whole transaction
-        check = validator_check_id(validator)
-        raise ValidationFailed(
-            f"validator {check} could not run on the staged rows: {_first_line(exc)}",
-            _hint(exc, validator, default_schema),
+        raise probe_failed(
+            validator, _first_line(exc), _hint(exc, validator, default_schema)
         ) from None
 
 
@@ -287,25 +237,16 @@ def _hint(exc: Exception, validator: DatasetValidator, default_schema: str) -> s
         )
     if isinstance(exc, e.UndefinedColumn):
         if isinstance(validator, FkIntegrityValidator):
-            return (
-                f"check that the rows have column {validator.column!r} and that "
-                f"{validator.ref_table} has column {validator.ref_column!r} (names are case-sensitive)"
-            )
-        return "check the validator's column names against the rows being loaded (names are case-sensitive)"
+            return fk_column_hint(validator)
+        return COLUMN_NAMES_HINT
     if isinstance(exc, e.InsufficientPrivilege):
         return "grant the loading role SELECT on the table named above"
     if isinstance(exc, e.UndefinedFunction | e.DatatypeMismatch):
         if isinstance(validator, FkIntegrityValidator):
-            return (
-                f"{validator.column} and {validator.ref_table}.{validator.ref_column} have types "
-                "that cannot be compared: cast the column in a transform"
-            )
-        return "the column's type does not support this check: cast it in a transform"
+            return fk_uncomparable_hint(validator)
+        return UNCOMPARABLE_HINT
     if isinstance(exc, e.DataError) and isinstance(validator, FreshnessValidator):
-        return (
-            f"{validator.column} must hold ISO 8601 timestamps (e.g. 2024-05-01T12:00:00Z): "
-            "fix or cast the values in a transform"
-        )
+        return freshness_text_hint(validator)
     if isinstance(exc, e.InFailedSqlTransaction):
         return "an earlier statement of the load transaction failed; fix that first"
     return "fix the validator in [pipeline.validate] or the rows it checks, then apply again"
@@ -328,43 +269,7 @@ def _one(cur: psycopg.Cursor[Any], query: sql.Composed) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def _result(validator: DatasetValidator, ok: bool, message: str, observed: Any) -> ProbeResult:
-    return ProbeResult(validator_check_id(validator), validator.on_fail, ok, message, observed)
-
-
 def _split_table(name: str, default_schema: str) -> tuple[str, str]:
     """'schema.table' (split on the first dot) or 'table' in the default schema."""
     schema, dot, table = name.partition(".")
     return (schema, table) if dot else (default_schema, name)
-
-
-def _as_utc(value: datetime | date) -> datetime:
-    """timestamptz as is; timestamp (no zone) and date (its midnight) read as UTC."""
-    if not isinstance(value, datetime):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-def _rows(n: int) -> str:
-    return f"{n:,} row" if n == 1 else f"{n:,} rows"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
-
-
-def _bounds(low: int | None, high: int | None) -> str:
-    if low is not None and high is not None:
-        return f"between {low:,} and {high:,}"
-    if low is not None:
-        return f"at least {low:,}"
-    return f"at most {high:,}"
-
-
-def _hours(hours: float) -> str:
-    if math.isclose(hours, round(hours), abs_tol=0.05):
-        whole = round(hours)
-        return f"{whole:,} hour" if whole == 1 else f"{whole:,} hours"
-    return f"{hours:,.1f} hours"
