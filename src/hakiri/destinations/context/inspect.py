@@ -12,7 +12,14 @@ from typing import Any
 from hakiri.destinations.base import TargetColumn, TargetObservation
 from hakiri.errors import DestinationUnreachable
 
-__all__ = ["inspect_context_target"]
+__all__ = [
+    "inspect_context_target",
+    "is_delta_table",
+    "list_tables",
+    "table_columns",
+    "table_read_error",
+    "table_row_count",
+]
 
 # A commit (00000000000000000000.json) or a checkpoint: the log has committed something.
 _LOG_ENTRY = re.compile(r"^\d{20}\.(json|checkpoint\..*parquet)$")
@@ -75,3 +82,45 @@ def _row_count(delta: Any) -> int | None:
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0].strip() if lines else type(exc).__name__
+
+
+def is_delta_table(location: Path) -> bool:
+    """True when `location` has a transaction log with at least one commit (or checkpoint)."""
+    log = Path(location) / "_delta_log"
+    return log.is_dir() and any(_LOG_ENTRY.match(p.name) for p in log.iterdir())
+
+
+def list_tables(store_path: Path) -> list[str]:
+    """Names of the Delta tables directly under `store_path`, sorted.
+
+    Directories starting with `_` or `.` (e.g. `_staging`) are the store's own, never tables.
+    """
+    store = Path(store_path)
+    if not store.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in store.iterdir()
+        if p.is_dir() and not p.name.startswith(("_", ".")) and is_delta_table(p)
+    )
+
+
+def table_columns(delta: Any) -> tuple[TargetColumn, ...]:
+    """The columns of an open DeltaTable, with Delta's type names."""
+    return tuple(
+        TargetColumn(field.name, _type_name(field.type), field.nullable)
+        for field in delta.schema().fields
+    )
+
+
+def table_row_count(delta: Any) -> int | None:
+    """Rows of an open DeltaTable from its file stats; None when a file has no stats."""
+    return _row_count(delta)
+
+
+def table_read_error(location: Path, exc: BaseException) -> DestinationUnreachable:
+    """The error for a Delta table whose log delta-rs cannot read (the same words as inspection's)."""
+    return DestinationUnreachable(
+        f"cannot read the Delta table at {location}: {_first_line(exc)}",
+        "the context store's transaction log is damaged; restore it, or move the table away to rebuild it",
+    )
