@@ -68,5 +68,6 @@ def _run_line(run: dict[str, Any]) -> str:
     rows = f"{run['row_count']:,} rows" if run["row_count"] is not None else "- rows"
     error = f"  {run['error_kind'] or 'error'}: {run['error_msg']}" if run["error_msg"] else ""
     return escape(
-        f"{run['started_at'][:19].replace('T', ' ')}  {run['pipeline_id']:<20} {run['status']:<8} {rows:>12}  {duration}{error}"
+        f"{run['started_at'][:19].replace('T', ' ')}  {run['run_id'][:12]}  {run['pipeline_id']:<20} "
+        f"{run['status']:<8} {rows:>12}  {duration}{error}"
     )

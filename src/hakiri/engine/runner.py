@@ -110,6 +110,25 @@ def quarantine_table(
     return QuarantineTable(target.schema, f"{target.table}_quarantine", table.name)
 
 
+def resolve_run_id(catalog: Catalog, pipeline_id: str, text: str) -> str:
+    """A run id, or a unique prefix of one (as `hakiri runs` and `hakiri errors` print them)."""
+    matches = [
+        r.run_id for r in catalog.runs(pipeline_id, limit=10_000) if r.run_id.startswith(text)
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise HakiriError(
+            f"pipeline `{pipeline_id}` has no run `{text}`",
+            f"`hakiri runs {pipeline_id}` lists its runs; `hakiri errors {pipeline_id}` shows which "
+            "runs quarantined rows",
+        )
+    raise HakiriError(
+        f"`{text}` is the start of {len(matches)} runs of pipeline `{pipeline_id}`",
+        "give more characters of the run id",
+    )
+
+
 def holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -190,12 +209,7 @@ class PipelineRunner:
                 f"pipeline `{self.spec.id}` has no quarantine, so there is nothing to replay",
                 "enable it with [pipeline.quarantine] enabled = true; later runs keep their rule violations",
             )
-        if not any(r.run_id == of_run for r in self.catalog.runs(self.spec.id, limit=10_000)):
-            raise HakiriError(
-                f"pipeline `{self.spec.id}` has no run `{of_run}`",
-                f"`hakiri runs {self.spec.id}` lists its runs; `hakiri errors {self.spec.id}` "
-                "shows which runs quarantined rows",
-            )
+        of_run = resolve_run_id(self.catalog, self.spec.id, of_run)
         self._take_lease()
         try:
             run = self.catalog.start_run(self.spec.id)

@@ -22,8 +22,9 @@ def collect_garbage(
 
     env = os.environ if env is None else env
     project = load_project(root, env)
+    # Read-only: gc never migrates the catalog (only apply, run and replay do).
     with Catalog.open(
-        catalog_url(project.root, project.settings.catalog.url, env), migrate=True
+        catalog_url(project.root, project.settings.catalog.url, env), migrate=False
     ) as catalog:
         live_runs = {r.run_id for r in catalog.runs(limit=1000) if r.status is RunStatus.RUNNING}
     schemas_by_url: dict[str, set[str]] = defaultdict(set)

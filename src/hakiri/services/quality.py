@@ -11,7 +11,7 @@ from typing import Any
 
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
-from hakiri.engine.runner import Outcome, quarantine_table
+from hakiri.engine.runner import Outcome, quarantine_table, resolve_run_id
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.services.apply import LazySpark, destination_for, runner_for
 from hakiri.spec.base import duration_seconds
@@ -77,8 +77,13 @@ def quarantined_rows(
     env = os.environ if env is None else env
     project = load_project(root, env)
     spec = _pipeline(project, pipeline_id)
+    if run_id is not None:
+        url = catalog_url(project.root, project.settings.catalog.url, env)
+        with Catalog.open(url, migrate=False) as catalog:
+            run_id = resolve_run_id(catalog, spec.id, run_id)
     records: list[dict[str, Any]] = []
     tables: list[str] = []
+    spark = LazySpark(project)  # never started to read a quarantine; destinations want a getter
     for table in spec.table_specs():
         target = target_of(project.settings, spec, table)
         quarantine = quarantine_table(spec, table, target)
@@ -88,7 +93,7 @@ def quarantined_rows(
         if shown in tables:
             continue
         tables.append(shown)
-        destination = destination_for(project, spec, target, env)
+        destination = destination_for(project, spec, target, env, spark.get)
         found = destination.quarantined(quarantine, spec.id, run_id=run_id, limit=limit)
         records.extend(r.as_dict() for r in found or [])
     if not tables:

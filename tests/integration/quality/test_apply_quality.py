@@ -405,7 +405,8 @@ def test_errors_shows_quarantined_rows_and_replay_loads_those_that_now_pass(
     assert [r[0] for r in project.rows("t")] == [1]
     run_id = run_of(project)["run_id"]
 
-    shown = json.loads(project.cli("errors", "p", "--run", run_id, "--json").stdout)
+    shown = json.loads(project.cli("errors", "p", "--run", run_id[:12], "--json").stdout)
+    assert shown["run_id"] == run_id
     assert shown["tables"] == [f"{project.schema}.t_quarantine"]
     assert sorted((r["row"]["id"], r["rule_id"], r["dropped"]) for r in shown["rows"]) == [
         (3, "regex:email", True),
@@ -426,7 +427,7 @@ def test_errors_shows_quarantined_rows_and_replay_loads_those_that_now_pass(
         .replace('column = "name", on_fail = "skip"', 'column = "name", on_fail = "abort"'),
     )
     assert 'column = "name", on_fail = "abort"' in (project.root / "hakiri.toml").read_text()
-    replayed = project.cli("replay", "p", "--run", run_id)
+    replayed = project.cli("replay", "p", "--run", run_id[:12])  # a prefix, as `runs` prints it
     assert replayed.exit_code == 0, replayed.stderr
     assert "replayed 1 rows" in replayed.stderr
     assert "2 rows still break a rule" in replayed.stderr  # 4 (no name) and 5 (no @)
