@@ -60,7 +60,7 @@ class QuarantineTable:
 
 @dataclass(frozen=True)
 class QuarantinedRow:
-    id: int
+    id: int | str  # PostgreSQL: a bigserial; the context store: a UUID
     pipeline_id: str
     run_id: str
     node_id: str

@@ -8,23 +8,30 @@ swap lives in `swap.py`; the transaction around all of this in `client.py`.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from hakiri.destinations.base import LoadRequest, TargetColumn
+from hakiri.destinations.gates import _REPLACING_MODES as _REPLACING_MODES
+from hakiri.destinations.gates import (  # re-exported: they lived here before the context store shared them
+    CDC_DOCS,
+    STREAMING_ENV,
+    check_cdc_mirror,
+    check_empty_source,
+)
 from hakiri.destinations.postgres.ledger import WatermarkStore
 from hakiri.destinations.postgres.names import derived_name, mark_table, utc_now
-from hakiri.errors import EmptySource, LoadError
-from hakiri.spec.load import LoadMode, LoadSpec
+from hakiri.errors import LoadError
+from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
+    "CDC_DOCS",
     "DESTRUCTIVE_MODES",
     "STREAMING_ENV",
     "LoadContext",
@@ -40,11 +47,8 @@ __all__ = [
     "load_upsert",
 ]
 
-STREAMING_ENV = "HAKIRI_STREAMING_ENABLED"
-CDC_DOCS = "docs/cdc.md"
 # Modes that change or remove rows already in the target: backup_before_load snapshots first.
 DESTRUCTIVE_MODES = frozenset({LoadMode.TRUNCATE, LoadMode.BLUE_GREEN, LoadMode.UPSERT})
-_REPLACING_MODES = {LoadMode.TRUNCATE: "truncate", LoadMode.BLUE_GREEN: "replace"}
 
 _NUMERIC_TYPES = ("smallint", "integer", "bigint", "numeric", "real", "double precision")
 _TEMPORAL_TYPES = ("date", "timestamp")
@@ -92,31 +96,6 @@ class LoadContext:
 
     def column_type(self, name: str) -> str | None:
         return next((c.type for c in self.target_columns if c.name == name), None)
-
-
-def check_cdc_mirror(load: LoadSpec, env: Mapping[str, str] = os.environ) -> None:
-    """cdc_mirror is gated and never silently does nothing."""
-    if load.mode is not LoadMode.CDC_MIRROR:
-        return
-    if env.get(STREAMING_ENV, "").strip().lower() != "true":
-        raise LoadError(
-            "load mode cdc_mirror: streaming disabled",
-            f"cdc_mirror runs on the streaming runtime: set {STREAMING_ENV}=true to enable it (see {CDC_DOCS})",
-        )
-    raise LoadError(
-        f"load mode cdc_mirror: Debezium connector not configured for cdc_source {load.cdc_source!r}",
-        f"configure a Debezium connector for that change stream, see {CDC_DOCS}",
-    )
-
-
-def check_empty_source(load: LoadSpec, rows: int, qualified: str) -> None:
-    """truncate/blue_green refuse to empty the target because the source produced nothing."""
-    verb = _REPLACING_MODES.get(load.mode)
-    if verb and rows == 0 and load.fail_on_empty_source:
-        raise EmptySource(
-            f"the source produced 0 rows; refusing to {verb} {qualified} (load mode {load.mode.value})",
-            "if an empty target is what you want, set `fail_on_empty_source = false` in [pipeline.load]",
-        )
 
 
 def create_target(

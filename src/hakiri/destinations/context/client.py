@@ -1,0 +1,499 @@
+"""ContextDestination: the project's Delta Lake context store as a hakiri destination.
+
+Spark writes a batch's rows as Parquet into a staging area of the store; delta-rs
+commits them into the target table `<store>/<table>`: the staged files are renamed
+into the table directory and added by ONE Delta commit (upsert: one MERGE). The
+commit, in order:
+
+    cdc_mirror's gate, the empty-source guard (before anything is read)
+    -> the batch's app transaction id already in the table's log? drop staging, done
+    -> the staged rows' columns against the table's; the load mode's own checks
+    -> dataset validators on the staged rows, read back by Spark (an `abort` that
+       fails raises, and NOTHING is committed: neither the quarantine records nor the rows)
+    -> the quarantine records: one commit to the quarantine table, with the batch's app id
+    -> the data files moved into the table directory
+    -> checkpoint('before_dest_commit') -> the data commit, with the batch's app id
+       (and, for incremental_watermark, the new mark in its metadata)
+    -> drop the staging area -> checkpoint('after_dest_commit')
+
+Delta has no transaction across two tables, so the quarantine commit precedes
+the data commit; both are idempotent by the batch's app transaction id. A crash
+between them leaves the records committed and the rows not: the retried batch
+skips the records (their id is in the quarantine table's log) and commits the
+rows, so both land exactly once. A validator `abort` writes neither.
+
+Load modes: append (add files); truncate and blue_green (mode "overwrite": one new
+table version replaces every row atomically; blue_green needs no swap here, the
+previous version stays readable by time travel); upsert (DeltaTable.merge on the
+key); incremental_watermark (rows past the mark, filtered when staged, see
+`watermark`); cdc_mirror is refused by the same gate as in PostgreSQL. A missing
+table is created from the staged rows, whatever the mode. `backup_before_load`
+needs no copy: the version before the load stays readable (`DeltaTable(path,
+version=n)`) until it is vacuumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hakiri.destinations.base import (
+    Checkpoint,
+    LoadRequest,
+    LoadResult,
+    QuarantinedRow,
+    QuarantineTable,
+    StagedBatch,
+)
+from hakiri.destinations.context.commit import (
+    WATERMARK_COLUMN_KEY,
+    WATERMARK_KEY,
+    MovedFiles,
+    batch_metadata,
+    check_same_schema,
+    commit_files,
+    delta_errors,
+    is_committed,
+    merge_rows,
+    move_into_table,
+    open_table,
+    staged_arrow_schema,
+)
+from hakiri.destinations.context.quarantine import quarantine_records, read_quarantined
+from hakiri.destinations.context.staging import (
+    StagingArea,
+    check_table_name,
+    new_staging_area,
+    read_parquet,
+    staged_columns,
+    staging_area,
+    writable_frame,
+    write_parquet,
+)
+from hakiri.destinations.context.watermark import (
+    Watermark,
+    keep_after_mark,
+    mark_of_staged,
+    read_mark,
+)
+from hakiri.destinations.gates import check_cdc_mirror, check_empty_source
+from hakiri.errors import HakiriError, HookError, LoadError, ValidationFailed
+from hakiri.spec.load import LoadMode
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql import SparkSession
+
+    from hakiri.quality.verdicts import ProbeResult
+    from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
+
+__all__ = ["ContextDestination"]
+
+_NO_SQL_HOOKS = "sql and refresh_mat_view hooks need a PostgreSQL destination; the context store has no SQL engine"
+_NO_SQL_HOOKS_HINT = (
+    "remove those hooks from [pipeline.hooks] or load into PostgreSQL; webhook hooks work "
+    "with the context store"
+)
+
+
+@dataclass(frozen=True)
+class _Load:
+    """What the commit will do, decided before anything is written."""
+
+    location: Path
+    table: DeltaTable | None  # None: the table does not exist yet and the commit creates it
+    files: list[Path]  # the staged part files
+    schema: pa.Schema
+    merge_key: tuple[str, ...] | None  # upsert into an existing table
+    overwrite: bool
+    watermark: Watermark | None
+
+
+class ContextDestination:
+    """The context store (Delta tables under `store`) as a hakiri destination
+    (`hakiri.destinations.base.Destination`).
+
+    `store` is the store's root, e.g. `<project>/.hakiri/context`; target `t` is the
+    Delta table `store/t` (a request's target_schema is ignored). `spark` returns the
+    SparkSession, started on first use.
+    """
+
+    def __init__(self, store: Path, spark: Callable[[], SparkSession]) -> None:
+        self.store = Path(store)
+        self.spark = spark
+
+    # ------------------------------------------------------------------ staging
+
+    def stage(self, frame: Any, request: LoadRequest, quarantine: Any = None) -> StagedBatch:
+        """Spark writes the frame as Parquet into a fresh `<store>/_staging/<16 hex>/rows/`, and the
+        rule violations (if any), already in the quarantine table's columns, into `.../quarantine/`.
+
+        incremental_watermark filters here: only rows past the current mark are staged."""
+        check_cdc_mirror(request.load)
+        _refuse_unsupported(request)
+        location = self._location(request.target_table, "target table")
+        if quarantine is not None and request.quarantine is None:
+            raise LoadError(
+                "rule violations were staged without a quarantine table", "report this as a bug"
+            )
+        if request.quarantine is not None:
+            check_table_name(request.quarantine.table, "quarantine table")
+        frame = writable_frame(frame)
+        columns = staged_columns(frame.schema)
+        previous = None
+        incremental = request.load.mode is LoadMode.INCREMENTAL_WATERMARK
+        if incremental:
+            previous = read_mark(self.spark(), open_table(location), location, request)
+            frame = keep_after_mark(frame, request, previous)
+
+        area = new_staging_area(self.store, request)
+        label = f"staging rows for the Delta table at {location}"
+        try:
+            with delta_errors(area.root, "create", what="the staging directory"):
+                area.root.mkdir(parents=True)
+            write_parquet(frame, area.rows_dir, label)
+            files = area.part_files(area.rows_dir)
+            rows = area.count_rows(files)
+            quarantined = 0
+            if quarantine is not None and request.quarantine is not None:
+                records = quarantine_records(quarantine, request, request.quarantine.node_id)
+                write_parquet(records, area.quarantine_dir, label)
+                quarantined = area.count_rows(area.part_files(area.quarantine_dir))
+            if incremental:
+                column = request.load.watermark_column or ""
+                mark = (
+                    mark_of_staged(read_parquet(self.spark(), files), column, previous)
+                    if rows
+                    else Watermark(column, previous, previous)
+                )
+                area.write_manifest({"watermark": mark.as_dict()})
+        except BaseException:
+            area.remove()
+            raise
+        return StagedBatch(
+            request.batch_id,
+            None,
+            area.name,
+            rows,
+            columns,
+            quarantine_table=area.name if quarantine is not None else None,
+            quarantined=quarantined,
+        )
+
+    def discard(self, staged: StagedBatch) -> None:
+        """Delete a batch's staging area when it will not be committed (no error if it is gone)."""
+        staging_area(self.store, staged.staging_table).remove()
+
+    # ------------------------------------------------------------------ hooks and quarantine
+
+    def run_sql_hooks(
+        self, slot: str, hooks: Sequence[SqlHook | RefreshMatViewHook], schema: str | None
+    ) -> None:
+        """The context store has no SQL engine: SQL-like hooks are refused (webhooks are run by
+        the engine, not here)."""
+        if hooks:
+            raise HookError(f"{slot} hooks: {_NO_SQL_HOOKS}", _NO_SQL_HOOKS_HINT)
+
+    def quarantined(
+        self,
+        table: QuarantineTable,
+        pipeline_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int = 50,
+    ) -> list[QuarantinedRow] | None:
+        """A page of quarantined records, newest first; None when the table does not exist yet."""
+        location = self._location(table.table, "quarantine table")
+        delta = open_table(location)
+        if delta is None:
+            return None
+        return read_quarantined(delta, location, pipeline_id, run_id=run_id, limit=limit)
+
+    def read_for_replay(
+        self, spark: Any, table: QuarantineTable, request: LoadRequest, of_run: str
+    ) -> Any:
+        raise _replay_unsupported()
+
+    # ------------------------------------------------------------------ committing
+
+    def is_committed(self, request: LoadRequest) -> bool:
+        """Is the batch's app transaction id in the target table's Delta log?"""
+        return is_committed(self._location(request.target_table, "target table"), request)
+
+    def commit(
+        self, staged: StagedBatch, request: LoadRequest, checkpoint: Checkpoint
+    ) -> LoadResult:
+        location = self._location(request.target_table, "target table")
+        area = staging_area(self.store, staged.staging_table)
+        try:
+            check_cdc_mirror(request.load)
+            check_empty_source(request.load, staged.rows, str(location))
+            _refuse_unsupported(request)
+            if is_committed(location, request):
+                area.remove()
+                return LoadResult(rows_loaded=0, already_committed=True)
+            if not area.exists():
+                raise LoadError(
+                    f"the staging area {area.root} of batch {request.batch_id} is gone",
+                    "it was deleted before the commit; apply again to re-stage the batch",
+                )
+            load = self._plan(area, request, location)
+            # Write-audit-publish: the staged rows are audited before anything is committed.
+            validations = self._audit(load.files, request, location)
+            quarantined = self._quarantine(area, request)
+            rows = self._publish(load, area, request, checkpoint)
+        except BaseException:
+            area.remove()
+            raise
+        area.remove()
+        checkpoint("after_dest_commit")
+        return LoadResult(
+            rows_loaded=rows,
+            created_target=load.table is None,
+            watermark=load.watermark.mark if load.watermark else None,
+            quarantined=quarantined,
+            validations=tuple(validations),
+        )
+
+    def _plan(self, area: StagingArea, request: LoadRequest, location: Path) -> _Load:
+        """Check the staged rows against the table and the load mode; nothing is written."""
+        files = area.part_files(area.rows_dir)
+        if not files:
+            raise LoadError(
+                f"the staging area {area.root} of batch {request.batch_id} has no data files",
+                "it was emptied before the commit; apply again to re-stage the batch",
+            )
+        schema = staged_arrow_schema(files)
+        table = open_table(location)
+        if table is not None:
+            check_same_schema(table, schema, location)
+        mode = request.load.mode
+        merge_key = None
+        if mode is LoadMode.UPSERT:
+            key = self._check_upsert(files, schema, request, location)
+            merge_key = key if table is not None else None
+        watermark = None
+        if mode is LoadMode.INCREMENTAL_WATERMARK:
+            recorded = area.manifest().get("watermark")
+            if recorded is None:
+                raise LoadError(
+                    f"batch {request.batch_id} was staged without its watermark",
+                    "apply again to re-stage the batch",
+                )
+            watermark = Watermark.from_dict(recorded)
+        elif mode not in (LoadMode.APPEND, LoadMode.TRUNCATE, LoadMode.BLUE_GREEN, LoadMode.UPSERT):
+            check_cdc_mirror(request.load)
+            raise LoadError(f"unknown load mode {mode!r}", "use one of the documented load modes")
+        return _Load(
+            location=location,
+            table=table,
+            files=files,
+            schema=schema,
+            merge_key=merge_key,
+            overwrite=mode in (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN),
+            watermark=watermark,
+        )
+
+    def _check_upsert(
+        self, files: list[Path], schema: pa.Schema, request: LoadRequest, location: Path
+    ) -> tuple[str, ...]:
+        """The upsert key: set, among the staged columns, not all of them, and unique and not
+        NULL in the batch (a Delta table has no key constraint to enforce either)."""
+        key = tuple(request.load.upsert_key or ())
+        if not key:
+            raise LoadError(
+                f"load mode upsert into {location} needs `upsert_key`",
+                'set `upsert_key = ["id"]` (the columns that identify a row) in [pipeline.load]',
+            )
+        names = schema.names
+        for column in key:
+            if column not in names:
+                raise LoadError(
+                    f"upsert_key column {column!r} is not among the staged columns for {location}",
+                    f"fix `upsert_key` (the rows have: {', '.join(names)}), or select that "
+                    "column in the pipeline's transforms",
+                )
+        if not [name for name in names if name not in key]:
+            raise LoadError(
+                f"upsert_key {list(key)} covers every loaded column of {location}: nothing to update",
+                "use load mode 'append', or load more columns",
+            )
+        self._check_unique_key(files, key, location)
+        return key
+
+    def _check_unique_key(self, files: list[Path], key: Sequence[str], location: Path) -> None:
+        """One Spark aggregation over the staged rows: the first key value that is NULL or
+        appears more than once, if any."""
+        from pyspark.sql import functions as F
+
+        from hakiri.spark.errors import spark_errors
+
+        count = "_hakiri_rows"
+        columns = [F.col(_quoted(k)) for k in key]
+        any_null = F.lit(False)
+        for column in columns:
+            any_null = any_null | column.isNull()
+        frame = read_parquet(self.spark(), files)
+        with spark_errors(
+            f"checking the upsert key of the rows for {location}", fallback=LoadError
+        ):
+            found = (
+                frame.groupBy(*columns)
+                .agg(F.count(F.lit(1)).alias(count))
+                .where(any_null | (F.col(count) > 1))
+                .select(*[c.cast("string") for c in columns], F.col(count))
+                .first()
+            )
+        if found is None:
+            return
+        values = ", ".join(f"{k}={v}" for k, v in zip(key, list(found)[:-1], strict=True))
+        if any(v is None for v in list(found)[:-1]):
+            raise LoadError(
+                f"upsert_key {list(key)} is NULL in {found[-1]:,} staged rows for {location} "
+                f"(e.g. {values})",
+                "filter those rows out or fill the key in a transform; a NULL key never matches, "
+                "so each load would add the row again",
+            )
+        raise LoadError(
+            f"upsert_key {list(key)} is not unique in the staged rows for {location}: "
+            f"{values} appears {found[-1]:,} times",
+            "deduplicate the rows in a transform (or add a duplicate_key validator to catch it first)",
+        )
+
+    def _audit(self, files: list[Path], request: LoadRequest, location: Path) -> list[ProbeResult]:
+        """Dataset validators on the staged rows; an `abort` that fails raises before any commit."""
+        if not request.validators:
+            return []
+        from hakiri.destinations.context.tables import table_frame
+        from hakiri.quality.spark_probes import probe_frame
+        from hakiri.spark.errors import spark_errors
+
+        spark = self.spark()
+        frame = read_parquet(spark, files)
+        with spark_errors(
+            f"checking the validators of the rows for {location}", fallback=LoadError
+        ):
+            results = probe_frame(
+                frame,
+                request.validators,
+                ref_table=lambda name: table_frame(spark, self.store, name),
+            )
+        failed = [r for r in results if not r.ok and r.on_fail == "abort"]
+        if failed:
+            more = f" (and {len(failed) - 1} more failing validators)" if len(failed) > 1 else ""
+            raise ValidationFailed(
+                f"validator {failed[0].message}{more}; nothing was loaded into {location}",
+                'fix the source data, or set on_fail = "warn" on that validator to load anyway',
+            )
+        return results
+
+    def _quarantine(self, area: StagingArea, request: LoadRequest) -> int:
+        """Commit the staged quarantine records (a retried batch finds its id and skips them)."""
+        files = area.part_files(area.quarantine_dir)
+        if request.quarantine is None or not files or not area.count_rows(files):
+            return 0
+        location = self._location(request.quarantine.table, "quarantine table")
+        table = open_table(location)
+        if table is not None and is_committed(location, request):
+            return 0
+        schema = staged_arrow_schema(files)
+        if table is not None:
+            check_same_schema(table, schema, location)
+        moved = move_into_table(files, location, request, area.name)
+        metadata = batch_metadata(request, **{"hakiri.node_id": request.quarantine.node_id})
+        self._commit_moved(location, table, moved, schema, request, metadata, overwrite=False)
+        return sum(_records(action) for action in moved.actions)
+
+    def _publish(
+        self, load: _Load, area: StagingArea, request: LoadRequest, checkpoint: Checkpoint
+    ) -> int:
+        """The data commit, with checkpoint('before_dest_commit') just before it; rows written."""
+        metadata = batch_metadata(request)
+        if load.watermark is not None:
+            metadata[WATERMARK_COLUMN_KEY] = load.watermark.column
+            if load.watermark.mark is not None:
+                metadata[WATERMARK_KEY] = load.watermark.mark
+        if load.merge_key is not None and load.table is not None:
+            checkpoint("before_dest_commit")
+            return merge_rows(
+                load.table, load.location, load.files, load.merge_key, request, metadata
+            )
+        moved = move_into_table(load.files, load.location, request, area.name)
+        try:
+            checkpoint("before_dest_commit")
+        except BaseException:
+            moved.remove()
+            raise
+        self._commit_moved(
+            load.location, load.table, moved, load.schema, request, metadata, load.overwrite
+        )
+        return sum(_records(action) for action in moved.actions)
+
+    @staticmethod
+    def _commit_moved(
+        location: Path,
+        table: DeltaTable | None,
+        moved: MovedFiles,
+        schema: pa.Schema,
+        request: LoadRequest,
+        metadata: dict[str, str],
+        overwrite: bool,
+    ) -> None:
+        """Commit moved files; if the commit fails, delete them unless the log has the batch after
+        all (the commit landed and only a post-commit step, such as a checkpoint, failed)."""
+        try:
+            commit_files(
+                location,
+                table,
+                moved,
+                schema,
+                overwrite=overwrite,
+                request=request,
+                metadata=metadata,
+            )
+        except Exception:
+            if not _landed(location, request):
+                moved.remove()
+                raise
+
+    # ------------------------------------------------------------------ helpers
+
+    def _location(self, table: str, what: str) -> Path:
+        check_table_name(table, what)
+        return self.store / table
+
+
+def _landed(location: Path, request: LoadRequest) -> bool:
+    try:
+        return is_committed(location, request)
+    except HakiriError:
+        return True  # cannot tell: keep the files (vacuum removes them if they are orphans)
+
+
+def _records(action: Any) -> int:
+    import json
+
+    return int(json.loads(action.stats)["numRecords"])
+
+
+def _refuse_unsupported(request: LoadRequest) -> None:
+    if request.replay_of:
+        raise _replay_unsupported()
+    if request.post_hook is not None:
+        raise HookError(f"post hooks: {_NO_SQL_HOOKS}", _NO_SQL_HOOKS_HINT)
+
+
+def _replay_unsupported() -> HakiriError:
+    return HakiriError(
+        "replay into the context store is not supported yet",
+        "read the quarantined rows with `hakiri errors`, fix them at the source and apply again; "
+        "replay works for PostgreSQL targets",
+    )
+
+
+def _quoted(name: str) -> str:
+    """A column name for F.col: backquoted, so dots and spaces in it are part of the name."""
+    return "`" + name.replace("`", "``") + "`"
