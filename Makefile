@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 
 help:
 	@echo "make check-prereqs  check Python >= 3.11, Java >= 17, PostgreSQL binaries, JDBC jar"
-	@echo "make run            install hakiri into $(VENV), validate and plan the example project"
+	@echo "make run            install hakiri into $(VENV), apply the demo project into .hakiri/context"
 	@echo "make test           whole suite (unit + integration: starts PostgreSQL and Spark)"
 	@echo "make test-unit      fast tests only (no JVM, no PostgreSQL)"
 	@echo "make lint           ruff check, ruff format --check, import-linter layers"
@@ -34,15 +34,15 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 venv: $(VENV)/.installed
 venv-dev: $(VENV)/.installed-dev
 
-# Until the context store lands, the example applies into the PostgreSQL named by
-# HAKIRI_DEMO_PG_URL (examples/postgres); without it, run shows the plan only.
+# The demo project at the root loads data/ into the local Delta context store
+# (.hakiri/context), no server needed; a second run prints "no changes". With
+# HAKIRI_DEMO_PG_URL set, the same pipelines also load into that PostgreSQL.
 run: check-prereqs venv
 	$(BIN)/hakiri validate
+	$(BIN)/hakiri apply
+	$(BIN)/hakiri context tables
 	@if [ -n "$$HAKIRI_DEMO_PG_URL" ]; then \
 		$(BIN)/hakiri apply --project examples/postgres; \
-	else \
-		$(BIN)/hakiri plan; \
-		echo "make run: set HAKIRI_DEMO_PG_URL=postgresql://… to apply the example into PostgreSQL" >&2; \
 	fi
 
 test: check-prereqs venv-dev

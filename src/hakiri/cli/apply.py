@@ -162,7 +162,7 @@ def gc(
     ] = 3600.0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Drop staging and `_new` tables left behind by crashed runs."""
+    """Drop what crashed runs left: staging and `_new` tables, context-store staging areas."""
     from hakiri.services.gc import collect_garbage
 
     dropped = collect_garbage(project, older_than)
@@ -171,4 +171,4 @@ def gc(
         return
     for name in dropped:
         err.print(f"dropped {escape(name)}")
-    err.print(f"gc: {len(dropped)} table(s) dropped")
+    err.print(f"gc: {len(dropped)} leftover(s) removed")

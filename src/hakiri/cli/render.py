@@ -6,6 +6,7 @@ rich honours NO_COLOR, and colour/markup is dropped when stderr is not a termina
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +16,14 @@ from rich.console import Console
 from hakiri.errors import Diagnostic, HakiriError, ManifestError
 
 # emoji=False: rule ids like `regex:email:` must print as written, not as ✉.
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+# Not a terminal (cron logs, CI, pipes): tables get 160 columns instead of rich's 80.
+err = Console(
+    stderr=True,
+    highlight=False,
+    soft_wrap=True,
+    emoji=False,
+    width=None if sys.stderr.isatty() else 160,
+)
 
 ProjectDir = Annotated[
     Path,

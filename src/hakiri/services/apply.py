@@ -17,7 +17,7 @@ from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import Destination
 from hakiri.engine.runner import Outcome, PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
-from hakiri.spec.connections import Target, destination_url
+from hakiri.spec.connections import Target, context_store_path, destination_url
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
 
@@ -95,7 +95,7 @@ def runner_for(
         project,
         spec,
         catalog,
-        lambda target: destination_for(project, spec, target, env),
+        lambda target: destination_for(project, spec, target, env, spark.get),
         spark.get,
         read_files,
         env,
@@ -105,14 +105,17 @@ def runner_for(
 
 
 def destination_for(
-    project: Project, spec: PipelineSpec, target: Target, env: Mapping[str, str]
+    project: Project,
+    spec: PipelineSpec,
+    target: Target,
+    env: Mapping[str, str],
+    spark: Callable[[], Any],
 ) -> Destination:
+    """The destination one table of a pipeline loads into; `spark` starts Spark on first use."""
     if target.kind == "context":
-        raise HakiriError(
-            f"pipeline `{spec.id}`: the context-store destination is not implemented yet",
-            'load into PostgreSQL for now: destination = { connector = "postgres", config = { connection = "..." } } '
-            "(or examples/postgres with HAKIRI_DEMO_PG_URL)",
-        )
+        from hakiri.destinations.context.client import ContextDestination
+
+        return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
     from hakiri.destinations.postgres import PostgresDestination as PostgresLoader
 
     batch_size = (

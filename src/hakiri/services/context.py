@@ -210,6 +210,9 @@ def vacuum_table(
             retention_hours=retain_hours,
             dry_run=dry_run,
             enforce_retention_duration=not force,
+            # full: also files no commit ever referenced (moved in by a load that crashed
+            # before its commit), not only files that later versions removed.
+            full=True,
         )
     except Exception as exc:
         raise _maintenance_error("vacuum", found, exc) from None

@@ -111,7 +111,9 @@ def test_fail_fast_stops_at_the_first_failure(project) -> None:
     assert exists == (None,)
 
 
-def test_the_context_destination_says_it_is_not_built_yet(project) -> None:
+def test_a_pipeline_without_a_connection_loads_into_the_context_store(project) -> None:
+    from deltalake import DeltaTable
+
     project.write(
         "pipelines/ctx.json",
         json.dumps(
@@ -124,9 +126,10 @@ def test_the_context_destination_says_it_is_not_built_yet(project) -> None:
         ),
     )
     result = project.cli("apply", "ctx")
-    assert result.exit_code == 1
-    assert "context-store destination is not implemented yet" in result.stderr
-    assert "hint:" in result.stderr
+    assert result.exit_code == 0, result.stderr
+    table = DeltaTable(project.root / ".hakiri" / "context" / "people_copy")
+    assert sorted(table.to_pyarrow_table().column("name").to_pylist()) == ["Ada", "Grace"]
+    assert "no changes" in project.cli("apply", "ctx").stderr
 
 
 def test_a_pipeline_running_elsewhere_is_not_run_twice(project) -> None:

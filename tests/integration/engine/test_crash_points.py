@@ -1,9 +1,10 @@
-"""Exactly once: crash at every named point, for every load mode, then re-run.
+"""Exactly once: crash at every named point, for every load mode, into both destinations.
 
-For each crash point, one project holds a pipeline per mode. Each pipeline's
-apply is killed at that point (HAKIRI_CRASH_AT, os._exit: no cleanup), then one
-plain `hakiri apply` resumes everything. The targets must equal those of a clean
-run in another schema, row for row: nothing lost, nothing twice.
+For each crash point and destination (PostgreSQL, the Delta context store), one
+project holds a pipeline per mode. Each pipeline's apply is killed at that point
+(HAKIRI_CRASH_AT, os._exit: no cleanup), then one plain `hakiri apply` resumes
+everything. The targets must equal those of a clean PostgreSQL run, row for row:
+nothing lost, nothing twice, and the same semantics on both destinations.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -36,17 +38,22 @@ FILES = {
 }
 
 
-def _project(root: Path, schema: str, pg_url: str) -> Path:
+def _project(root: Path, schema: str, pg_url: str, destination: str = "postgres") -> Path:
     root.mkdir(parents=True)
     for mode in MODES:
         for name, text in FILES.items():
             path = root / "data" / mode / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
+    target = (
+        f'destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}'
+        if destination == "postgres"
+        else 'destination = { connector = "context" }'
+    )
     blocks = [
         f'[[pipeline]]\nid = "{mode.replace("_", "-")}"\n'
         f'source = {{ connector = "files", config = {{ path = "data/{mode}/*.csv", columns = {{ id = "bigint", seq = "bigint", name = "string" }} }} }}\n'
-        f'tables = [{{ name = "{mode}", target = "t_{mode}" }}]\n{load}\n'
+        f'{target}\ntables = [{{ name = "{mode}", target = "t_{mode}" }}]\n{load}\n'
         for mode, load in MODES.items()
     ]
     (root / "hakiri.toml").write_text(
@@ -64,10 +71,7 @@ def _project(root: Path, schema: str, pg_url: str) -> Path:
         type = "postgres"
         url = "{pg_url}"
         """)
-        + "\n".join(blocks).replace(
-            "tables = [",
-            f'destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}\ntables = [',
-        )
+        + "\n".join(blocks)
     )
     return root
 
@@ -92,6 +96,17 @@ def _rows(pg_url: str, schema: str) -> dict[str, list[tuple]]:
             ).fetchall()
             for mode in MODES
         }
+
+
+def _context_rows(root: Path) -> dict[str, list[tuple]]:
+    from deltalake import DeltaTable
+
+    rows = {}
+    for mode in MODES:
+        table = DeltaTable(root / ".hakiri" / "context" / f"t_{mode}").to_pyarrow_table()
+        columns = [table.column(c).to_pylist() for c in ("id", "seq", "name")]
+        rows[mode] = sorted(zip(*columns, strict=True))
+    return rows
 
 
 @pytest.fixture
@@ -149,24 +164,36 @@ def clean_rows(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     return rows
 
 
+@pytest.mark.parametrize("destination", ["postgres", "context"])
 @pytest.mark.parametrize("point", POINTS)
 def test_a_crash_at_any_point_loses_nothing_and_loads_nothing_twice(
-    point: str, pg_url: str, tmp_path: Path, fresh_schema, clean_rows
+    point: str, destination: str, pg_url: str, tmp_path: Path, fresh_schema, clean_rows
 ) -> None:
     schema = fresh_schema()
-    root = _project(tmp_path / "p", schema, pg_url)
-    for mode in MODES:
-        crashed = _hakiri(root, "apply", mode.replace("_", "-"), crash_at=point)
-        assert crashed.returncode == CRASH_EXIT_CODE, f"{mode}: {crashed.stderr[-2000:]}"
-        assert f"crashing at {point}" in crashed.stderr
+    root = _project(tmp_path / "p", schema, pg_url, destination)
+    # The pipelines are independent and the catalog is safe for several processes, so the
+    # crashing applies run side by side (a JVM start each is most of this test's time).
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        crashes = pool.map(
+            lambda mode: (mode, _hakiri(root, "apply", mode.replace("_", "-"), crash_at=point)),
+            MODES,
+        )
+        for mode, crashed in crashes:
+            assert crashed.returncode == CRASH_EXIT_CODE, f"{mode}: {crashed.stderr[-2000:]}"
+            assert f"crashing at {point}" in crashed.stderr
     resumed = _hakiri(root, "apply")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert _rows(pg_url, schema) == clean_rows
+    rows = _rows(pg_url, schema) if destination == "postgres" else _context_rows(root)
+    assert rows == clean_rows
     again = _hakiri(root, "apply")
     assert again.returncode == 0 and "no changes" in again.stderr
-    # A crash before the staging table is dropped leaves it behind; gc removes it.
+    # A crash before the staging area is cleared leaves it behind; gc removes it.
     collected = _hakiri(root, "gc", "--older-than", "0")
     assert collected.returncode == 0, collected.stderr
+    if destination == "context":
+        staging = root / ".hakiri" / "context" / "_staging"
+        assert not staging.exists() or list(staging.iterdir()) == []
+        return
     with psycopg.connect(pg_url) as conn:
         staging = conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename LIKE %s",
