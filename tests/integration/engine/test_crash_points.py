@@ -63,6 +63,8 @@ def _project(root: Path, schema: str, pg_url: str, destination: str = "postgres"
 
         [spark]
         master = "local[1]"
+        # Each crashed apply is a short-lived JVM: C1-only JIT starts it ~30% sooner.
+        conf = {{ "spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" }}
 
         [context]
         default_destination = "wh"
