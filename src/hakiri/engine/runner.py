@@ -24,7 +24,7 @@ from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination, LoadRequest, LoadResult, QuarantineTable
 from hakiri.engine.batches import plan_file_batches, snapshot_files
 from hakiri.engine.crash import crash_point
-from hakiri.errors import HakiriError, SourceDataError
+from hakiri.errors import HakiriError, LeaseHeld, SourceDataError
 from hakiri.hooks.runner import run_hooks, run_sql_hooks, sql_hooks
 from hakiri.quality.anomaly import check_row_count
 from hakiri.quality.rules import RuleReport, check_rows
@@ -296,6 +296,15 @@ class PipelineRunner:
                 self.spec.id, self.holder, PIPELINE_LEASE_TTL_SECONDS, self.lease_timeout
             )
 
+    def _keep_lease(self) -> None:
+        """Renew the pipeline lease between batches, so a long run is never overlapped (a single
+        batch longer than the lease's TTL still can be)."""
+        if not self.catalog.renew_lease(self.spec.id, self.holder, PIPELINE_LEASE_TTL_SECONDS):
+            raise LeaseHeld(
+                f"pipeline `{self.spec.id}`: this apply lost its lease (it ran out, or was broken)",
+                "the batches committed so far are kept; apply again to load the rest",
+            )
+
     def _recover_stale_claims(self) -> None:
         # We hold the pipeline lease, so a run still "running" and a batch still processing
         # were left by a process that died.
@@ -394,9 +403,13 @@ class PipelineRunner:
         bytes_read = 0
         try:
             self._hooks("pre", self.spec.hooks.pre, outcome, run, "running")
-            while batch := self.catalog.claim_batch(
-                self.spec.id, self.holder, BATCH_TTL_SECONDS, run_id=run.run_id
-            ):
+            while True:
+                self._keep_lease()  # before each claim: a run never outlives its lease
+                batch = self.catalog.claim_batch(
+                    self.spec.id, self.holder, BATCH_TTL_SECONDS, run_id=run.run_id
+                )
+                if batch is None:
+                    break
                 rows, malformed = self._load_batch(batch, run.run_id, quality)
                 outcome.rows += rows
                 outcome.malformed += malformed

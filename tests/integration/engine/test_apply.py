@@ -141,3 +141,22 @@ def test_a_pipeline_running_elsewhere_is_not_run_twice(project) -> None:
     assert result.exit_code == 1
     assert "already running on" in result.stderr
     assert datetime.now(UTC).strftime("%Y") in result.stderr
+
+
+def test_a_run_that_loses_its_lease_stops_between_batches(project) -> None:
+    from hakiri.services.apply import apply_project
+
+    url = f"sqlite:///{project.root / '.hakiri' / 'state.sqlite'}"
+
+    def break_the_lease(pipeline_id: str, done: int, total: int, rows: int) -> None:
+        # Another replica decides this run is dead and takes the pipeline over.
+        with Catalog.open(url, migrate=True) as catalog:
+            ours = catalog.acquire_lease(pipeline_id, "probe", 1)  # not acquired: says who holds it
+            catalog.release_lease(pipeline_id, ours.holder)
+            assert catalog.acquire_lease(pipeline_id, "otherhost:1:x", 600).acquired
+
+    [outcome] = apply_project(project.root, ["orders"], on_batch=break_the_lease)
+    assert outcome.status == "failed"
+    assert "lost its lease" in (outcome.error or "")
+    assert outcome.batches == 1  # the first batch committed; the second never started
+    assert len(project.rows("orders")) in (1, 2)  # a.csv has 2 rows, b.csv 1: one file loaded
