@@ -29,6 +29,7 @@ from hakiri.hooks.runner import run_hooks, run_sql_hooks, sql_hooks
 from hakiri.quality.anomaly import check_row_count
 from hakiri.quality.rules import RuleReport, check_rows
 from hakiri.sources.base import SourceFile
+from hakiri.sources.file_reader import with_provenance
 from hakiri.sources.files import inspect_files
 from hakiri.spec.base import split_qualified
 from hakiri.spec.connections import Target, target_of
@@ -520,10 +521,12 @@ class PipelineRunner:
             files = self._files_of(batch)
             # Spark is lazy: reading fails only when staging runs the job, so one block covers both.
             with spark_errors(f"loading {label} into {request.target_table}"):
-                read = self.read_files(
-                    self.spark(), self.project.root, self.spec.source.config, files
-                )  # type: ignore[union-attr]
-                checked = check_rows(read.frame, self.spec.validate_.rules, label=label)
+                config = self.spec.source.config
+                read = self.read_files(self.spark(), self.project.root, config, files)
+                frame = read.frame
+                if config.provenance:  # type: ignore[union-attr]
+                    frame = with_provenance(frame, self.project.root, files, batch.batch_id)
+                checked = check_rows(frame, self.spec.validate_.rules, label=label)
                 keep = checked.quarantine if request.quarantine is not None else None
                 staged = destination.stage(checked.clean, request, quarantine=keep)
             crash_point("after_stage")

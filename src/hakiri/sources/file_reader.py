@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["FileRead", "read_files"]
+__all__ = ["PROVENANCE_COLUMNS", "FileRead", "read_files", "with_provenance"]
 
 # ---------------------------------------------------------------- reading with Spark
 #
@@ -166,6 +166,34 @@ def read_files(
 
 
 # ---------------------------------------------------------------- files and options
+
+
+PROVENANCE_COLUMNS = ("_source_file_hash", "_hakiri_batch_id")
+
+
+def with_provenance(
+    frame: DataFrame, project_root: Path, files: Sequence[SourceFile], batch_id: str
+) -> DataFrame:
+    """The frame plus `_source_file_hash` (the content hash of the file each row came from)
+    and `_hakiri_batch_id`; call it on the frame `read_files` returned, before any shuffle.
+
+    One file: the hash is a literal. Several (a snapshot batch): each row's file is
+    looked up by Spark's `input_file_name()` in a small path -> hash map.
+    """
+    from pyspark.sql import functions as F
+
+    if len(files) == 1:
+        source_hash = F.lit(files[0].content_hash)
+    else:
+        root = Path(os.path.abspath(project_root))
+        pairs = []
+        for file in files:
+            uri = _locate(root, file).path.as_uri()
+            pairs += [F.lit(uri), F.lit(file.content_hash)]
+        source_hash = F.element_at(F.create_map(*pairs), F.input_file_name())
+    return frame.withColumn(PROVENANCE_COLUMNS[0], source_hash).withColumn(
+        PROVENANCE_COLUMNS[1], F.lit(batch_id)
+    )
 
 
 def _locate(root: Path, file: SourceFile) -> _Located:

@@ -160,3 +160,52 @@ def test_a_run_that_loses_its_lease_stops_between_batches(project) -> None:
     assert "lost its lease" in (outcome.error or "")
     assert outcome.batches == 1  # the first batch committed; the second never started
     assert len(project.rows("orders")) in (1, 2)  # a.csv has 2 rows, b.csv 1: one file loaded
+
+
+@pytest.mark.parametrize("mode", ["append", "truncate"])
+def test_provenance_columns_name_each_rows_file_and_batch(project, mode: str) -> None:
+    import hashlib
+
+    project.write(
+        "pipelines/prov.json",
+        json.dumps(
+            {
+                "id": "prov",
+                "source": {
+                    "connector": "files",
+                    "config": {"path": "data/orders/*.csv", "provenance": True},
+                },
+                "tables": [{"name": "orders", "target": "orders_prov"}],
+                "destination": {
+                    "connector": "postgres",
+                    "config": {"connection": "wh", "schema": project.schema},
+                },
+                "load": {"mode": mode},
+            }
+        ),
+    )
+    project.write("data/orders/c d.csv", "id,amount,note\n4,1.0,spaced\n")  # a name to URI-encode
+    result = project.cli("apply", "prov")
+    assert result.exit_code == 0, result.stderr
+    digest = {
+        name: "sha256:"
+        + hashlib.sha256((project.root / "data/orders" / name).read_bytes()).hexdigest()
+        for name in ("a.csv", "b.csv", "c d.csv")
+    }
+    rows = project.query(
+        sql.SQL('SELECT id, "_source_file_hash", "_hakiri_batch_id" FROM {} ORDER BY id').format(
+            sql.Identifier(project.schema, "orders_prov")
+        )
+    )
+    assert [(r[0], r[1]) for r in rows] == [
+        (1, digest["a.csv"]),
+        (2, digest["a.csv"]),
+        (3, digest["b.csv"]),
+        (4, digest["c d.csv"]),
+    ]
+    batches = {r[2] for r in rows}
+    if mode == "append":  # one batch per file, named by its content
+        assert batches == {f"file:orders:{d.removeprefix('sha256:')}" for d in digest.values()}
+    else:  # one snapshot batch for the whole table
+        [batch] = batches
+        assert batch.startswith("snapshot:orders:")
