@@ -209,3 +209,45 @@ def test_provenance_columns_name_each_rows_file_and_batch(project, mode: str) ->
     else:  # one snapshot batch for the whole table
         [batch] = batches
         assert batch.startswith("snapshot:orders:")
+
+
+@pytest.mark.parametrize("on_change", ["reload", "ignore", "error"])
+def test_a_loaded_file_that_changes_follows_on_change(project, on_change: str) -> None:
+    project.write(
+        "pipelines/chg.json",
+        json.dumps(
+            {
+                "id": "chg",
+                "source": {
+                    "connector": "files",
+                    "config": {
+                        "path": "data/orders/a.csv",
+                        "columns": {"id": "bigint", "amount": "double", "note": "string"},
+                        "on_change": on_change,
+                    },
+                },
+                "tables": [{"name": "orders", "target": "orders_chg"}],
+                "destination": {
+                    "connector": "postgres",
+                    "config": {"connection": "wh", "schema": project.schema},
+                },
+                "load": {"mode": "append"},
+            }
+        ),
+    )
+    assert project.cli("apply", "chg").exit_code == 0
+    project.write("data/orders/a.csv", "id,amount,note\n1,9.5,first\n2,3.0,\n7,7.0,added\n")
+    result = project.cli("apply", "chg")
+    ids = [r[0] for r in project.rows("orders_chg")]
+    if on_change == "reload":  # the new content is a new batch: appended as a whole
+        assert result.exit_code == 0, result.stderr
+        assert ids == [1, 1, 2, 2, 7]
+    elif on_change == "ignore":
+        assert result.exit_code == 0 and "no changes" in result.stderr
+        assert ids == [1, 2]
+    else:
+        assert result.exit_code == 1
+        assert (
+            "data/orders/a.csv changed after it was loaded (on_change = 'error')" in result.stderr
+        )
+        assert ids == [1, 2]
