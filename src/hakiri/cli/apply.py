@@ -66,6 +66,7 @@ def _apply(
                 "success": "[green]ok[/green]",
                 "no-op": "[dim]up to date[/dim]",
                 "failed": "[red]failed[/red]",
+                "retired": "[yellow]retired[/yellow]",
             }
             err.print(
                 f"{mark[outcome.status]} {escape(outcome.pipeline_id)}"

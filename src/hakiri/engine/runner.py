@@ -48,7 +48,7 @@ class Outcome:
     """What happened to one pipeline in this apply."""
 
     pipeline_id: str
-    status: str  # 'success' | 'no-op' | 'failed'
+    status: str  # 'success' | 'no-op' | 'failed' | 'retired' (in no manifest any more)
     mode: str
     run_id: str | None = None
     rows: int = 0

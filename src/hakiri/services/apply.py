@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hakiri.catalog.records import Phase
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import Destination
@@ -58,9 +59,33 @@ def apply_project(
                     on_outcome(outcome)
                 if fail_fast and outcome.status == "failed":
                     break
+            if not ids:  # a whole-project apply converges like Terraform: removed means retired
+                for outcome in _retire_removed(project, catalog):
+                    outcomes.append(outcome)
+                    if on_outcome:
+                        on_outcome(outcome)
     finally:
         spark.stop()
     return outcomes
+
+
+def _retire_removed(project: Project, catalog: Catalog) -> list[Outcome]:
+    """Pipelines applied before and now in no manifest: marked retired in the catalog (what
+    `plan` announced), their runs, batches and target tables left as they are."""
+    retired = []
+    for pipeline_id, state in catalog.pipeline_states().items():
+        if pipeline_id in project.pipelines or state.phase is Phase.RETIRED:
+            continue
+        catalog.retire(pipeline_id)
+        retired.append(
+            Outcome(
+                pipeline_id,
+                "retired",
+                "-",
+                notes=["in no manifest any more: retired; its state and tables are kept"],
+            )
+        )
+    return retired
 
 
 def _run_one(

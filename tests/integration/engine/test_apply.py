@@ -251,3 +251,19 @@ def test_a_loaded_file_that_changes_follows_on_change(project, on_change: str) -
             "data/orders/a.csv changed after it was loaded (on_change = 'error')" in result.stderr
         )
         assert ids == [1, 2]
+
+
+def test_a_pipeline_removed_from_the_manifests_is_retired_by_apply(project) -> None:
+    assert project.cli("apply").exit_code == 0
+    toml = (project.root / "hakiri.toml").read_text()
+    project.write("hakiri.toml", toml[: toml.index('[[pipeline]]\nid = "people"')])
+    assert project.cli("plan", "--detailed-exitcode").exit_code == 2  # 1 to retire
+
+    result = project.cli("apply", "--json")
+    assert result.exit_code == 0, result.stderr
+    outcomes = {o["pipeline_id"]: o["status"] for o in json.loads(result.stdout)}
+    assert outcomes == {"orders": "no-op", "people": "retired"}
+    assert project.cli("plan", "--detailed-exitcode").exit_code == 0  # converged
+    assert [r[1] for r in project.rows("people")] == ["Ada", "Grace"]  # its table is kept
+    again = project.cli("apply")
+    assert again.exit_code == 0 and "no changes" in again.stderr
