@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from hakiri.destinations.base import LoadRequest
@@ -212,12 +212,12 @@ def check_same_schema(table: DeltaTable, staged: pa.Schema, location: Path) -> N
     """The staged columns must be the table's columns (by name, any order), with the same types."""
     from deltalake import Schema
 
-    from hakiri.destinations.context.inspect import table_columns
+    from hakiri.destinations.context.inspect import table_columns, type_name
 
     with delta_errors(location, "read", reading=True):
         current = {c.name: c.type for c in table_columns(table)}
     with delta_errors(location, "convert the staged rows for"):
-        incoming = {field.name: _type_of(field.type) for field in Schema.from_arrow(staged).fields}
+        incoming = {field.name: type_name(field.type) for field in Schema.from_arrow(staged).fields}
     if current == incoming:
         return
     missing = [name for name in current if name not in incoming]
@@ -239,18 +239,6 @@ def check_same_schema(table: DeltaTable, staged: pa.Schema, location: Path) -> N
         + "; ".join(parts),
         _EVOLUTION_HINT,
     )
-
-
-def _type_of(delta_type: Any) -> str:
-    """Delta's type name, nested ones written like Spark's (as `inspect` reports them)."""
-    kind = delta_type.type
-    if kind == "array":
-        return f"array<{_type_of(delta_type.element_type)}>"
-    if kind == "map":
-        return f"map<{_type_of(delta_type.key_type)},{_type_of(delta_type.value_type)}>"
-    if kind == "struct":
-        return "struct<" + ",".join(f"{f.name}:{_type_of(f.type)}" for f in delta_type.fields) + ">"
-    return str(kind)
 
 
 # ------------------------------------------------------------------ writing

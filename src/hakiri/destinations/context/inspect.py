@@ -19,6 +19,7 @@ __all__ = [
     "table_columns",
     "table_read_error",
     "table_row_count",
+    "type_name",
 ]
 
 # A commit (00000000000000000000.json) or a checkpoint: the log has committed something.
@@ -40,7 +41,7 @@ def inspect_context_target(store_path: Path, table: str) -> TargetObservation:
     try:
         delta = DeltaTable(location)
         columns = tuple(
-            TargetColumn(field.name, _type_name(field.type), field.nullable)
+            TargetColumn(field.name, type_name(field.type), field.nullable)
             for field in delta.schema().fields
         )
         row_estimate = _row_count(delta)
@@ -54,15 +55,16 @@ def inspect_context_target(store_path: Path, table: str) -> TargetObservation:
     )
 
 
-def _type_name(type_: Any) -> str:
-    """Delta's type names, nested ones written like Spark's: array<long>, map<string,double>, struct<a:long>."""
+def type_name(type_: Any) -> str:
+    """A deltalake schema type as text: Delta's names, nested ones written like Spark's
+    (array<long>, map<string,double>, struct<a:long>)."""
     kind = type_.type
     if kind == "array":
-        return f"array<{_type_name(type_.element_type)}>"
+        return f"array<{type_name(type_.element_type)}>"
     if kind == "map":
-        return f"map<{_type_name(type_.key_type)},{_type_name(type_.value_type)}>"
+        return f"map<{type_name(type_.key_type)},{type_name(type_.value_type)}>"
     if kind == "struct":
-        return "struct<" + ",".join(f"{f.name}:{_type_name(f.type)}" for f in type_.fields) + ">"
+        return "struct<" + ",".join(f"{f.name}:{type_name(f.type)}" for f in type_.fields) + ">"
     return str(kind)
 
 
@@ -108,7 +110,7 @@ def list_tables(store_path: Path) -> list[str]:
 def table_columns(delta: Any) -> tuple[TargetColumn, ...]:
     """The columns of an open DeltaTable, with Delta's type names."""
     return tuple(
-        TargetColumn(field.name, _type_name(field.type), field.nullable)
+        TargetColumn(field.name, type_name(field.type), field.nullable)
         for field in delta.schema().fields
     )
 
