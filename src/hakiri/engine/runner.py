@@ -25,7 +25,7 @@ from hakiri.destinations.base import Destination, LoadRequest, LoadResult, Quara
 from hakiri.engine.batches import plan_file_batches, snapshot_files
 from hakiri.engine.crash import crash_point
 from hakiri.errors import HakiriError, LeaseHeld, SourceDataError
-from hakiri.hooks.runner import run_hooks, run_sql_hooks, sql_hooks
+from hakiri.hooks.runner import is_sql_like, run_hooks, run_sql_hooks, sql_hooks
 from hakiri.quality.anomaly import check_row_count
 from hakiri.quality.rules import RuleReport, check_rows
 from hakiri.sources.base import SourceFile
@@ -427,7 +427,7 @@ class PipelineRunner:
         try:
             post = self.spec.hooks.post
             if self.spec.load.mode is LoadMode.BLUE_GREEN:  # its SQL hooks ran inside the swap
-                post = [h for h in post if h not in sql_hooks(post)]
+                post = [h for h in post if not is_sql_like(h)]
             self._hooks("post", post, outcome, run, "success")
         except HakiriError as exc:
             # The rows are committed; only what came after them failed.

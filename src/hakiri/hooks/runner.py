@@ -26,7 +26,7 @@ from hakiri.spec.interpolate import expand
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["hook_label", "run_hooks", "run_sql_hooks", "sql_hooks"]
+__all__ = ["hook_label", "is_sql_like", "run_hooks", "run_sql_hooks", "sql_hooks"]
 
 SqlLikeHook = SqlHook | RefreshMatViewHook
 
@@ -39,6 +39,11 @@ def hook_label(hook: Hook) -> str:
     if isinstance(hook, WebhookHook):  # the host only: paths and queries often carry tokens
         return f"webhook hook to {urlsplit(hook.url).hostname or 'its host'}"
     return f"{hook.type} hook"
+
+
+def is_sql_like(hook: Hook) -> bool:
+    """Runs on the destination's SQL engine (as opposed to a webhook)."""
+    return isinstance(hook, SqlHook | RefreshMatViewHook)
 
 
 def sql_hooks(hooks: Sequence[Hook]) -> list[SqlLikeHook]:
