@@ -137,3 +137,18 @@ class Alert:
     run_id: str | None = None
     created_at: datetime | None = None
     alert_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """`hakiri backfill rewind`: a window of a table loaded again, and why."""
+
+    pipeline_id: str
+    table_name: str
+    range_from: str
+    range_to: str
+    reason: str
+    generation: int
+    chunks: int
+    created_at: datetime | None = None
+    rewind_id: int | None = None

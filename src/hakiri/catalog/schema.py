@@ -27,6 +27,7 @@ from sqlalchemy import (
 
 __all__ = [
     "alerts",
+    "backfill_rewinds",
     "batches",
     "metadata",
     "pipeline_cursor",
@@ -176,4 +177,18 @@ alerts = Table(
     Column("pipeline_id", String),
     Column("run_id", String),
     Column("created_at", UTCDateTime, nullable=False, index=True),
+)
+
+backfill_rewinds = Table(
+    "backfill_rewinds",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline_id", String, nullable=False, index=True),
+    Column("table_name", String, nullable=False),
+    Column("range_from", Text, nullable=False),
+    Column("range_to", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("generation", Integer, nullable=False),  # the generation the rewound chunks reload as
+    Column("chunks", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
 )

@@ -30,6 +30,7 @@ from hakiri.catalog.records import (
     NewBatch,
     Phase,
     PipelineState,
+    Rewind,
     RunRecord,
     RunStatus,
     SchemaEvent,
@@ -256,18 +257,21 @@ class Catalog(BatchClaims, PipelineLeases):
 
     def set_cursor(self, pipeline_id: str, table_name: str, cursor: dict[str, Any]) -> None:
         """Replace the table's cursor (last write wins)."""
+        stmt = self._cursor_upsert(pipeline_id, table_name, cursor)
+        self._db.write(lambda conn: conn.execute(stmt))
+
+    def _cursor_upsert(self, pipeline_id: str, table_name: str, cursor: dict[str, Any]) -> Any:
         values = {"cursor_json": cursor, "updated_at": utcnow()}
         stmt = self._db.insert(tables.pipeline_cursor).values(
             pipeline_id=pipeline_id, table_name=table_name, **values
         )
-        stmt = stmt.on_conflict_do_update(
+        return stmt.on_conflict_do_update(
             index_elements=[
                 tables.pipeline_cursor.c.pipeline_id,
                 tables.pipeline_cursor.c.table_name,
             ],
             set_=values,
         )
-        self._db.write(lambda conn: conn.execute(stmt))
 
     def cursors(self, pipeline_id: str) -> dict[str, dict[str, Any]]:
         stmt = (
@@ -281,17 +285,42 @@ class Catalog(BatchClaims, PipelineLeases):
     # -- batches (claims and their leases: leases.py) ------------------------
 
     def add_batches(
-        self, pipeline_id: str, batches: Sequence[NewBatch], run_id: str | None = None
+        self,
+        pipeline_id: str,
+        batches: Sequence[NewBatch],
+        run_id: str | None = None,
+        *,
+        cursor: tuple[str, dict[str, Any]] | None = None,
+        rewind: Rewind | None = None,
     ) -> int:
         """Persist batches before any data moves; ones already known are left as they are.
 
         Returns how many were new. Claim order (seq) follows the order given here.
+        `cursor` (table, cursor) and `rewind` are written in the same transaction, so a
+        chunk plan and the cursor it was planned up to never disagree.
         """
         unique = list({b.batch_id: b for b in reversed(batches)}.values())[::-1]
-        if not unique:
+        if not unique and cursor is None and rewind is None:
             return 0
 
         def work(conn: Connection) -> int:
+            if cursor is not None:
+                conn.execute(self._cursor_upsert(pipeline_id, *cursor))
+            if rewind is not None:
+                conn.execute(
+                    tables.backfill_rewinds.insert().values(
+                        pipeline_id=rewind.pipeline_id,
+                        table_name=rewind.table_name,
+                        range_from=rewind.range_from,
+                        range_to=rewind.range_to,
+                        reason=rewind.reason,
+                        generation=rewind.generation,
+                        chunks=rewind.chunks,
+                        created_at=utcnow(),
+                    )
+                )
+            if not unique:
+                return 0
             now = utcnow()
             last = conn.execute(
                 select(func.max(tables.batches.c.seq)).where(
@@ -422,6 +451,25 @@ class Catalog(BatchClaims, PipelineLeases):
         )
         return [
             SchemaEvent(r.pipeline_id, r.table_name, r.kind, r.detail, r.run_id, r.created_at, r.id)
+            for r in self._db.read(lambda conn: conn.execute(stmt).all())
+        ]
+
+    def rewinds(self, pipeline_id: str) -> list[Rewind]:
+        """Oldest first."""
+        t = tables.backfill_rewinds
+        stmt = select(t).where(t.c.pipeline_id == pipeline_id).order_by(t.c.created_at, t.c.id)
+        return [
+            Rewind(
+                r.pipeline_id,
+                r.table_name,
+                r.range_from,
+                r.range_to,
+                r.reason,
+                r.generation,
+                r.chunks,
+                r.created_at,
+                r.id,
+            )
             for r in self._db.read(lambda conn: conn.execute(stmt).all())
         ]
 

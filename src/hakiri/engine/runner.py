@@ -12,32 +12,33 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus, Phase, RunRecord, RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination, LoadRequest, LoadResult, QuarantineTable
-from hakiri.engine.batches import plan_file_batches, snapshot_files
+from hakiri.engine.batches import SNAPSHOT_MODES
+from hakiri.engine.chunks import committed_cursor
 from hakiri.engine.crash import crash_point
-from hakiri.errors import HakiriError, LeaseHeld, SourceDataError
+from hakiri.engine.ratelimit import TokenBucket, parse_rate
+from hakiri.engine.reading import SourceReader
+from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.hooks.runner import is_sql_like, run_hooks, run_sql_hooks, sql_hooks
 from hakiri.quality.anomaly import check_row_count
 from hakiri.quality.rules import RuleReport, check_rows
-from hakiri.sources.base import SourceFile
-from hakiri.sources.file_reader import with_provenance
-from hakiri.sources.files import inspect_files
 from hakiri.spec.base import split_qualified
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.hooks import Hook
 from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import Project
-from hakiri.spec.pipeline import FilesSource, PipelineSpec, TableSpec
+from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
 BATCH_TTL_SECONDS = 600.0
 PIPELINE_LEASE_TTL_SECONDS = 3600.0
@@ -56,10 +57,18 @@ class Outcome:
     recovered: int = 0  # batches found in the destination's ledger after a crash
     malformed: int = 0
     quarantined: int = 0  # rule-violation records written to the quarantine table
+    remaining: int = 0  # batches left pending (max_chunks_per_tick reached)
     seconds: float = 0.0
     error: str | None = None
     hint: str | None = None
     notes: list[str] = field(default_factory=list)
+    # per batch: seconds reading+staging, in the destination commit, in the catalog
+    timings: list[dict[str, float]] = field(default_factory=list)
+
+    def overhead_median(self) -> float | None:
+        """Median seconds a batch spent outside Spark: destination commit plus catalog."""
+        spent = [t["commit"] + t["catalog"] for t in self.timings]
+        return statistics.median(spent) if spent else None
 
 
 @dataclass
@@ -171,6 +180,15 @@ class PipelineRunner:
         # (pipeline id, batches done, batches in this run, rows so far): drives progress display
         self.on_batch = on_batch
         self.holder = holder_id()
+        self.reader = SourceReader(project, spec, catalog, env, read_files)
+        self._lock = threading.Lock()  # guards outcome, quality and claims across chunk workers
+        self._commit_locks: dict[int, threading.Lock] = {}  # per destination: one commit at a time
+        backfill = spec.backfill
+        self.bucket = (
+            TokenBucket(parse_rate(backfill.rate_budget))
+            if backfill is not None and backfill.rate_budget
+            else None
+        )
 
     # ------------------------------------------------------------------ the whole pipeline
 
@@ -186,9 +204,17 @@ class PipelineRunner:
             pending = [b for b in pending if not self._already_in_ledger(b, outcome)]
             if pending:
                 self._load(outcome, total=len(pending))
+            self._advance_cursors()
             if outcome.status != "failed":
+                left = self.catalog.batch_counts(self.spec.id)
+                outcome.remaining = left.pending + left.failed
+                phase = Phase.BACKFILLING if outcome.remaining else Phase.STREAMING
+                if outcome.remaining:
+                    outcome.notes.append(
+                        f"{outcome.remaining} batch(es) left for the next run (max_chunks_per_tick)"
+                    )
                 self.catalog.record_applied(
-                    self.spec.id, normalized_spec(self.spec), spec_hash(self.spec), Phase.STREAMING
+                    self.spec.id, normalized_spec(self.spec), spec_hash(self.spec), phase
                 )
         finally:
             self.catalog.release_lease(self.spec.id, self.holder)
@@ -327,33 +353,41 @@ class PipelineRunner:
             self.catalog.reset_batches(self.spec.id, failed)
 
     def _plan_table(self, table: TableSpec, outcome: Outcome) -> None:
-        if not isinstance(self.spec.source, FilesSource):
-            raise HakiriError(
-                f"pipeline `{self.spec.id}`: reading a {self.spec.source.connector} source is not implemented yet",
-                "use a files source for now; table sources arrive with incremental cursors and backfills",
+        plan = self.reader.plan(table)
+        outcome.notes.extend(plan.notes)
+        if plan.empty_source:
+            self.catalog.add_alert(
+                "warning", "empty_source", plan.notes[0], pipeline_id=self.spec.id
             )
-        config = self.spec.source.config
-        observed = inspect_files(self.project.root, config, table)
-        if not observed.files:
-            pattern = table.path or config.path
-            if config.on_miss == "fail":
-                raise SourceDataError(
-                    f"no file matches {pattern!r}", "check the path, or set on_miss = 'ignore'"
-                )
-            outcome.notes.append(f"{table.name}: no file matches {pattern!r}")
-            if config.on_miss == "alert":
-                self.catalog.add_alert(
-                    "warning",
-                    "empty_source",
-                    f"{table.name}: no file matches {pattern!r}",
-                    pipeline_id=self.spec.id,
-                )
+        if plan.planning:
+            self._set_phase(Phase.PLANNING)
+        cursor = (table.name, plan.cursor) if plan.cursor is not None else None
+        self.catalog.add_batches(self.spec.id, plan.batches, cursor=cursor)
+        if plan.planning and plan.batches:
+            self._set_phase(Phase.BACKFILLING)
+            outcome.notes.append(f"{table.name}: backfill planned in {len(plan.batches)} chunk(s)")
+
+    def _set_phase(self, phase: Phase) -> None:
+        if self.catalog.pipeline_state(self.spec.id) is None:
+            self.catalog.record_applied(
+                self.spec.id, normalized_spec(self.spec), spec_hash(self.spec), phase
+            )
+        else:
+            self.catalog.set_phase(self.spec.id, phase)
+
+    def _advance_cursors(self) -> None:
+        """Each table cursor's `value`: the end of the committed chunks, from the start."""
+        if not self.reader.is_table_source:
             return
-        committed = self.catalog.committed_hashes(self.spec.id, table.name)
-        batches = plan_file_batches(
-            table.name, self.spec.load.mode, config, observed.files, committed
-        )
-        self.catalog.add_batches(self.spec.id, batches)
+        everything = self.catalog.batches(self.spec.id)
+        for table in self.spec.table_specs():
+            state = self.catalog.get_cursor(self.spec.id, table.name)
+            if state is None or state.get("planned_to") is None:
+                continue
+            mine = [b for b in everything if b.table_name == table.name]
+            advanced = committed_cursor(mine, state)
+            if advanced != state:
+                self.catalog.set_cursor(self.spec.id, table.name, advanced)
 
     def _request(self, batch: Batch, run_id: str) -> tuple[Destination, LoadRequest]:
         table = next(t for t in self.spec.table_specs() if t.name == batch.table_name)
@@ -373,9 +407,11 @@ class PipelineRunner:
         return self._destination(target), request
 
     def _destination(self, target: Target) -> Destination:
-        if target not in self._destinations:
-            self._destinations[target] = self.destination_for(target)
-        return self._destinations[target]
+        with self._lock:
+            if target not in self._destinations:
+                self._destinations[target] = self.destination_for(target)
+                self._commit_locks[id(self._destinations[target])] = threading.Lock()
+            return self._destinations[target]
 
     def _in_swap_post_hook(self, target: Target) -> Callable[[Any], None] | None:
         """blue_green runs SQL post hooks inside its swap transaction, before the rename."""
@@ -401,27 +437,12 @@ class PipelineRunner:
         run = self.catalog.start_run(self.spec.id)
         outcome.run_id = run.run_id
         quality = RunQuality()
-        bytes_read = 0
+        tally = {"bytes": 0}
         try:
             self._hooks("pre", self.spec.hooks.pre, outcome, run, "running")
-            while True:
-                self._keep_lease()  # before each claim: a run never outlives its lease
-                batch = self.catalog.claim_batch(
-                    self.spec.id, self.holder, BATCH_TTL_SECONDS, run_id=run.run_id
-                )
-                if batch is None:
-                    break
-                rows, malformed = self._load_batch(batch, run.run_id, quality)
-                outcome.rows += rows
-                outcome.malformed += malformed
-                outcome.batches += 1
-                bytes_read += batch.size_bytes or 0
-                if self.on_batch:
-                    self.on_batch(
-                        self.spec.id, outcome.batches, max(total, outcome.batches), outcome.rows
-                    )
+            self._work(run.run_id, outcome, quality, total, tally)
         except HakiriError as exc:
-            self._fail(outcome, run.run_id, exc, RunStatus.FAILED, bytes_read, quality)
+            self._fail(outcome, run.run_id, exc, RunStatus.FAILED, tally["bytes"], quality)
             return
         outcome.quarantined = quality.quarantined
         try:
@@ -431,7 +452,7 @@ class PipelineRunner:
             self._hooks("post", post, outcome, run, "success")
         except HakiriError as exc:
             # The rows are committed; only what came after them failed.
-            self._fail(outcome, run.run_id, exc, RunStatus.PARTIAL, bytes_read, quality)
+            self._fail(outcome, run.run_id, exc, RunStatus.PARTIAL, tally["bytes"], quality)
             return
         self._check_anomaly(outcome, quality)
         outcome.status = "success"
@@ -440,9 +461,104 @@ class PipelineRunner:
             run.run_id,
             RunStatus.SUCCESS,
             row_count=outcome.rows,
-            bytes=bytes_read,
+            bytes=tally["bytes"],
             quality=quality.as_dict(),
         )
+
+    def parallelism(self) -> int:
+        """Chunks in flight: `backfill.parallelism`, except where order matters.
+
+        incremental_watermark publishes rows past the target's high-water mark, so chunks
+        committed out of order would hide rows; full-refresh modes have one batch.
+        """
+        backfill = self.spec.backfill
+        if backfill is None or not self.reader.is_table_source:
+            return 1
+        if self.spec.load.mode in (*SNAPSHOT_MODES, LoadMode.INCREMENTAL_WATERMARK):
+            return 1
+        return backfill.parallelism
+
+    def _work(
+        self, run_id: str, outcome: Outcome, quality: RunQuality, total: int, tally: dict[str, int]
+    ) -> None:
+        """Claim and load batches until none is left (or max_chunks_per_tick), `parallelism` at once."""
+        limit = self.spec.backfill.max_chunks_per_tick if self.spec.backfill else None
+        workers = min(self.parallelism(), limit or total, total) or 1
+        total = min(total, limit) if limit else total
+        stop = threading.Event()
+        failures: list[BaseException] = []
+        claimed = 0
+        spark = self.spark() if workers > 1 else None  # start Spark before the threads share it
+
+        def claim() -> Batch | None:
+            nonlocal claimed
+            with self._lock:
+                if stop.is_set() or (limit is not None and claimed >= limit):
+                    return None
+                self._keep_lease()  # before each claim: a run never outlives its lease
+                batch = self.catalog.claim_batch(
+                    self.spec.id, self.holder, BATCH_TTL_SECONDS, run_id=run_id
+                )
+                claimed += batch is not None
+                return batch
+
+        def worker(slot: int) -> None:
+            if spark is not None:  # one Spark scheduler pool per worker: chunks share the cores
+                spark.sparkContext.setLocalProperty(
+                    "spark.scheduler.pool", f"hakiri-{self.spec.id}-{slot}"
+                )
+            try:
+                while (batch := claim()) is not None:
+                    with self._heartbeat(batch):
+                        rows, malformed = self._load_batch(batch, run_id, quality, outcome)
+                    with self._lock:
+                        outcome.rows += rows
+                        outcome.malformed += malformed
+                        outcome.batches += 1
+                        tally["bytes"] += batch.size_bytes or 0
+                        if self.on_batch:
+                            done = outcome.batches
+                            self.on_batch(self.spec.id, done, max(total, done), outcome.rows)
+            except BaseException as exc:
+                failures.append(exc)
+                stop.set()
+
+        if workers == 1:
+            worker(0)
+        else:
+            threads = [
+                threading.Thread(target=worker, args=(slot,), name=f"hakiri-chunk-{slot}")
+                for slot in range(workers)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        if failures:
+            raise failures[0]
+
+    def _heartbeat(self, batch: Batch) -> Any:
+        """Keep the batch's claim alive while it loads (a claim outlives no dead process)."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def beating() -> Any:
+            done = threading.Event()
+
+            def beat() -> None:
+                while not done.wait(BATCH_TTL_SECONDS / 3):
+                    self.catalog.heartbeat(
+                        self.spec.id, batch.batch_id, self.holder, BATCH_TTL_SECONDS
+                    )
+
+            thread = threading.Thread(target=beat, name="hakiri-heartbeat", daemon=True)
+            thread.start()
+            try:
+                yield
+            finally:
+                done.set()
+
+        return beating()
 
     def _fail(
         self,
@@ -511,57 +627,52 @@ class PipelineRunner:
             "warning", "anomaly", check.message, pipeline_id=self.spec.id, run_id=outcome.run_id
         )
 
-    def _load_batch(self, batch: Batch, run_id: str, quality: RunQuality) -> tuple[int, int]:
+    def _load_batch(
+        self, batch: Batch, run_id: str, quality: RunQuality, outcome: Outcome
+    ) -> tuple[int, int]:
         from hakiri.spark.errors import spark_errors
 
         destination, request = self._request(batch, run_id)
         checked = None
         label = batch.file_path or batch.table_name
+        started = time.monotonic()
         try:
-            files = self._files_of(batch)
+            if self.bucket is not None:
+                self.bucket.acquire(self.reader.requests_per_read())
             # Spark is lazy: reading fails only when staging runs the job, so one block covers both.
             with spark_errors(f"loading {label} into {request.target_table}"):
-                config = self.spec.source.config
-                read = self.read_files(self.spark(), self.project.root, config, files)
-                frame = read.frame
-                if config.provenance:  # type: ignore[union-attr]
-                    frame = with_provenance(frame, self.project.root, files, batch.batch_id)
-                checked = check_rows(frame, self.spec.validate_.rules, label=label)
+                read = self.reader.read(self.spark(), batch)
+                label = read.label
+                checked = check_rows(read.frame, self.spec.validate_.rules, label=label)
                 keep = checked.quarantine if request.quarantine is not None else None
                 staged = destination.stage(checked.clean, request, quarantine=keep)
             crash_point("after_stage")
-            result = destination.commit(staged, request, crash_point)
+            staged_at = time.monotonic()
+            with self._commit_locks[id(destination)]:
+                result = destination.commit(staged, request, crash_point)
         except HakiriError as exc:
             self.catalog.mark_failed(self.spec.id, batch.batch_id, self.holder, exc.reason)
             raise
         finally:
             if checked is not None:
                 checked.release()
+        committed_at = time.monotonic()
         crash_point("before_catalog_commit")
         self.catalog.mark_committed(
             self.spec.id, batch.batch_id, self.holder, rows=result.rows_loaded
         )
-        quality.add(checked.report if checked else None, result)
+        with self._lock:
+            outcome.timings.append(
+                {
+                    "read_stage": staged_at - started,
+                    "commit": committed_at - staged_at,
+                    "catalog": time.monotonic() - committed_at,
+                }
+            )
+            quality.add(checked.report if checked else None, result)
         for probe in result.validations:
             if not probe.ok:
                 self.catalog.add_alert(
                     "warning", "validator", probe.message, pipeline_id=self.spec.id, run_id=run_id
                 )
         return result.rows_loaded, read.malformed
-
-    def _files_of(self, batch: Batch) -> list[SourceFile]:
-        if batch.kind == "snapshot":
-            pairs = snapshot_files(batch.predicate)
-        else:
-            pairs = [(batch.file_path or "", batch.content_hash or "")]
-        root = self.project.root
-        files = []
-        for path, digest in pairs:
-            full = Path(path) if Path(path).is_absolute() else root / path
-            if not full.is_file():
-                raise SourceDataError(
-                    f"{path} disappeared before it was loaded",
-                    "restore it, or apply again to re-plan",
-                )
-            files.append(SourceFile(path, full.stat().st_size, digest))
-        return files

@@ -18,7 +18,14 @@ from hakiri.spec.interpolate import first_line_without_password, mask_url
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["SourceTableRequest", "inspect_postgres_table", "inspect_postgres_tables"]
+__all__ = [
+    "CursorBounds",
+    "SourceTableRequest",
+    "cursor_bounds",
+    "inspect_postgres_table",
+    "inspect_postgres_tables",
+    "table_fingerprint",
+]
 
 CONNECT_TIMEOUT_SECONDS = 5
 # A table locked by a running DDL or swap must not hang `plan`.
@@ -38,6 +45,14 @@ FROM pg_catalog.pg_attribute a
 WHERE a.attrelid = %s::oid AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 """
+
+
+class CursorBounds(NamedTuple):
+    """A cursor column's type and its smallest and largest values now (None on an empty table)."""
+
+    pg_type: str
+    low: Any
+    high: Any
 
 
 class SourceTableRequest(NamedTuple):
@@ -165,3 +180,72 @@ def _cursor_param(value: object) -> object:
     if isinstance(value, str | int | float | Decimal | dt.date | dt.datetime | dt.time):
         return value
     return str(value)
+
+
+def cursor_bounds(url: str, schema: str, table: str, column: str) -> CursorBounds:
+    """MIN and MAX of the cursor column (an index on it makes this two index probes)."""
+    from psycopg import sql
+
+    def work(conn: psycopg.Connection[Any]) -> CursorBounds:
+        oid = _relation_oid(conn, url, schema, table)
+        types = dict(conn.execute(_COLUMNS, (oid,)).fetchall())
+        if column not in types:
+            raise SourceUnreachable(
+                f"cursor column {column} does not exist in source table {schema}.{table} ({mask_url(url)})",
+                "check `incremental` in the pipeline against the source table's columns (names are case-sensitive)",
+            )
+        query = sql.SQL("SELECT min({c}), max({c}) FROM {t}").format(
+            c=sql.Identifier(column), t=sql.Identifier(schema, table)
+        )
+        row = conn.execute(query).fetchone()
+        assert row is not None
+        return CursorBounds(types[column], row[0], row[1])
+
+    return _read_only(url, work, f"{schema}.{table}")
+
+
+def table_fingerprint(url: str, schema: str, table: str) -> str:
+    """A digest of every row (count and the sum of row hashes): equal when the table did not change.
+
+    It reads the whole table, which a full-refresh load is about to do anyway.
+    """
+    from psycopg import sql
+
+    def work(conn: psycopg.Connection[Any]) -> str:
+        _relation_oid(conn, url, schema, table)
+        query = sql.SQL(
+            "SELECT count(*), coalesce(sum(hashtextextended(r::text, 0)), 0) FROM {} AS r"
+        ).format(sql.Identifier(schema, table))
+        row = conn.execute(query).fetchone()
+        assert row is not None
+        return f"{row[0]}:{row[1]}"
+
+    return _read_only(url, work, f"{schema}.{table}")
+
+
+def _relation_oid(conn: psycopg.Connection[Any], url: str, schema: str, table: str) -> int:
+    relation = conn.execute(_RELATION, (schema, table)).fetchone()
+    if relation is None:
+        raise SourceUnreachable(
+            f"source table {schema}.{table} does not exist ({mask_url(url)})",
+            "check `schema` in the source config and the names in `tables` (names are case-sensitive)",
+        )
+    return int(relation[0])
+
+
+def _read_only(url: str, work: Any, what: str) -> Any:
+    import psycopg
+
+    shown = mask_url(url)
+    conn = _connect(url, shown)
+    try:
+        with conn.transaction():
+            return work(conn)
+    except psycopg.Error as exc:
+        raise SourceUnreachable(
+            f"cannot read source table {what} on PostgreSQL at {shown}: "
+            f"{first_line_without_password(exc, url)}",
+            "check that the connection's user may SELECT from the source table",
+        ) from None
+    finally:
+        conn.close()

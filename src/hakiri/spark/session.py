@@ -147,6 +147,8 @@ def default_spark_conf() -> dict[str, str]:
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         # Batches are small to medium; the default of 200 mostly adds task overhead.
         "spark.sql.shuffle.partitions": "4",
+        # Chunk workers each set their own scheduler pool; FAIR shares the cores between them.
+        "spark.scheduler.mode": "FAIR",
         # With pruning, a CSV row counts as malformed only if a column the query
         # uses is bad, so the rows `on_malformed = "drop"` counts and the rows it
         # drops could differ; parse every column, every time.

@@ -1,0 +1,175 @@
+"""Plan the batches of a PostgreSQL source table: backfill chunks, then incremental deltas.
+
+A table with a cursor goes through the seed's phases:
+
+- planning: the first run reads MIN/MAX of the cursor and cuts [start_from or MIN, MAX]
+  into chunks of `window` (one chunk without a window). The chunks and the cursor's
+  `planned_to` (that MAX) are written in one catalog transaction before any row moves.
+- backfilling: while any chunk of the table is not committed, runs only work the queue.
+- streaming: once every chunk is committed, a run reads the new MAX and plans
+  (planned_to - lag, MAX] as one more range (cut by `window` when it is long).
+
+A table without a cursor, or a full-refresh load mode, is read whole as one
+"snapshot" batch whose id is a digest of the table's rows: an unchanged table is a no-op.
+
+Batch ids are deterministic: `chunk:<table>:g<generation>:<digest of the range>`,
+so a crash between the destination's commit and the catalog's is recognised by the ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hakiri.catalog.records import Batch, BatchStatus, NewBatch
+from hakiri.engine.batches import SNAPSHOT_MODES
+from hakiri.errors import HakiriError
+from hakiri.sources.cursors import (
+    CursorColumn,
+    CursorRange,
+    as_python,
+    plan_ranges,
+    shift_back,
+)
+from hakiri.sources.postgres import CursorBounds
+from hakiri.spec.load import LoadMode
+from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec, TableSpec
+
+__all__ = [
+    "TablePlan",
+    "chunk_batch",
+    "committed_cursor",
+    "incremental_of",
+    "plan_table",
+    "snapshot_table_batch",
+]
+
+
+@dataclass
+class TablePlan:
+    batches: list[NewBatch] = field(default_factory=list)
+    cursor: dict[str, Any] | None = None  # the table's cursor to store with the batches
+    planning: bool = False  # a first chunk plan was made (phase planning -> backfilling)
+    notes: list[str] = field(default_factory=list)
+    empty_source: bool = False  # a files source matched nothing and asks for an alert
+
+
+def incremental_of(spec: PipelineSpec, table: TableSpec) -> str | IncrementalSpec | None:
+    return table.incremental or spec.incremental
+
+
+def chunk_batch(table: str, chunk: CursorRange, generation: int = 0) -> NewBatch:
+    predicate = chunk.to_predicate()
+    digest = hashlib.sha256(predicate.encode()).hexdigest()[:32]
+    return NewBatch(
+        f"chunk:{table}:g{generation}:{digest}",
+        table,
+        "chunk",
+        predicate=predicate,
+        generation=generation,
+    )
+
+
+def snapshot_table_batch(table: str, fingerprint: str) -> NewBatch:
+    digest = hashlib.sha256(fingerprint.encode()).hexdigest()
+    return NewBatch(f"snapshot:{table}:{digest}", table, "snapshot", predicate=None)
+
+
+def check_cursor_fits_mode(spec: PipelineSpec, cursor: CursorColumn | None, where: str) -> None:
+    """Refuse combinations that would load rows twice."""
+    mode = spec.load.mode
+    if cursor is None and mode is LoadMode.APPEND:
+        raise HakiriError(
+            f"{where} has no incremental cursor, so every append would load the whole table again",
+            "set `incremental = \"<column>\"` (a timestamp or id that grows), or use mode = 'upsert' "
+            "or 'truncate'",
+        )
+    if cursor is not None and cursor.lag_seconds and mode is not LoadMode.UPSERT:
+        raise HakiriError(
+            f"{where} sets `lag`, which re-reads rows already loaded; mode '{mode.value}' would "
+            "load them twice",
+            "use mode = 'upsert' with an upsert_key, so re-read rows replace themselves",
+        )
+
+
+def plan_table(
+    spec: PipelineSpec,
+    table: TableSpec,
+    cursor: CursorColumn | None,
+    state: dict[str, Any] | None,
+    existing: Sequence[Batch],
+    bounds: Callable[[], CursorBounds],
+    fingerprint: Callable[[], str],
+) -> TablePlan:
+    """The batches to add for one table now; `existing` are the table's batches in the catalog."""
+    unfinished = [b for b in existing if b.status is not BatchStatus.COMMITTED]
+    if unfinished:
+        pending = len(unfinished)
+        return TablePlan(notes=[f"{table.name}: {pending} chunk(s) of an earlier plan to finish"])
+    if cursor is None or spec.load.mode in SNAPSHOT_MODES:
+        batch = snapshot_table_batch(table.name, fingerprint())
+        if any(b.batch_id == batch.batch_id for b in existing):
+            return TablePlan()  # the table is as it was when last loaded
+        return TablePlan(batches=[batch])
+
+    window = spec.backfill.window if spec.backfill else None
+    now = bounds()
+    high = cursor.to_json(now.high)
+    first = state is None or state.get("column") != cursor.column or state.get("planned_to") is None
+    if first:
+        base = {"column": cursor.column, "kind": cursor.kind.value, "type": cursor.pg_type}
+        if high is None:
+            return TablePlan(cursor={**base, "value": None, "planned_to": None}, planning=True)
+        start_from = spec.backfill.start_from if spec.backfill else None
+        start = (
+            cursor.from_config(start_from) if start_from is not None else cursor.to_json(now.low)
+        )
+        ranges = plan_ranges(cursor, start, high, window, nulls_in_first=cursor.include_nulls)
+        return TablePlan(
+            batches=[chunk_batch(table.name, r) for r in ranges],
+            cursor={**base, "value": None, "planned_to": high},
+            planning=True,
+        )
+
+    assert state is not None
+    planned_to = state["planned_to"]
+    if high is None or not _after(cursor, high, planned_to):
+        return TablePlan()
+    start = shift_back(cursor, planned_to, cursor.lag_seconds)
+    # NULL-cursor rows cannot tell new from old: only a keyed load may read them again.
+    nulls = cursor.include_nulls and spec.load.mode is LoadMode.UPSERT
+    ranges = plan_ranges(cursor, start, high, window, start_inclusive=False, nulls_in_first=nulls)
+    return TablePlan(
+        batches=[chunk_batch(table.name, r) for r in ranges],
+        cursor={**state, "planned_to": high},
+    )
+
+
+def committed_cursor(existing: Sequence[Batch], state: dict[str, Any]) -> dict[str, Any]:
+    """The cursor with `value` = the end of the longest run of committed chunks from the start."""
+    latest: dict[str, Batch] = {}
+    for b in existing:
+        if b.kind == "chunk" and b.predicate is not None:
+            known = latest.get(b.predicate)
+            if known is None or b.generation > known.generation:
+                latest[b.predicate] = b
+    ordered = sorted(
+        ((CursorRange.from_predicate(p), b) for p, b in latest.items()),
+        key=lambda item: _sort_key(item[0]),
+    )
+    value = state.get("value")
+    for chunk, batch in ordered:
+        if batch.status is not BatchStatus.COMMITTED:
+            break
+        value = chunk.hi
+    return {**state, "value": value}
+
+
+def _sort_key(chunk: CursorRange) -> Any:
+    return as_python(CursorKind(chunk.kind), chunk.hi)
+
+
+def _after(cursor: CursorColumn, value: Any, than: Any) -> bool:
+    return as_python(cursor.kind, value) > as_python(cursor.kind, than)

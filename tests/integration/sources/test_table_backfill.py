@@ -1,0 +1,188 @@
+"""A PostgreSQL source table: chunked backfill, then incremental deltas, through `hakiri apply`."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.support.project import Project
+
+ROWS = 100_000
+
+
+def table_project(
+    root: Path, pg_url: str, schema: str, *, incremental: str, body: str = ""
+) -> Project:
+    """Pipeline `p` reads `<schema>.src` and upserts into `<schema>.dst` on id."""
+    project = Project(root, pg_url, schema)
+    project.write(
+        "hakiri.toml",
+        f"""
+        [project]
+        name = "tables"
+
+        [connections.wh]
+        type = "postgres"
+        url = "{pg_url}"
+
+        [[pipeline]]
+        id = "p"
+        source = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+        tables = [{{ name = "src", target = "dst", incremental = {incremental} }}]
+        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+        load = {{ mode = "upsert", upsert_key = ["id"] }}
+        {textwrap.dedent(body).strip().replace(chr(10), chr(10) + " " * 8)}
+        """,
+    )
+    return project
+
+
+def make_source(project: Project, rows: int) -> None:
+    """`src`: id, amount, updated_at = 2024-01-01 + id minutes."""
+    project.query(
+        f'CREATE TABLE "{project.schema}".src '
+        "(id bigint PRIMARY KEY, amount numeric(12,2), updated_at timestamptz)"
+    )
+    project.query(
+        f'INSERT INTO "{project.schema}".src '
+        "SELECT g, g * 0.5, timestamptz '2024-01-01 00:00+00' + g * interval '1 minute' "
+        f"FROM generate_series(1, {rows}) g"
+    )
+
+
+def target_matches_source(project: Project) -> None:
+    s = project.schema
+    missing = project.query(
+        f'SELECT count(*) FROM (SELECT id, amount, updated_at FROM "{s}".src '
+        f'EXCEPT SELECT id, amount, updated_at FROM "{s}".dst) d'
+    )
+    extra = project.query(
+        f'SELECT count(*) FROM (SELECT id, amount, updated_at FROM "{s}".dst '
+        f'EXCEPT SELECT id, amount, updated_at FROM "{s}".src) d'
+    )
+    counts = project.query(
+        f'SELECT (SELECT count(*) FROM "{s}".src), (SELECT count(*) FROM "{s}".dst)'
+    )
+    assert (missing, extra) == ([(0,)], [(0,)]), counts
+    assert counts[0][0] == counts[0][1]
+
+
+def status(project: Project) -> dict:
+    result = project.cli("status", "p", "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_backfill_in_parallel_chunks_then_pick_up_an_insert_and_an_update(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    project = table_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        incremental='"updated_at"',
+        body="""
+        [pipeline.backfill]
+        window = "7d"
+        parallelism = 2
+        """,
+    )
+    make_source(project, ROWS)
+
+    first = project.cli("apply", "--json")
+    assert first.exit_code == 0, first.stderr
+    [outcome] = json.loads(first.stdout)
+    # 100,000 minutes is 69.4 days: ten 7-day chunks.
+    assert (outcome["status"], outcome["rows"], outcome["batches"]) == ("success", ROWS, 10)
+    target_matches_source(project)
+    state = status(project)
+    assert state["phase"] == "streaming"
+    assert state["chunks"] == {"done": 10, "running": 0, "pending": 0, "failed": 0, "total": 10}
+    cursor = state["cursors"]["src"]
+    assert cursor["planned_to"] == cursor["value"] == "2024-03-10T10:40:00+00:00"
+
+    assert project.cli("apply").exit_code == 0
+    assert len(json.loads(project.cli("runs", "p", "--json").stdout)) == 1  # nothing new: no run
+
+    s = pg_schema
+    project.query(
+        f"INSERT INTO \"{s}\".src VALUES (100001, 1.0, timestamptz '2024-03-10 11:00+00')"
+    )
+    project.query(
+        f"UPDATE \"{s}\".src SET amount = 999, updated_at = timestamptz '2024-03-10 11:05+00' "
+        "WHERE id = 5"
+    )
+    second = project.cli("apply", "--json")
+    assert second.exit_code == 0, second.stderr
+    [delta] = json.loads(second.stdout)
+    assert (delta["rows"], delta["batches"]) == (2, 1)
+    target_matches_source(project)
+    assert project.query(f'SELECT amount FROM "{s}".dst WHERE id = 5') == [(999,)]
+
+
+def test_late_rows_inside_the_lag_window_are_loaded_once(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    project = table_project(
+        tmp_path, pg_url, pg_schema, incremental='{ column = "updated_at", lag = "1h" }'
+    )
+    make_source(project, 1_000)  # up to 2024-01-01 16:40
+    assert project.cli("apply").exit_code == 0
+    s = pg_schema
+    # A row committed late with an older timestamp (inside the hour), one beyond the lag, and a new one.
+    project.query(
+        f'INSERT INTO "{s}".src VALUES '
+        "(2001, 1, timestamptz '2024-01-01 16:10+00'), "
+        "(2002, 2, timestamptz '2024-01-01 15:00+00'), "
+        "(2003, 3, timestamptz '2024-01-01 16:45+00')"
+    )
+    result = project.cli("apply", "--json")
+    assert result.exit_code == 0, result.stderr
+    ids = [r[0] for r in project.query(f'SELECT id FROM "{s}".dst WHERE id > 2000 ORDER BY id')]
+    # 16:10 is within the hour behind the cursor (16:40): caught. 15:00 is not: documented.
+    assert ids == [2001, 2003]
+    assert project.query(f'SELECT count(*), count(DISTINCT id) FROM "{s}".dst') == [(1002, 1002)]
+    # The lag re-read the rows of the last hour as well; the upsert kept one of each.
+    [outcome] = json.loads(result.stdout)
+    assert outcome["rows"] > 2
+
+
+@pytest.mark.parametrize(("policy", "expected"), [("include", 11), ("skip", 10)])
+def test_rows_with_a_null_cursor_follow_on_null_cursor(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark, policy: str, expected: int
+) -> None:
+    project = table_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        incremental=f'{{ column = "updated_at", on_null_cursor = "{policy}" }}',
+    )
+    make_source(project, 10)
+    project.query(f'INSERT INTO "{pg_schema}".src VALUES (11, 5.5, NULL)')
+    assert project.cli("apply").exit_code == 0
+    assert project.query(f'SELECT count(*) FROM "{pg_schema}".dst') == [(expected,)]
+
+
+def test_a_numeric_cursor_backfills_from_start_from_in_id_windows(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    project = table_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        incremental='"id"',
+        body="""
+        [pipeline.backfill]
+        window = 300
+        start_from = 101
+        """,
+    )
+    make_source(project, 1_000)
+    result = project.cli("apply", "--json")
+    assert result.exit_code == 0, result.stderr
+    [outcome] = json.loads(result.stdout)
+    assert (outcome["rows"], outcome["batches"]) == (900, 3)  # [101,401) [401,701) [701,1000]
+    assert project.query(f'SELECT min(id), max(id) FROM "{pg_schema}".dst') == [(101, 1000)]
