@@ -22,17 +22,18 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus, Phase, RunRecord, RunStatus
 from hakiri.catalog.store import Catalog
-from hakiri.destinations.base import Destination, LoadRequest, LoadResult, QuarantineTable
+from hakiri.destinations.base import Destination, LoadRequest
 from hakiri.engine.batches import SNAPSHOT_MODES
 from hakiri.engine.chunks import committed_cursor
 from hakiri.engine.crash import crash_point
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.reading import SourceReader
+from hakiri.engine.run_quality import RunQuality, quarantine_table, resolve_run_id
+from hakiri.engine.workers import keep_claimed, run_workers
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.hooks.runner import is_sql_like, run_hooks, run_sql_hooks, sql_hooks
 from hakiri.quality.anomaly import check_row_count
-from hakiri.quality.rules import RuleReport, check_rows
-from hakiri.spec.base import split_qualified
+from hakiri.quality.rules import check_rows
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.hooks import Hook
@@ -71,79 +72,11 @@ class Outcome:
         return statistics.median(spent) if spent else None
 
 
-@dataclass
-class RunQuality:
-    """A run's data-quality tally across its batches (stored on the run record)."""
-
-    rules: dict[str, int] = field(default_factory=dict)  # rule id -> violating rows
-    quarantined: int = 0
-    validators: list[dict[str, Any]] = field(default_factory=list)
-    alerts: list[str] = field(default_factory=list)  # validator warnings, anomalies
-    replay_of: str | None = None  # `hakiri replay`: the run whose quarantined rows were reloaded
-
-    def add(self, report: RuleReport | None, result: LoadResult) -> None:
-        if report is not None and not result.already_committed:
-            for rule_id, count in report.counts.items():
-                self.rules[rule_id] = self.rules.get(rule_id, 0) + count
-        self.quarantined += result.quarantined
-        for probe in result.validations:
-            self.validators.append(probe.as_dict())
-            if not probe.ok:
-                self.alerts.append(f"validator {probe.message}")
-
-    @property
-    def warnings(self) -> list[str]:
-        broken = [f"rule {rule}: {n} rows broke it" for rule, n in self.rules.items() if n]
-        return broken + self.alerts
-
-    def as_dict(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "rules": self.rules,
-            "quarantined": self.quarantined,
-            "validators": self.validators,
-            "warnings": self.warnings,
-        }
-        if self.replay_of:
-            document["replay_of"] = self.replay_of
-        return document
-
-
-def quarantine_table(
-    spec: PipelineSpec, table: TableSpec, target: Target
-) -> QuarantineTable | None:
-    """The quarantine table of one table entry: `[pipeline.quarantine] table`, else `<target>_quarantine`."""
-    if not spec.quarantine.enabled:
-        return None
-    if spec.quarantine.table:
-        schema, name = split_qualified(spec.quarantine.table)
-        return QuarantineTable(schema or target.schema, name, table.name)
-    return QuarantineTable(target.schema, f"{target.table}_quarantine", table.name)
-
-
-def resolve_run_id(catalog: Catalog, pipeline_id: str, text: str) -> str:
-    """A run id, or a unique prefix of one (as `hakiri runs` and `hakiri errors` print them)."""
-    matches = [
-        r.run_id for r in catalog.runs(pipeline_id, limit=10_000) if r.run_id.startswith(text)
-    ]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise HakiriError(
-            f"pipeline `{pipeline_id}` has no run `{text}`",
-            f"`hakiri runs {pipeline_id}` lists its runs; `hakiri errors {pipeline_id}` shows which "
-            "runs quarantined rows",
-        )
-    raise HakiriError(
-        f"`{text}` is the start of {len(matches)} runs of pipeline `{pipeline_id}`",
-        "give more characters of the run id",
-    )
-
-
 def holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def _holder_is_dead(holder: str | None) -> bool:
+def holder_is_dead(holder: str | None) -> bool:
     """A holder on this host whose process is gone (it crashed); other hosts wait for lease expiry."""
     if not holder:
         return False
@@ -314,7 +247,7 @@ class PipelineRunner:
 
     def _take_lease(self) -> None:
         lease = self.catalog.acquire_lease(self.spec.id, self.holder, PIPELINE_LEASE_TTL_SECONDS)
-        if not lease.acquired and _holder_is_dead(lease.holder):
+        if not lease.acquired and holder_is_dead(lease.holder):
             self.catalog.release_lease(
                 self.spec.id, lease.holder
             )  # its process crashed on this host
@@ -344,7 +277,7 @@ class PipelineRunner:
                     error_msg="the process ended before the run finished",
                 )
         for batch in self.catalog.batches(self.spec.id, status=BatchStatus.PROCESSING):
-            if _holder_is_dead(batch.holder):
+            if holder_is_dead(batch.holder):
                 self.catalog.release(self.spec.id, batch.batch_id, batch.holder or "")
         self.catalog.reclaim_expired(self.spec.id)
         # Converging means trying failed batches again (the cause may have been fixed).
@@ -485,12 +418,9 @@ class PipelineRunner:
         limit = self.spec.backfill.max_chunks_per_tick if self.spec.backfill else None
         workers = min(self.parallelism(), limit or total, total) or 1
         total = min(total, limit) if limit else total
-        stop = threading.Event()
-        failures: list[BaseException] = []
         claimed = 0
-        spark = self.spark() if workers > 1 else None  # start Spark before the threads share it
 
-        def claim() -> Batch | None:
+        def claim(stop: threading.Event) -> Batch | None:
             nonlocal claimed
             with self._lock:
                 if stop.is_set() or (limit is not None and claimed >= limit):
@@ -502,63 +432,21 @@ class PipelineRunner:
                 claimed += batch is not None
                 return batch
 
-        def worker(slot: int) -> None:
-            if spark is not None:  # one Spark scheduler pool per worker: chunks share the cores
-                spark.sparkContext.setLocalProperty(
-                    "spark.scheduler.pool", f"hakiri-{self.spec.id}-{slot}"
-                )
-            try:
-                while (batch := claim()) is not None:
-                    with self._heartbeat(batch):
-                        rows, malformed = self._load_batch(batch, run_id, quality, outcome)
-                    with self._lock:
-                        outcome.rows += rows
-                        outcome.malformed += malformed
-                        outcome.batches += 1
-                        tally["bytes"] += batch.size_bytes or 0
-                        if self.on_batch:
-                            done = outcome.batches
-                            self.on_batch(self.spec.id, done, max(total, done), outcome.rows)
-            except BaseException as exc:
-                failures.append(exc)
-                stop.set()
+        def load(batch: Batch) -> None:
+            with keep_claimed(self.catalog, self.spec.id, batch, self.holder, BATCH_TTL_SECONDS):
+                rows, malformed = self._load_batch(batch, run_id, quality, outcome)
+            with self._lock:
+                outcome.rows += rows
+                outcome.malformed += malformed
+                outcome.batches += 1
+                tally["bytes"] += batch.size_bytes or 0
+                if self.on_batch:
+                    done = outcome.batches
+                    self.on_batch(self.spec.id, done, max(total, done), outcome.rows)
 
-        if workers == 1:
-            worker(0)
-        else:
-            threads = [
-                threading.Thread(target=worker, args=(slot,), name=f"hakiri-chunk-{slot}")
-                for slot in range(workers)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        if failures:
-            raise failures[0]
-
-    def _heartbeat(self, batch: Batch) -> Any:
-        """Keep the batch's claim alive while it loads (a claim outlives no dead process)."""
-        import contextlib
-
-        @contextlib.contextmanager
-        def beating() -> Any:
-            done = threading.Event()
-
-            def beat() -> None:
-                while not done.wait(BATCH_TTL_SECONDS / 3):
-                    self.catalog.heartbeat(
-                        self.spec.id, batch.batch_id, self.holder, BATCH_TTL_SECONDS
-                    )
-
-            thread = threading.Thread(target=beat, name="hakiri-heartbeat", daemon=True)
-            thread.start()
-            try:
-                yield
-            finally:
-                done.set()
-
-        return beating()
+        # Spark starts before the threads share it; one scheduler pool per worker.
+        spark = self.spark() if workers > 1 else None
+        run_workers(workers, claim, load, spark, pool_prefix=f"hakiri-{self.spec.id}")
 
     def _fail(
         self,

@@ -11,7 +11,8 @@ from typing import Any
 
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
-from hakiri.engine.runner import Outcome, quarantine_table, resolve_run_id
+from hakiri.engine.run_quality import quarantine_table, resolve_run_id
+from hakiri.engine.runner import Outcome
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.services.apply import LazySpark, destination_for, runner_for
 from hakiri.spec.base import duration_seconds

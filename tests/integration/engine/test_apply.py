@@ -71,14 +71,20 @@ def test_apply_loads_every_file_and_a_second_apply_is_a_no_op(project) -> None:
     assert project.cli("plan", "--detailed-exitcode").exit_code == 0
 
 
-def test_only_new_files_are_loaded(project) -> None:
-    assert project.cli("apply", "orders").exit_code == 0
-    project.write("data/orders/c.csv", "id,amount,note\n4,2.0,fourth\n")
+def test_a_three_file_directory_loads_once_and_a_fourth_file_loads_alone(project) -> None:
+    project.write("data/orders/c.csv", "id,amount,note\n4,2.0,third file\n")
+    first = project.cli("apply", "orders", "--json")
+    assert first.exit_code == 0, first.stderr
+    [outcome] = json.loads(first.stdout)
+    assert (outcome["status"], outcome["rows"], outcome["batches"]) == ("success", 4, 3)
+    assert json.loads(project.cli("apply", "orders", "--json").stdout)[0]["status"] == "no-op"
+
+    project.write("data/orders/d.csv", "id,amount,note\n5,2.0,fourth\n")
     result = project.cli("apply", "orders", "--json")
     assert result.exit_code == 0, result.stderr
     [outcome] = json.loads(result.stdout)
     assert (outcome["status"], outcome["rows"], outcome["batches"]) == ("success", 1, 1)
-    assert [r[0] for r in project.rows("orders")] == [1, 2, 3, 4]
+    assert [r[0] for r in project.rows("orders")] == [1, 2, 3, 4, 5]
 
 
 def test_a_failing_pipeline_is_one_line_and_the_others_still_run(project) -> None:

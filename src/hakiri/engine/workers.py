@@ -1,0 +1,76 @@
+"""Chunk workers: `parallelism` threads on one SparkSession, each claiming batches until none is left.
+
+Claims go through the catalog (one claimer at a time per process, SKIP LOCKED or
+BEGIN IMMEDIATE across processes), so threads and processes never take the same
+batch. Each worker runs its Spark jobs in a scheduler pool of its own, so under
+the FAIR scheduler two chunks share the cores instead of queueing. A batch's
+claim is renewed by a heartbeat while it loads. The first failure stops the
+others from claiming more; batches already in flight finish (or fail) first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from hakiri.catalog.records import Batch
+from hakiri.catalog.store import Catalog
+
+__all__ = ["keep_claimed", "run_workers"]
+
+
+def run_workers(
+    count: int,
+    claim: Callable[[threading.Event], Batch | None],
+    load: Callable[[Batch], None],
+    spark: Any | None = None,
+    pool_prefix: str = "hakiri",
+) -> None:
+    """Load claimed batches with `count` workers (1: in this thread); re-raise the first failure."""
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def worker(slot: int) -> None:
+        if spark is not None:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"{pool_prefix}-{slot}")
+        try:
+            while (batch := claim(stop)) is not None:
+                load(batch)
+        except BaseException as exc:
+            failures.append(exc)
+            stop.set()
+
+    if count <= 1:
+        worker(0)
+    else:
+        threads = [
+            threading.Thread(target=worker, args=(slot,), name=f"{pool_prefix}-{slot}")
+            for slot in range(count)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if failures:
+        raise failures[0]
+
+
+@contextlib.contextmanager
+def keep_claimed(
+    catalog: Catalog, pipeline_id: str, batch: Batch, holder: str, ttl_seconds: float
+) -> Iterator[None]:
+    """Renew the batch's claim every third of its TTL while the block runs."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(ttl_seconds / 3):
+            catalog.heartbeat(pipeline_id, batch.batch_id, holder, ttl_seconds)
+
+    thread = threading.Thread(target=beat, name="hakiri-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
