@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from hakiri import __version__
-from hakiri.cli import apply, context, pipeline, plan, project, quality, schema, state
+from hakiri.cli import apply, backfill, context, pipeline, plan, project, quality, schema, state
 from hakiri.cli.render import err, error
 from hakiri.errors import HakiriError
 
@@ -84,6 +84,7 @@ app.command("replay")(quality.replay)
 app.add_typer(schema.app, name="schema", help="Export or check the JSON Schemas of the manifests.")
 app.add_typer(pipeline.app, name="pipeline", help="Create, convert and edit pipeline manifests.")
 app.add_typer(context.app, name="context", help="Read and maintain the Delta context store.")
+app.add_typer(backfill.app, name="backfill", help="Rewind and inspect backfills of table sources.")
 
 
 def main() -> None:
