@@ -186,3 +186,121 @@ def test_a_numeric_cursor_backfills_from_start_from_in_id_windows(
     [outcome] = json.loads(result.stdout)
     assert (outcome["rows"], outcome["batches"]) == (900, 3)  # [101,401) [401,701) [701,1000]
     assert project.query(f'SELECT min(id), max(id) FROM "{pg_schema}".dst') == [(101, 1000)]
+
+
+def test_max_chunks_per_tick_leaves_the_rest_for_the_next_run(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    project = table_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        incremental='"id"',
+        body="""
+        [pipeline.backfill]
+        window = 250
+        parallelism = 2
+        max_chunks_per_tick = 3
+        rate_budget = "600/min"
+        """,
+    )
+    project.write(
+        "hakiri.toml",
+        (tmp_path / "hakiri.toml")
+        .read_text()
+        .replace(
+            f'schema = "{pg_schema}" }} }}\ntables',
+            f'schema = "{pg_schema}", num_partitions = 3 }} }}\ntables',
+            1,
+        ),
+    )
+    assert "num_partitions = 3" in (tmp_path / "hakiri.toml").read_text()
+    make_source(project, 1_000)  # four chunks of 250 ids
+
+    first = json.loads(project.cli("apply", "--json").stdout)[0]
+    assert (first["status"], first["batches"], first["rows"], first["remaining"]) == (
+        "success",
+        3,
+        750,
+        1,
+    )
+    assert status(project)["phase"] == "backfilling"
+    second = json.loads(project.cli("apply", "--json").stdout)[0]
+    assert (second["batches"], second["rows"], second["remaining"]) == (1, 250, 0)
+    assert status(project)["phase"] == "streaming"
+    target_matches_source(project)
+
+
+@pytest.mark.parametrize(
+    ("incremental", "load", "message"),
+    [
+        (
+            '"label"',
+            'load = { mode = "upsert", upsert_key = ["id"] }',
+            "cursor column label of source table",
+        ),
+        (
+            '{ column = "id", kind = "timestamp" }',
+            'load = { mode = "upsert", upsert_key = ["id"] }',
+            "not a timestamp cursor",
+        ),
+        (
+            '{ column = "id", lag = "1h" }',
+            'load = { mode = "upsert", upsert_key = ["id"] }',
+            "`lag` is set on the numeric cursor id",
+        ),
+        (
+            '{ column = "updated_at", lag = "1h" }',
+            'load = { mode = "append" }',
+            "sets `lag`, which re-reads rows already loaded",
+        ),
+    ],
+)
+def test_a_cursor_that_cannot_work_fails_before_reading(
+    tmp_path: Path, pg_url: str, pg_schema: str, incremental: str, load: str, message: str
+) -> None:
+    project = table_project(tmp_path, pg_url, pg_schema, incremental=incremental)
+    text = (tmp_path / "hakiri.toml").read_text()
+    project.write(
+        "hakiri.toml", text.replace('load = { mode = "upsert", upsert_key = ["id"] }', load)
+    )
+    make_source(project, 10)
+    project.query(f'ALTER TABLE "{pg_schema}".src ADD COLUMN label text')
+    result = project.cli("apply")
+    assert result.exit_code == 1
+    assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    exists = project.query(f"SELECT to_regclass('\"{pg_schema}\".dst')")
+    assert exists == [(None,)]
+
+
+def test_append_without_a_cursor_is_refused(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
+    project = table_project(tmp_path, pg_url, pg_schema, incremental='"id"')
+    text = (tmp_path / "hakiri.toml").read_text()
+    text = text.replace(', incremental = "id"', "").replace(
+        'load = { mode = "upsert", upsert_key = ["id"] }', 'load = { mode = "append" }'
+    )
+    project.write("hakiri.toml", text)
+    make_source(project, 10)
+    result = project.cli("apply")
+    assert result.exit_code == 1
+    assert (
+        "has no incremental cursor, so every append would load the whole table again"
+        in result.stderr
+    )
+    assert "hint:" in result.stderr
+
+
+def test_a_table_without_a_cursor_upserts_whole_and_only_when_it_changed(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    project = table_project(tmp_path, pg_url, pg_schema, incremental='"id"')
+    text = (tmp_path / "hakiri.toml").read_text().replace(', incremental = "id"', "")
+    project.write("hakiri.toml", text)
+    make_source(project, 100)
+    assert json.loads(project.cli("apply", "--json").stdout)[0]["rows"] == 100
+    assert json.loads(project.cli("apply", "--json").stdout)[0]["status"] == "no-op"
+    project.query(f'UPDATE "{pg_schema}".src SET amount = 0 WHERE id = 7')
+    changed = json.loads(project.cli("apply", "--json").stdout)[0]
+    assert (changed["status"], changed["rows"]) == ("success", 100)
+    target_matches_source(project)
