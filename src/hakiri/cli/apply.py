@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -14,7 +15,6 @@ from rich.progress import (
     Progress,
     TaskID,
     TextColumn,
-    TimeElapsedColumn,
 )
 from rich.table import Table
 
@@ -84,19 +84,26 @@ def _apply(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("batches  {task.fields[rows]:,} rows"),
-            TimeElapsedColumn(),
+            TextColumn("batches  {task.fields[rows]:,} rows  {task.fields[pace]}"),
             console=err,
             transient=True,
         )
     tasks: dict[str, TaskID] = {}
+    # The runner reports finished batches only: a pipeline's clock starts when the previous
+    # pipeline's outcome arrives (or at the start), so the first batch's time is counted too.
+    clock = {"since": time.monotonic()}
+
+    def on_outcome(outcome) -> None:  # type: ignore[no-untyped-def]
+        clock["since"] = time.monotonic()
+        progress(outcome)
 
     def on_batch(pipeline_id: str, done: int, total: int, rows: int) -> None:
         if bars is None:
             return
+        pace = _pace(time.monotonic() - clock["since"], done, total, rows)
         if pipeline_id not in tasks:
-            tasks[pipeline_id] = bars.add_task(pipeline_id, total=total, rows=0)
-        bars.update(tasks[pipeline_id], completed=done, total=total, rows=rows)
+            tasks[pipeline_id] = bars.add_task(pipeline_id, total=total, rows=0, pace="")
+        bars.update(tasks[pipeline_id], completed=done, total=total, rows=rows, pace=pace)
 
     if bars is not None:
         bars.start()
@@ -106,7 +113,7 @@ def _apply(
             ids,
             fail_fast=fail_fast,
             lease_timeout=lease_timeout,
-            on_outcome=progress,
+            on_outcome=on_outcome,
             on_batch=on_batch,
         )
     finally:
@@ -118,6 +125,16 @@ def _apply(
         _summary(outcomes)
     if any(o.status == "failed" for o in outcomes):
         raise typer.Exit(1)
+
+
+def _pace(elapsed: float, done: int, total: int, rows: int) -> str:
+    """`12,345 rows/s  eta 3m 20s` for the progress bar, from the pipeline's wall clock."""
+    from hakiri.cli.state import duration_text
+
+    if elapsed <= 0 or done <= 0:
+        return ""
+    eta = duration_text(elapsed / done * max(total - done, 0))
+    return f"{rows / elapsed:,.0f} rows/s  eta {eta}"
 
 
 def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]

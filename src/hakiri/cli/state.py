@@ -39,7 +39,7 @@ def status(
     project: ProjectDir = Path("."),
     as_json: JsonFlag = False,
 ) -> None:
-    """Phase, batches done/running/pending, cursors and the last runs of each pipeline."""
+    """Phase, chunks done/running/pending, rows/s and ETA, cursors and the last runs of each pipeline."""
     from hakiri.services.status import pipeline_status
 
     found = pipeline_status(project, ids or [])
@@ -47,18 +47,58 @@ def status(
         emit_json(found[0] if ids and len(ids) == 1 else found)
         return
     for item in found:
-        c = item["chunks"]
-        err.print(
-            f"[bold]{escape(item['pipeline_id'])}[/bold]  phase {item['phase'] or 'never applied'}  "
-            f"batches {c['done']}/{c['total']} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed"
-        )
-        if item["throughput"]:
-            eta = f", eta {item['eta_seconds']}s" if item["eta_seconds"] is not None else ""
-            err.print(f"    {item['throughput']['rows_per_sec']:,} rows/s{eta}")
+        err.print(_status_line(item))
+        pace = _pace_line(item)
+        if pace:
+            err.print(f"    {escape(pace)}")
         for table, cursor in item["cursors"].items():
-            err.print(f"    cursor {escape(table)}: {escape(str(cursor))}")
+            err.print(f"    cursor {escape(table)}: {escape(_cursor_text(cursor))}")
         for run in item["last_runs"]:
             err.print("  " + _run_line(run))
+
+
+def _status_line(item: dict[str, Any]) -> str:
+    c = item["chunks"]
+    counts = f"{c['running']} running, {c['pending']} pending, {c['failed']} failed"
+    return (
+        f"[bold]{escape(item['pipeline_id'])}[/bold]  phase {item['phase'] or 'never applied'}  "
+        f"chunks {c['done']}/{c['total']} done ({counts})"
+    )
+
+
+def _pace_line(item: dict[str, Any]) -> str:
+    """`1,234.5 rows/s, eta 3m 20s, rate budget 60/min, started 2026-01-01 10:00:00`; parts known."""
+    parts = []
+    if item["throughput"]:
+        parts.append(f"{item['throughput']['rows_per_sec']:,} rows/s")
+    if item["eta_seconds"] is not None:
+        parts.append(f"eta {duration_text(item['eta_seconds'])}")
+    if item["rate_budget"]:
+        parts.append(f"rate budget {item['rate_budget']}")
+    if parts and item["started_at"]:
+        parts.append(f"started {item['started_at'][:19].replace('T', ' ')}")
+    return ", ".join(parts)
+
+
+def _cursor_text(cursor: Any) -> str:
+    if isinstance(cursor, dict) and "column" in cursor and "value" in cursor:
+        text = f"{cursor['column']} = {cursor['value']}"
+        if cursor.get("planned_to") not in (None, cursor["value"]):
+            text += f" (planned to {cursor['planned_to']})"
+        return text
+    return str(cursor)
+
+
+def duration_text(seconds: float) -> str:
+    """`42s`, `3m 20s`, `2h 05m`: a duration for people watching a backfill."""
+    total = max(0, round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
 
 
 def _run_line(run: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ A table with a cursor goes through the seed's phases:
   `planned_to` (that MAX) are written in one catalog transaction before any row moves.
 - backfilling: while any chunk of the table is not committed, runs only work the queue.
 - streaming: once every chunk is committed, a run reads the new MAX and plans
-  (planned_to - lag, MAX] as one more range (cut by `window` when it is long).
+  (planned_to - lag, MAX] as one more range.
 
 A table without a cursor, or a full-refresh load mode, is read whole as one
 "snapshot" batch whose id is a digest of the table's rows: an unchanged table is a no-op.
@@ -30,6 +30,7 @@ from hakiri.sources.cursors import (
     CursorColumn,
     CursorRange,
     as_python,
+    parse_value,
     plan_ranges,
     shift_back,
 )
@@ -107,7 +108,7 @@ def plan_table(
     unfinished = [b for b in existing if b.status is not BatchStatus.COMMITTED]
     if unfinished:
         pending = len(unfinished)
-        return TablePlan(notes=[f"{table.name}: {pending} chunk(s) of an earlier plan to finish"])
+        return TablePlan(notes=[f"{table.name}: {pending} batch(es) of an earlier plan to finish"])
     if cursor is None or spec.load.mode in SNAPSHOT_MODES:
         batch = snapshot_table_batch(table.name, fingerprint())
         if any(b.batch_id == batch.batch_id for b in existing):
@@ -127,6 +128,8 @@ def plan_table(
             cursor.from_config(start_from) if start_from is not None else cursor.to_json(now.low)
         )
         ranges = plan_ranges(cursor, start, high, window, nulls_in_first=cursor.include_nulls)
+        if not ranges:  # every row is older than start_from: plan again once one is not
+            return TablePlan(cursor={**base, "value": None, "planned_to": None}, planning=True)
         return TablePlan(
             batches=[chunk_batch(table.name, r) for r in ranges],
             cursor={**base, "value": None, "planned_to": high},
@@ -134,16 +137,25 @@ def plan_table(
         )
 
     assert state is not None
-    planned_to = state["planned_to"]
+    if state.get("kind") != cursor.kind.value:
+        raise HakiriError(
+            f"cursor column {cursor.column} of source table {table.name} is a {cursor.kind.value} "
+            f"cursor now ({cursor.pg_type}), but its backfill was planned as {state.get('kind')}",
+            "change the column back, or load the table under a new pipeline id",
+        )
+    # timestamp <-> timestamptz keeps the kind; the stored value follows the new type (UTC).
+    planned_to = parse_value(cursor.kind, state["planned_to"], cursor.column, aware=cursor.aware)
     if high is None or not _after(cursor, high, planned_to):
         return TablePlan()
     start = shift_back(cursor, planned_to, cursor.lag_seconds)
     # NULL-cursor rows cannot tell new from old: only a keyed load may read them again.
     nulls = cursor.include_nulls and spec.load.mode is LoadMode.UPSERT
-    ranges = plan_ranges(cursor, start, high, window, start_inclusive=False, nulls_in_first=nulls)
+    # One range, not cut by `window`: after a pause, time windows over sparse rows would
+    # be mostly empty chunks (a window of 6h over three idle years is 4,000 of them).
+    ranges = plan_ranges(cursor, start, high, None, start_inclusive=False, nulls_in_first=nulls)
     return TablePlan(
         batches=[chunk_batch(table.name, r) for r in ranges],
-        cursor={**state, "planned_to": high},
+        cursor={**state, "type": cursor.pg_type, "planned_to": high},
     )
 
 

@@ -38,22 +38,23 @@ class TokenBucket:
         self.waited_seconds = 0.0  # total time readers spent waiting (reported per run)
 
     def acquire(self, tokens: int = 1) -> float:
-        """Take `tokens`, waiting as long as the budget needs; returns the seconds waited."""
+        """Take `tokens`, one at a time, waiting as long as the budget needs; returns the seconds waited."""
         waited = 0.0
-        remaining = float(tokens)
-        while remaining > 0:
-            with self._lock:
-                now = self._clock()
-                self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
-                self._stamp = now
-                take = min(remaining, self._tokens)
-                if take >= min(remaining, 1.0):
-                    self._tokens -= take
-                    remaining -= take
-                    continue
-                pause = (min(remaining, 1.0) - self._tokens) / self.rate
-            self._sleep(pause)
-            waited += pause
+        for _ in range(tokens):
+            while True:
+                with self._lock:
+                    now = self._clock()
+                    self._tokens = min(
+                        self.capacity, self._tokens + (now - self._stamp) * self.rate
+                    )
+                    self._stamp = now
+                    # A hair short of a token is a token: float refills must not spin forever.
+                    if self._tokens >= 1.0 - 1e-9:
+                        self._tokens = max(0.0, self._tokens - 1.0)
+                        break
+                    pause = (1.0 - self._tokens) / self.rate
+                self._sleep(pause)
+                waited += pause
         with self._lock:
             self.waited_seconds += waited
         return waited

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hakiri.planner.backfill import backfill_progress, parallelism_warnings
 from hakiri.planner.diff import spec_diff
 from hakiri.planner.model import (
     Action,
@@ -18,9 +19,10 @@ from hakiri.planner.model import (
 )
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.types import compare_types, target_type
+from hakiri.sources.cursors import cursor_kind_of
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.load import LoadMode
-from hakiri.spec.pipeline import PipelineSpec
+from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns
 
 POSTGRES_IDENTIFIER_BYTES = 63
@@ -57,9 +59,26 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     targets = [_target_change(spec, t, applied_key) for t in obs.tables]
     pending = [_pending(spec, t) for t in obs.tables]
     warnings = [w for t in obs.tables for w in _warnings(spec, t)]
+    warnings += list(
+        dict.fromkeys(  # pipeline-wide reasons are found once per table: say them once
+            w
+            for t in obs.tables
+            for w in parallelism_warnings(spec, t.table, _cursor_kind(spec, t))
+        )
+    )
+    # Chunks an earlier run left (max_chunks_per_tick, a failure, a rewind): apply has work to
+    # do even though the spec is as applied, so the pipeline has not converged.
+    backfilling = [
+        p for t in obs.tables if (p := backfill_progress(t.table.name, t.batches)) is not None
+    ]
+    warnings += [p.describe() for p in backfilling]
     if obs.state is None:
         action = Action.ADD
-    elif obs.state.spec_hash != spec_hash(spec) or any(t.changes_structure for t in targets):
+    elif (
+        obs.state.spec_hash != spec_hash(spec)
+        or any(t.changes_structure for t in targets)
+        or backfilling
+    ):
         action = Action.CHANGE
     else:
         action = Action.NO_OP
@@ -75,6 +94,25 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         warnings=warnings,
         errors=list(obs.errors),
     )
+
+
+def _cursor_kind(spec: PipelineSpec, t: TableObservation) -> CursorKind | None:
+    """The table's cursor kind: declared, else from the source column's type, else as stored."""
+    incremental = t.table.incremental or spec.incremental
+    if incremental is None:
+        return None
+    if isinstance(incremental, IncrementalSpec):
+        if incremental.kind is not None:
+            return incremental.kind
+        column = incremental.column
+    else:
+        column = incremental
+    for c in (t.source.columns or ()) if t.source else ():
+        if c.name == column and c.type is not None:
+            return cursor_kind_of(c.type)
+    if t.cursor and t.cursor.get("column") == column and t.cursor.get("kind"):
+        return CursorKind(t.cursor["kind"])
+    return None
 
 
 def _source_columns(spec: PipelineSpec, t: TableObservation) -> list[Column] | None:

@@ -18,7 +18,9 @@ class _Frozen(BaseModel):
 
 class Action(StrEnum):
     ADD = "add"  # in a manifest, never applied
-    CHANGE = "change"  # the spec or the target's structure differs from what was applied
+    # the spec or the target's structure differs from what was applied, or a table
+    # source's chunks are left unloaded (a backfill in progress): apply has work to finish
+    CHANGE = "change"
     NO_OP = "no-op"
     RETIRE = "retire"  # applied once, now in no manifest: state kept, tables untouched
 

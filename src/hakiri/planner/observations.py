@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hakiri.catalog.records import PipelineState
+from hakiri.catalog.records import Batch, PipelineState
 from hakiri.destinations.base import TargetObservation
 from hakiri.sources.base import SourceObservation
 from hakiri.spec.connections import Target
@@ -22,7 +22,8 @@ class TableObservation:
     committed_files: Mapping[str, str] = field(
         default_factory=dict
     )  # path -> content hash already loaded
-    cursor: Mapping[str, Any] | None = None
+    cursor: Mapping[str, Any] | None = None  # table sources: the stored cursor state
+    batches: tuple[Batch, ...] = ()  # table sources: the table's batches in the catalog
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hakiri.catalog.records import Phase, PipelineState
+from hakiri.catalog.records import Batch, Phase, PipelineState
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
@@ -94,6 +94,7 @@ class _Observer:
     ) -> None:
         self.states = states
         self.project, self.catalog, self.env = project, catalog, env
+        self._batches_of: dict[str, list[Batch]] = {}
 
     def observe(self, specs: Sequence[PipelineSpec]) -> list[PipelineObservation]:
         errors: dict[str, list[str]] = {spec.id: [] for spec in specs}
@@ -129,6 +130,11 @@ class _Observer:
         )
         cursor = self.catalog.get_cursor(spec.id, table.name)
         source = _attempt(errors, lambda: self._inspect_source(spec, table, cursor))
+        batches = (
+            tuple(b for b in self._batches(spec.id) if b.table_name == table.name)
+            if isinstance(spec.source, PostgresSource)
+            else ()
+        )
         return TableObservation(
             table,
             target_of(self.project.settings, spec, table),
@@ -136,7 +142,14 @@ class _Observer:
             target_now,
             committed,
             cursor,
+            batches,
         )
+
+    def _batches(self, pipeline_id: str) -> list[Batch]:
+        """The pipeline's batches, read once for all its tables."""
+        if pipeline_id not in self._batches_of:
+            self._batches_of[pipeline_id] = self.catalog.batches(pipeline_id)
+        return self._batches_of[pipeline_id]
 
     def _inspect_source(
         self, spec: PipelineSpec, table: TableSpec, cursor: Mapping[str, Any] | None
@@ -147,7 +160,13 @@ class _Observer:
         config = spec.source.config
         incremental = table.incremental or spec.incremental
         column = incremental.column if isinstance(incremental, IncrementalSpec) else incremental
-        value = (cursor or {}).get(column) if column else None
+        # Rows past everything already planned into chunks are new data; a cursor stored for
+        # another column says nothing about this one (the whole table is new).
+        value = (
+            cursor.get("planned_to")
+            if column and cursor is not None and cursor.get("column") == column
+            else None
+        )
         return inspect_postgres_table(
             postgres_url(self.project.settings, config, self.env),
             config.schema_name,

@@ -9,17 +9,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hakiri.catalog.records import BatchStatus, RunRecord, RunStatus
+from hakiri.catalog.records import Batch, BatchStatus, PipelineState, RunRecord, RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.errors import PipelineNotFound
+from hakiri.planner.backfill import current_plan, live_batches
 from hakiri.spec.loader import load_project
+from hakiri.spec.pipeline import PipelineSpec
 
 
-def _open(root: Path, env: Mapping[str, str]) -> tuple[list[str], Catalog]:
+def _open(root: Path, env: Mapping[str, str]) -> tuple[dict[str, PipelineSpec], Catalog]:
+    """The manifests' pipelines (in manifest order) and the catalog, opened without migrating."""
     project = load_project(root, env)
     url = catalog_url(project.root, project.settings.catalog.url, env)
-    return list(project.pipelines), Catalog.open(url, migrate=False)
+    return dict(project.pipelines), Catalog.open(url, migrate=False)
 
 
 def run_json(run: RunRecord) -> dict[str, Any]:
@@ -39,11 +42,11 @@ def list_runs(
     limit: int = 20,
     env: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    names, catalog = _open(root, os.environ if env is None else env)
+    specs, catalog = _open(root, os.environ if env is None else env)
     with catalog:
         if (
             pipeline_id is not None
-            and pipeline_id not in names
+            and pipeline_id not in specs
             and catalog.pipeline_state(pipeline_id) is None
         ):
             raise PipelineNotFound(
@@ -58,58 +61,112 @@ def pipeline_status(
     env: Mapping[str, str] | None = None,
     now: datetime | None = None,
 ) -> list[dict[str, Any]]:
-    """Per pipeline: phase, batches, throughput and ETA of the latest run, last runs, cursors."""
-    names, catalog = _open(root, os.environ if env is None else env)
+    """Per pipeline: phase, chunks, throughput and ETA, rate budget, last runs, cursors.
+
+    The document of one pipeline::
+
+        {"pipeline_id", "phase", "applied_at",
+         "chunks": {"done", "running", "pending", "failed", "total"},
+         "throughput": {"rows_per_sec", "bytes_per_sec"} | null,
+         "eta_seconds": int | null, "started_at", "rate_budget": "60/min" | null,
+         "last_runs": [...], "cursors": {table: cursor state}}
+
+    `chunks` counts the pipeline's batches (chunks of table sources, files, snapshots)
+    without superseded generations: a chunk a rewind re-added at a higher generation
+    counts once, as its newest generation; the older batch is history.
+
+    `started_at` is when the current backfill started: the earliest `created_at` of the
+    live batches of the plan being worked on (or of the last plan, once all of it is
+    committed) — chunks are written to the catalog by the run that starts the backfill,
+    or by `backfill rewind`, before any row moves. Without batches it is the latest
+    run's start.
+
+    `throughput` is the latest run's rows (and bytes, null when the batches carry no
+    size, as chunks do) over its elapsed time: until now while it runs, its duration
+    once it ended. `eta_seconds` is given while that run is running: remaining batches
+    (pending + running) times the wall-clock seconds per batch committed so far in the
+    run. Measured on the wall clock, that rate already includes chunks loading side by
+    side, so it is not divided by the parallelism again.
+    """
+    specs, catalog = _open(root, os.environ if env is None else env)
     now = now or datetime.now(UTC)
     with catalog:
-        known = list(dict.fromkeys([*names, *catalog.pipeline_states()]))
+        known = list(dict.fromkeys([*specs, *catalog.pipeline_states()]))
         unknown = [i for i in ids if i not in known]
         if unknown:
             raise PipelineNotFound(
                 f"no pipeline {', '.join(f'`{i}`' for i in unknown)}",
                 "`hakiri validate` lists the pipelines",
             )
-        return [_status(catalog, pid, now) for pid in (ids or known)]
+        return [_status(catalog, pid, specs.get(pid), now) for pid in (ids or known)]
 
 
-def _status(catalog: Catalog, pipeline_id: str, now: datetime) -> dict[str, Any]:
+def _status(
+    catalog: Catalog, pipeline_id: str, spec: PipelineSpec | None, now: datetime
+) -> dict[str, Any]:
     state = catalog.pipeline_state(pipeline_id)
-    counts = catalog.batch_counts(pipeline_id)
+    everything = catalog.batches(pipeline_id)
+    batches = live_batches(everything)
+    counts = {status: sum(b.status is status for b in batches) for status in BatchStatus}
     runs = catalog.runs(pipeline_id, limit=5)
     latest = runs[0] if runs else None
+    remaining = counts[BatchStatus.PENDING] + counts[BatchStatus.PROCESSING]
     throughput, eta = None, None
     if latest is not None:
-        elapsed = ((latest.ended_at or now) - latest.started_at).total_seconds()
-        in_run = [
-            b
-            for b in catalog.batches(pipeline_id, status=BatchStatus.COMMITTED)
-            if b.run_id == latest.run_id
-        ]
-        rows = (
-            latest.row_count if latest.row_count is not None else sum(b.rows or 0 for b in in_run)
-        )
-        size = latest.bytes if latest.bytes is not None else sum(b.size_bytes or 0 for b in in_run)
-        if elapsed > 0:
-            throughput = {
-                "rows_per_sec": round(rows / elapsed, 1),
-                "bytes_per_sec": round(size / elapsed, 1),
-            }
-        if latest.status is RunStatus.RUNNING and in_run and counts.pending:
-            eta = round(elapsed / len(in_run) * counts.pending)
+        throughput, eta = _pace(latest, everything, remaining, now)
+    plan = current_plan(batches)
+    started = min((b.created_at for b in plan if b.created_at is not None), default=None)
+    if started is None and latest is not None:
+        started = latest.started_at
     return {
         "pipeline_id": pipeline_id,
         "phase": state.phase.value if state else None,
         "applied_at": state.applied_at.isoformat() if state else None,
         "chunks": {
-            "done": counts.committed,
-            "running": counts.processing,
-            "pending": counts.pending,
-            "failed": counts.failed,
-            "total": counts.total,
+            "done": counts[BatchStatus.COMMITTED],
+            "running": counts[BatchStatus.PROCESSING],
+            "pending": counts[BatchStatus.PENDING],
+            "failed": counts[BatchStatus.FAILED],
+            "total": len(batches),
         },
         "throughput": throughput,
         "eta_seconds": eta,
-        "started_at": latest.started_at.isoformat() if latest else None,
+        "started_at": started.isoformat() if started else None,
+        "rate_budget": _rate_budget(spec, state),
         "last_runs": [run_json(r) for r in runs],
         "cursors": catalog.cursors(pipeline_id),
     }
+
+
+def _pace(
+    run: RunRecord, batches: Sequence[Batch], remaining: int, now: datetime
+) -> tuple[dict[str, float | None] | None, int | None]:
+    """(throughput, eta_seconds) of `run`; see `pipeline_status`.
+
+    `batches` are all of the pipeline's, superseded ones included: their rows were loaded.
+    """
+    elapsed = ((run.ended_at or now) - run.started_at).total_seconds()
+    if elapsed <= 0:
+        return None, None
+    in_run = [b for b in batches if b.status is BatchStatus.COMMITTED and b.run_id == run.run_id]
+    rows = run.row_count if run.row_count is not None else sum(b.rows or 0 for b in in_run)
+    size = run.bytes or sum(b.size_bytes or 0 for b in in_run)
+    throughput = {
+        "rows_per_sec": round(rows / elapsed, 1),
+        "bytes_per_sec": round(size / elapsed, 1) if size or not rows else None,
+    }
+    eta = None
+    if run.status is RunStatus.RUNNING and in_run:
+        eta = round(elapsed / len(in_run) * remaining)
+    return throughput, eta
+
+
+def _rate_budget(spec: PipelineSpec | None, state: PipelineState | None) -> str | None:
+    """`[pipeline.backfill] rate_budget` from the manifest, else as last applied."""
+    if spec is not None:
+        return spec.backfill.rate_budget if spec.backfill else None
+    if state is None:
+        return None
+    backfill = state.applied_spec.get("backfill") or {}
+    budget = backfill.get("rate_budget")
+    return str(budget) if budget is not None else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "CursorRange",
     "as_json",
     "as_python",
+    "base_type",
     "cursor_kind_of",
     "parse_value",
     "plan_ranges",
@@ -39,18 +41,28 @@ __all__ = [
 # A plan this long is a typo in `window` (or `start_from`), not a backfill.
 MAX_CHUNKS = 100_000
 
-_NUMERIC_TYPES = ("smallint", "integer", "bigint", "numeric", "decimal")
-_TIMESTAMP_TYPES = ("timestamp", "date")
+# PostgreSQL's type names (format_type, precision removed) that can be a cursor.
+_CURSOR_TYPES = {
+    "timestamp with time zone": CursorKind.TIMESTAMP,
+    "timestamp without time zone": CursorKind.TIMESTAMP,
+    "date": CursorKind.TIMESTAMP,
+    "smallint": CursorKind.NUMERIC,
+    "integer": CursorKind.NUMERIC,
+    "bigint": CursorKind.NUMERIC,
+    "numeric": CursorKind.NUMERIC,
+}
+_TYPMOD = re.compile(r"\(\s*\d+\s*(,\s*-?\d+\s*)?\)")
+
+
+def base_type(pg_type: str) -> str:
+    """`timestamp(3) with time zone` -> `timestamp with time zone`, `numeric(12,2)` -> `numeric`."""
+    return " ".join(_TYPMOD.sub("", pg_type.lower()).split())
 
 
 def cursor_kind_of(pg_type: str) -> CursorKind | None:
-    """The cursor kind a PostgreSQL column type supports; None when it supports neither."""
-    name = pg_type.lower()
-    if name.startswith(_TIMESTAMP_TYPES):
-        return CursorKind.TIMESTAMP
-    if name.startswith(_NUMERIC_TYPES):
-        return CursorKind.NUMERIC
-    return None
+    """The cursor kind a PostgreSQL column type supports; None when it supports neither
+    (arrays, ranges and every other type included)."""
+    return _CURSOR_TYPES.get(base_type(pg_type))
 
 
 @dataclass(frozen=True)
@@ -217,22 +229,13 @@ class CursorRange:
 
     def pg_type_sql(self) -> str:
         """The cast target: the column's own type, minus a typmod PostgreSQL would round to."""
-        name = self.pg_type.lower()
-        for known in (
-            "timestamp with time zone",
-            "timestamp without time zone",
-            "date",
-            "smallint",
-            "integer",
-            "bigint",
-            "numeric",
-        ):
-            if name.startswith(known):
-                return known
-        raise HakiriError(
-            f"cursor column {self.column} has type {self.pg_type}, which cannot be a cursor",
-            "use a timestamp, date or integer column",
-        )
+        name = base_type(self.pg_type)
+        if name not in _CURSOR_TYPES:
+            raise HakiriError(
+                f"cursor column {self.column} has type {self.pg_type}, which cannot be a cursor",
+                "use a timestamp, date or integer column",
+            )
+        return name
 
     def describe(self) -> str:
         """`updated_at >= 2024-01-01T00:00:00 AND updated_at < 2024-02-01T00:00:00`, for people."""

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from typer.testing import CliRunner
 
 from hakiri.catalog.records import NewBatch, Phase, RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.cli.main import app
+from hakiri.services.status import pipeline_status
+from hakiri.sources.cursors import CursorRange
 
 
 def cli(project, *args: str):
@@ -76,9 +79,13 @@ def test_status_shape_for_one_pipeline(plan_project) -> None:
         "throughput",
         "eta_seconds",
         "started_at",
+        "rate_budget",
         "last_runs",
         "cursors",
     }
+    assert status["rate_budget"] is None  # orders has no [pipeline.backfill]
+    # the five chunks were planned together: the backfill started when they were added
+    assert status["started_at"] is not None
 
 
 def test_status_of_a_fresh_project_and_unknown_ids(plan_project) -> None:
@@ -92,3 +99,76 @@ def test_status_of_a_fresh_project_and_unknown_ids(plan_project) -> None:
     assert unknown.exit_code == 1 and "error: no pipeline `nope`" in unknown.stderr
     assert cli(plan_project, "runs", "nope").exit_code == 1
     assert "no runs recorded yet" in cli(plan_project, "runs").stderr
+
+
+def test_status_throughput_and_eta_of_the_running_run(plan_project) -> None:
+    running = _record_history(plan_project)
+    with Catalog.open(plan_project.catalog_url, migrate=False) as catalog:
+        [run] = [r for r in catalog.runs("orders") if r.run_id == running]
+    later = run.started_at + timedelta(seconds=100)
+    [status] = pipeline_status(plan_project.root, ["orders"], env=plan_project.env, now=later)
+    # 2 chunks of 100 rows committed in 100 s; 3 left (1 running, 2 pending) at 50 s each
+    assert status["throughput"] == {"rows_per_sec": 2.0, "bytes_per_sec": None}
+    assert status["eta_seconds"] == 150
+
+    text = cli(plan_project, "status", "orders")
+    assert text.exit_code == 0, text.stderr
+    assert "phase backfilling" in text.stderr
+    assert "chunks 2/5 done (1 running, 2 pending, 0 failed)" in text.stderr
+    assert "rows/s, eta " in text.stderr
+
+
+def _chunk(lo: int, hi: int) -> str:
+    return CursorRange("id", "numeric", "bigint", lo, hi).to_predicate()
+
+
+def test_a_superseded_generation_is_history_not_work(plan_project) -> None:
+    """Three chunks loaded, then the middle one re-added at generation 1 (as a rewind does)."""
+    manifest = plan_project.root / "hakiri.toml"
+    text = manifest.read_text()
+    upsert = 'load = { mode = "upsert", upsert_key = ["id"] }\n'
+    assert upsert in text
+    manifest.write_text(text.replace(upsert, upsert + 'backfill = { rate_budget = "60/min" }\n'))
+    with Catalog.open(plan_project.catalog_url, migrate=True) as catalog:
+        catalog.record_applied("orders", {"id": "orders"}, "sha256:x", Phase.STREAMING)
+        first = catalog.start_run("orders")
+        catalog.add_batches(
+            "orders",
+            [
+                NewBatch(f"chunk:orders:g0:{i}", "orders", "chunk", predicate=_chunk(i, i + 10))
+                for i in (0, 10, 20)
+            ],
+        )
+        while (claimed := catalog.claim_batch("orders", "w", 60, run_id=first.run_id)) is not None:
+            catalog.mark_committed("orders", claimed.batch_id, "w", rows=10)
+        catalog.finish_run(first.run_id, RunStatus.SUCCESS, row_count=30)
+        catalog.set_phase("orders", Phase.BACKFILLING)
+        catalog.add_batches(
+            "orders",
+            [
+                NewBatch(
+                    "chunk:orders:g1:10", "orders", "chunk", predicate=_chunk(10, 20), generation=1
+                )
+            ],
+        )
+        rewound = catalog.batch("orders", "chunk:orders:g1:10")
+        assert rewound is not None and rewound.created_at is not None
+
+    status = json.loads(cli(plan_project, "status", "orders", "--json").stdout)
+    assert status["phase"] == "backfilling"
+    # 4 batches in the catalog, but generation 0 of [10, 20) is history
+    assert status["chunks"] == {"done": 2, "running": 0, "pending": 1, "failed": 0, "total": 3}
+    assert status["started_at"] == rewound.created_at.isoformat()
+    assert status["rate_budget"] == "60/min"
+    assert status["eta_seconds"] is None  # nothing is running
+
+    with Catalog.open(plan_project.catalog_url, migrate=True) as catalog:
+        second = catalog.start_run("orders")
+        claimed = catalog.claim_batch("orders", "w", 60, run_id=second.run_id)
+        assert claimed is not None and claimed.generation == 1
+        catalog.mark_committed("orders", claimed.batch_id, "w", rows=10)
+        catalog.finish_run(second.run_id, RunStatus.SUCCESS, row_count=10)
+    status = json.loads(cli(plan_project, "status", "orders", "--json").stdout)
+    assert status["chunks"] == {"done": 3, "running": 0, "pending": 0, "failed": 0, "total": 3}
+    assert status["started_at"] == rewound.created_at.isoformat()  # the rewind, all committed
+    assert status["throughput"]["rows_per_sec"] > 0

@@ -304,3 +304,47 @@ def test_a_table_without_a_cursor_upserts_whole_and_only_when_it_changed(
     changed = json.loads(project.cli("apply", "--json").stdout)[0]
     assert (changed["status"], changed["rows"]) == ("success", 100)
     target_matches_source(project)
+
+
+def test_a_backfill_into_the_context_store(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    from deltalake import DeltaTable
+
+    project = table_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        incremental='"updated_at"',
+        body="""
+        [pipeline.backfill]
+        window = "6h"
+        parallelism = 2
+        """,
+    )
+    text = (tmp_path / "hakiri.toml").read_text()
+    text = text.replace(
+        f'destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{pg_schema}" }} }}',
+        'destination = { connector = "context" }',
+    )
+    project.write("hakiri.toml", text)
+    make_source(project, 2_000)  # 33 hours: six chunks
+    result = project.cli("apply", "--json")
+    assert result.exit_code == 0, result.stderr
+    [outcome] = json.loads(result.stdout)
+    assert (outcome["rows"], outcome["batches"]) == (2_000, 6)
+    project.query(
+        f'UPDATE "{pg_schema}".src SET amount = -1, '
+        "updated_at = timestamptz '2024-01-02 10:00+00' WHERE id = 3"
+    )
+    assert json.loads(project.cli("apply", "--json").stdout)[0]["rows"] == 1
+    table = DeltaTable(tmp_path / ".hakiri" / "context" / "dst").to_pyarrow_table()
+    ids = table.column("id").to_pylist()
+    assert sorted(ids) == list(range(1, 2_001))
+    assert table.filter(pa_equal(table, "id", 3)).column("amount").to_pylist()[0] == -1
+
+
+def pa_equal(table, column: str, value: int):  # type: ignore[no-untyped-def]
+    import pyarrow.compute as pc
+
+    return pc.equal(table.column(column), value)
