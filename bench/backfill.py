@@ -75,7 +75,7 @@ def make_source(url: str, rows: int) -> str:
             )
             conn.execute(
                 sql.SQL(
-                    "INSERT INTO {} SELECT g, (g % 10000) / 100.0, 'row ' || g, "
+                    "INSERT INTO {} SELECT g, (g %% 10000) / 100.0, 'row ' || g, "
                     "timestamptz '2020-01-01 00:00+00' + g * interval '1 second' "
                     "FROM generate_series(1, %s) g"
                 ).format(sql.Identifier(SOURCE_SCHEMA, table)),
