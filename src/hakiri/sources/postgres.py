@@ -137,7 +137,8 @@ def _inspect(
             "check `incremental` in the pipeline against the source table's columns (names are case-sensitive)",
         )
     if cursor_column is not None and cursor_value is not None:
-        estimate = _explain_rows(conn, request)
+        # EXPLAIN never estimates below one row; an index probe tells "nothing new" exactly.
+        estimate = _explain_rows(conn, request) if _any_past(conn, request) else 0
     elif (
         relkind in _ESTIMATE_DIRECTLY
         and reltuples >= 0
@@ -174,6 +175,16 @@ def _explain_rows(conn: psycopg.Connection[Any], request: SourceTableRequest) ->
 
         plan = json.loads(plan)
     return round(plan[0]["Plan"]["Plan Rows"])
+
+
+def _any_past(conn: psycopg.Connection[Any], request: SourceTableRequest) -> bool:
+    from psycopg import sql
+
+    query = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE {} > %s)").format(
+        sql.Identifier(request.schema, request.table), sql.Identifier(request.cursor_column or "")
+    )
+    row = conn.execute(query, [_cursor_param(request.cursor_value)]).fetchone()
+    return bool(row and row[0])
 
 
 def _cursor_param(value: object) -> object:
