@@ -46,6 +46,7 @@ def batch_from_row(row: Row[Any]) -> Batch:
         rows=row.rows,
         error=row.error,
         created_at=row.created_at,
+        started_at=row.started_at,
         committed_at=row.committed_at,
     )
 

@@ -90,6 +90,7 @@ class Batch:
     rows: int | None = None
     error: str | None = None
     created_at: datetime | None = None
+    started_at: datetime | None = None  # when the latest attempt was claimed
     committed_at: datetime | None = None
 
 

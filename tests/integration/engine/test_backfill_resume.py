@@ -98,7 +98,7 @@ def _target_is_exact(pg_url: str, schema: str) -> None:
 def _chunks(catalog_url: str) -> dict[str, tuple]:
     with Catalog.open(catalog_url, migrate=False) as catalog:
         return {
-            b.batch_id: (b.status, b.run_id, b.attempt, b.committed_at)
+            b.batch_id: (b.status, b.run_id, b.attempt, b.started_at, b.committed_at)
             for b in catalog.batches("p")
         }
 
@@ -142,9 +142,10 @@ def test_a_backfill_killed_at_chunk_k_resumes_at_the_next_pending_chunk(
 
     after = _chunks(catalog_url)
     assert all(v[0] is BatchStatus.COMMITTED for v in after.values())
-    # Chunks committed before the kill were not read again: same run, one attempt, same commit.
-    for batch_id, (_, run_id, attempt, committed_at) in done_before.items():
-        assert after[batch_id][1:] == (run_id, attempt, committed_at)
+    # Chunks committed before the kill were not read again: same run, one attempt, claimed
+    # and committed when they were.
+    for batch_id, (_, run_id, attempt, started_at, committed_at) in done_before.items():
+        assert after[batch_id][1:] == (run_id, attempt, started_at, committed_at)
         assert attempt == 1
     rerun = {v[1] for k, v in after.items() if k not in done_before}
     assert len(rerun) == 1 and rerun != {next(iter(done_before.values()))[1]}
@@ -174,7 +175,7 @@ def test_two_applies_at_once_on_a_postgres_catalog_load_each_chunk_once(
     chunks = _chunks(pg_catalog.replace("postgresql://", "postgresql+psycopg://", 1))
     assert len(chunks) == ROWS // WINDOW
     assert all(status is BatchStatus.COMMITTED for status, *_ in chunks.values())
-    assert all(attempt == 1 for _, _, attempt, _ in chunks.values())
+    assert all(attempt == 1 for _, _, attempt, _, _ in chunks.values())
     # One process loaded the backfill; the other waited for the pipeline and found it done.
-    assert len({run_id for _, run_id, _, _ in chunks.values()}) == 1
+    assert len({run_id for _, run_id, _, _, _ in chunks.values()}) == 1
     assert sum("no changes" in err for _, err in results) == 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,8 @@ from hakiri.catalog.records import BatchStatus
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from tests.support.project import Project, postgres_project
+from tests.support.tables import make_source
+from tests.support.tables import table_project as _table_project
 
 ROWS = 1_000  # updated_at 2024-01-01 00:01 .. 16:40: chunks [00:01, 06:01) [06:01, 12:01) [12:01, 16:40]
 WINDOW = """
@@ -21,53 +22,9 @@ window = "6h"
 """
 
 
-def table_project(
-    root: Path,
-    pg_url: str,
-    schema: str,
-    *,
-    load: str = '{ mode = "upsert", upsert_key = ["id"] }',
-    incremental: str | None = '"updated_at"',
-    body: str = WINDOW,
-    tables: str | None = None,
-) -> Project:
-    """Pipeline `p` reads `<schema>.src` (cursor updated_at) and loads `<schema>.dst`."""
-    project = Project(root, pg_url, schema)
-    cursor = f", incremental = {incremental}" if incremental else ""
-    tables = tables or f'[{{ name = "src", target = "dst"{cursor} }}]'
-    project.write(
-        "hakiri.toml",
-        f"""
-        [project]
-        name = "rewind"
-
-        [connections.wh]
-        type = "postgres"
-        url = "{pg_url}"
-
-        [[pipeline]]
-        id = "p"
-        source = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
-        tables = {tables}
-        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
-        load = {load}
-        {textwrap.dedent(body).strip().replace(chr(10), chr(10) + " " * 8)}
-        """,
-    )
-    return project
-
-
-def make_source(project: Project, rows: int = ROWS) -> None:
-    """`src`: id, amount, updated_at = 2024-01-01 + id minutes."""
-    project.query(
-        f'CREATE TABLE "{project.schema}".src '
-        "(id bigint PRIMARY KEY, amount numeric(12,2), updated_at timestamptz)"
-    )
-    project.query(
-        f'INSERT INTO "{project.schema}".src '
-        "SELECT g, g * 0.5, timestamptz '2024-01-01 00:00+00' + g * interval '1 minute' "
-        f"FROM generate_series(1, {rows}) g"
-    )
+def table_project(root: Path, pg_url: str, schema: str, **options: str | None) -> Project:
+    """The shared table-source project, backfilled in 6-hour chunks unless `body` says otherwise."""
+    return _table_project(root, pg_url, schema, **{"body": WINDOW, **options})  # type: ignore[arg-type]
 
 
 def differences(project: Project) -> list[tuple]:

@@ -3,54 +3,14 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.support.project import Project
+from tests.support.tables import make_source, table_project
 
 ROWS = 100_000
-
-
-def table_project(
-    root: Path, pg_url: str, schema: str, *, incremental: str, body: str = ""
-) -> Project:
-    """Pipeline `p` reads `<schema>.src` and upserts into `<schema>.dst` on id."""
-    project = Project(root, pg_url, schema)
-    project.write(
-        "hakiri.toml",
-        f"""
-        [project]
-        name = "tables"
-
-        [connections.wh]
-        type = "postgres"
-        url = "{pg_url}"
-
-        [[pipeline]]
-        id = "p"
-        source = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
-        tables = [{{ name = "src", target = "dst", incremental = {incremental} }}]
-        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
-        load = {{ mode = "upsert", upsert_key = ["id"] }}
-        {textwrap.dedent(body).strip().replace(chr(10), chr(10) + " " * 8)}
-        """,
-    )
-    return project
-
-
-def make_source(project: Project, rows: int) -> None:
-    """`src`: id, amount, updated_at = 2024-01-01 + id minutes."""
-    project.query(
-        f'CREATE TABLE "{project.schema}".src '
-        "(id bigint PRIMARY KEY, amount numeric(12,2), updated_at timestamptz)"
-    )
-    project.query(
-        f'INSERT INTO "{project.schema}".src '
-        "SELECT g, g * 0.5, timestamptz '2024-01-01 00:00+00' + g * interval '1 minute' "
-        f"FROM generate_series(1, {rows}) g"
-    )
 
 
 def target_matches_source(project: Project) -> None:

@@ -1,0 +1,60 @@
+"""A project whose pipeline `p` reads a PostgreSQL table `src` and loads `dst`, both in one test schema."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.support.project import Project
+
+UPSERT = '{ mode = "upsert", upsert_key = ["id"] }'
+
+
+def table_project(
+    root: Path,
+    pg_url: str,
+    schema: str,
+    *,
+    incremental: str | None = '"updated_at"',
+    load: str = UPSERT,
+    body: str = "",
+    tables: str | None = None,
+) -> Project:
+    """Pipeline `p`: `<schema>.src` (cursor `incremental`, TOML) loaded into `<schema>.dst`
+    by `load`; `body` adds pipeline keys such as a `[pipeline.backfill]` table."""
+    project = Project(root, pg_url, schema)
+    cursor = f", incremental = {incremental}" if incremental else ""
+    tables = tables or f'[{{ name = "src", target = "dst"{cursor} }}]'
+    project.write(
+        "hakiri.toml",
+        f"""
+        [project]
+        name = "tables"
+
+        [connections.wh]
+        type = "postgres"
+        url = "{pg_url}"
+
+        [[pipeline]]
+        id = "p"
+        source = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+        tables = {tables}
+        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+        load = {load}
+        {textwrap.dedent(body).strip().replace(chr(10), chr(10) + " " * 8)}
+        """,
+    )
+    return project
+
+
+def make_source(project: Project, rows: int = 1_000) -> None:
+    """`src`: id, amount = id / 2, updated_at = 2024-01-01 00:00 UTC + id minutes."""
+    project.query(
+        f'CREATE TABLE "{project.schema}".src '
+        "(id bigint PRIMARY KEY, amount numeric(12,2), updated_at timestamptz)"
+    )
+    project.query(
+        f'INSERT INTO "{project.schema}".src '
+        "SELECT g, g * 0.5, timestamptz '2024-01-01 00:00+00' + g * interval '1 minute' "
+        f"FROM generate_series(1, {rows}) g"
+    )
