@@ -19,10 +19,18 @@ def table_project(
     load: str = UPSERT,
     body: str = "",
     tables: str | None = None,
+    source_options: str = "",
+    destination: str | None = None,
 ) -> Project:
     """Pipeline `p`: `<schema>.src` (cursor `incremental`, TOML) loaded into `<schema>.dst`
-    by `load`; `body` adds pipeline keys such as a `[pipeline.backfill]` table."""
+    by `load`; `body` adds pipeline keys such as a `[pipeline.backfill]` table;
+    `source_options` extends the source config (`num_partitions = 3`); `destination`
+    replaces the PostgreSQL destination (`{ connector = "context" }`)."""
     project = Project(root, pg_url, schema)
+    extra = f", {source_options}" if source_options else ""
+    destination = destination or (
+        f'{{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}'
+    )
     cursor = f", incremental = {incremental}" if incremental else ""
     tables = tables or f'[{{ name = "src", target = "dst"{cursor} }}]'
     project.write(
@@ -37,9 +45,9 @@ def table_project(
 
         [[pipeline]]
         id = "p"
-        source = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+        source = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}"{extra} }} }}
         tables = {tables}
-        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+        destination = {destination}
         load = {load}
         {textwrap.dedent(body).strip().replace(chr(10), chr(10) + " " * 8)}
         """,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.project import Project
-from tests.support.tables import make_source, table_project
+from tests.support.tables import UPSERT, make_source, table_project
 
 ROWS = 100_000
 
@@ -163,18 +163,8 @@ def test_max_chunks_per_tick_leaves_the_rest_for_the_next_run(
         max_chunks_per_tick = 3
         rate_budget = "600/min"
         """,
+        source_options="num_partitions = 3",
     )
-    project.write(
-        "hakiri.toml",
-        (tmp_path / "hakiri.toml")
-        .read_text()
-        .replace(
-            f'schema = "{pg_schema}" }} }}\ntables',
-            f'schema = "{pg_schema}", num_partitions = 3 }} }}\ntables',
-            1,
-        ),
-    )
-    assert "num_partitions = 3" in (tmp_path / "hakiri.toml").read_text()
     make_source(project, 1_000)  # four chunks of 250 ids
 
     first = json.loads(project.cli("apply", "--json").stdout)[0]
@@ -196,22 +186,22 @@ def test_max_chunks_per_tick_leaves_the_rest_for_the_next_run(
     [
         (
             '"label"',
-            'load = { mode = "upsert", upsert_key = ["id"] }',
+            UPSERT,
             "cursor column label of source table",
         ),
         (
             '{ column = "id", kind = "timestamp" }',
-            'load = { mode = "upsert", upsert_key = ["id"] }',
+            UPSERT,
             "not a timestamp cursor",
         ),
         (
             '{ column = "id", lag = "1h" }',
-            'load = { mode = "upsert", upsert_key = ["id"] }',
+            UPSERT,
             "`lag` is set on the numeric cursor id",
         ),
         (
             '{ column = "updated_at", lag = "1h" }',
-            'load = { mode = "append" }',
+            '{ mode = "append" }',
             "sets `lag`, which re-reads rows already loaded",
         ),
     ],
@@ -219,11 +209,7 @@ def test_max_chunks_per_tick_leaves_the_rest_for_the_next_run(
 def test_a_cursor_that_cannot_work_fails_before_reading(
     tmp_path: Path, pg_url: str, pg_schema: str, incremental: str, load: str, message: str
 ) -> None:
-    project = table_project(tmp_path, pg_url, pg_schema, incremental=incremental)
-    text = (tmp_path / "hakiri.toml").read_text()
-    project.write(
-        "hakiri.toml", text.replace('load = { mode = "upsert", upsert_key = ["id"] }', load)
-    )
+    project = table_project(tmp_path, pg_url, pg_schema, incremental=incremental, load=load)
     make_source(project, 10)
     project.query(f'ALTER TABLE "{pg_schema}".src ADD COLUMN label text')
     result = project.cli("apply")
@@ -235,12 +221,9 @@ def test_a_cursor_that_cannot_work_fails_before_reading(
 
 
 def test_append_without_a_cursor_is_refused(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
-    project = table_project(tmp_path, pg_url, pg_schema, incremental='"id"')
-    text = (tmp_path / "hakiri.toml").read_text()
-    text = text.replace(', incremental = "id"', "").replace(
-        'load = { mode = "upsert", upsert_key = ["id"] }', 'load = { mode = "append" }'
+    project = table_project(
+        tmp_path, pg_url, pg_schema, incremental=None, load='{ mode = "append" }'
     )
-    project.write("hakiri.toml", text)
     make_source(project, 10)
     result = project.cli("apply")
     assert result.exit_code == 1
@@ -254,9 +237,7 @@ def test_append_without_a_cursor_is_refused(tmp_path: Path, pg_url: str, pg_sche
 def test_a_table_without_a_cursor_upserts_whole_and_only_when_it_changed(
     tmp_path: Path, pg_url: str, pg_schema: str, spark
 ) -> None:
-    project = table_project(tmp_path, pg_url, pg_schema, incremental='"id"')
-    text = (tmp_path / "hakiri.toml").read_text().replace(', incremental = "id"', "")
-    project.write("hakiri.toml", text)
+    project = table_project(tmp_path, pg_url, pg_schema, incremental=None)
     make_source(project, 100)
     assert json.loads(project.cli("apply", "--json").stdout)[0]["rows"] == 100
     assert json.loads(project.cli("apply", "--json").stdout)[0]["status"] == "no-op"
@@ -281,13 +262,8 @@ def test_a_backfill_into_the_context_store(
         window = "6h"
         parallelism = 2
         """,
+        destination='{ connector = "context" }',
     )
-    text = (tmp_path / "hakiri.toml").read_text()
-    text = text.replace(
-        f'destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{pg_schema}" }} }}',
-        'destination = { connector = "context" }',
-    )
-    project.write("hakiri.toml", text)
     make_source(project, 2_000)  # 33 hours: six chunks
     result = project.cli("apply", "--json")
     assert result.exit_code == 0, result.stderr
