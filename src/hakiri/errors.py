@@ -12,8 +12,9 @@
     ├── SourceUnreachable       a source system cannot be reached or read
     ├── SourceDataError         a source's data cannot be read as declared (malformed record, missing file)
     ├── DestinationUnreachable  a destination system cannot be reached or read
-    └── LoadError               a load was refused or failed; the target is left as it was
-        └── EmptySource         truncate/blue_green refused: the source produced 0 rows
+    ├── LoadError               a load was refused or failed; the target is left as it was
+    │   └── EmptySource         truncate/blue_green refused: the source produced 0 rows
+    └── SchemaIncompatible      the source's columns cannot reach the target under the schema policy
 
 Every user-facing failure is a HakiriError. Anything else reaching the CLI is a
 bug; the CLI still prints it as one line and shows the traceback only with --debug.
@@ -149,6 +150,10 @@ class LoadError(HakiriError):
 
 
 class EmptySource(LoadError):
+    pass
+
+
+class SchemaIncompatible(HakiriError):
     pass
 
 

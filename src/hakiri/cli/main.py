@@ -81,7 +81,11 @@ app.command("status")(state.status)
 app.command("alerts")(quality.alerts)
 app.command("errors")(quality.errors)
 app.command("replay")(quality.replay)
-app.add_typer(schema.app, name="schema", help="Export or check the JSON Schemas of the manifests.")
+app.add_typer(
+    schema.app,
+    name="schema",
+    help="Export or check the manifests' JSON Schemas; list and accept schema-evolution events.",
+)
 app.add_typer(pipeline.app, name="pipeline", help="Create, convert and edit pipeline manifests.")
 app.add_typer(context.app, name="context", help="Read and maintain the Delta context store.")
 app.add_typer(backfill.app, name="backfill", help="Rewind and inspect backfills of table sources.")

@@ -43,6 +43,37 @@ class TargetObservation:
         return [c.name for c in self.columns]
 
 
+# ---------------------------------------------------------------- schema evolution
+
+
+@dataclass(frozen=True)
+class ColumnRetype:
+    column: str
+    old_type: str  # the target's type now
+    new_type: str  # the destination type it becomes
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """The DDL schema evolution decided for one existing target, before any row of the batch moves.
+
+    Columns the source no longer sends need no DDL: they stay, NULL in new rows.
+    """
+
+    add: tuple[TargetColumn, ...] = ()  # new source columns, with the destination's type
+    widen: tuple[
+        ColumnRetype, ...
+    ] = ()  # int -> bigint, varchar(n) -> text, date -> timestamp, ...
+    rename: tuple[tuple[str, str], ...] = ()  # declared renames (old, new)
+    retype: tuple[
+        ColumnRetype, ...
+    ] = ()  # incompatible changes accepted with `hakiri schema accept`
+
+    @property
+    def empty(self) -> bool:
+        return not (self.add or self.widen or self.rename or self.retype)
+
+
 # ---------------------------------------------------------------- loading (used by the engine)
 
 
@@ -182,6 +213,16 @@ class Destination(Protocol):
         limit: int = 50,
     ) -> list[QuarantinedRow] | None:
         """A page of quarantined records, newest first; None when the table does not exist yet."""
+        ...
+
+    def target_columns(self, request: LoadRequest) -> tuple[TargetColumn, ...] | None:
+        """The target's columns now, with the destination's type names; None when there is no target."""
+        ...
+
+    def evolve(self, request: LoadRequest, change: SchemaChange) -> None:
+        """Apply `change` to the existing target, all of it or nothing (renames first, then
+        added columns, widened and retyped ones). Existing rows get NULL in added columns; a
+        retype converts the values (a value that cannot convert fails the whole change)."""
         ...
 
     def read_for_replay(

@@ -29,6 +29,7 @@ from hakiri.engine.crash import crash_point
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.reading import SourceReader
 from hakiri.engine.run_quality import RunQuality, quarantine_table, resolve_run_id
+from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.workers import keep_claimed, run_workers
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.hooks.runner import is_sql_like, run_hooks, run_sql_hooks, sql_hooks
@@ -114,6 +115,7 @@ class PipelineRunner:
         self.on_batch = on_batch
         self.holder = holder_id()
         self.reader = SourceReader(project, spec, catalog, env, read_files)
+        self.schema = SchemaGuard(project, spec, catalog)
         self._lock = threading.Lock()  # guards outcome, quality and claims across chunk workers
         self._commit_locks: dict[int, threading.Lock] = {}  # per destination: one commit at a time
         backfill = spec.backfill
@@ -531,7 +533,10 @@ class PipelineRunner:
             with spark_errors(f"loading {label} into {request.target_table}"):
                 read = self.reader.read(self.spark(), batch)
                 label = read.label
-                checked = check_rows(read.frame, self.spec.validate_.rules, label=label)
+                frame = read.frame
+                with self._commit_locks[id(destination)]:  # no commit runs while the DDL does
+                    frame = self.schema.discover(batch.table_name, frame, destination, request)
+                checked = check_rows(frame, self.spec.validate_.rules, label=label)
                 keep = checked.quarantine if request.quarantine is not None else None
                 staged = destination.stage(checked.clean, request, quarantine=keep)
             crash_point("after_stage")

@@ -7,7 +7,8 @@ commit, in order:
 
     cdc_mirror's gate, the empty-source guard (before anything is read)
     -> the batch's app transaction id already in the table's log? drop staging, done
-    -> the staged rows' columns against the table's; the load mode's own checks
+    -> the staged rows' columns against the table's (all of them, or some: a column the
+       source no longer sends stays in the table, NULL in the new rows); the load mode's checks
     -> dataset validators on the staged rows, read back by Spark (an `abort` that
        fails raises, and NOTHING is committed: neither the quarantine records nor the rows)
     -> the quarantine records: one commit to the quarantine table, with the batch's app id
@@ -29,7 +30,8 @@ key); incremental_watermark (rows past the mark, filtered when staged, see
 `watermark`); cdc_mirror is refused by the same gate as in PostgreSQL. A missing
 table is created from the staged rows, whatever the mode. `backup_before_load`
 needs no copy: the version before the load stays readable (`DeltaTable(path,
-version=n)`) until it is vacuumed.
+version=n)`) until it is vacuumed. Schema evolution (`evolve`) is one version of its own,
+committed before the batch's: see `evolve`.
 """
 
 from __future__ import annotations
@@ -45,14 +47,16 @@ from hakiri.destinations.base import (
     LoadResult,
     QuarantinedRow,
     QuarantineTable,
+    SchemaChange,
     StagedBatch,
+    TargetColumn,
 )
 from hakiri.destinations.context.commit import (
     WATERMARK_COLUMN_KEY,
     WATERMARK_KEY,
     MovedFiles,
     batch_metadata,
-    check_same_schema,
+    check_staged_schema,
     commit_files,
     delta_errors,
     is_committed,
@@ -61,6 +65,8 @@ from hakiri.destinations.context.commit import (
     open_table,
     staged_arrow_schema,
 )
+from hakiri.destinations.context.evolve import evolve_table
+from hakiri.destinations.context.inspect import table_columns
 from hakiri.destinations.context.quarantine import quarantine_records, read_quarantined
 from hakiri.destinations.context.staging import (
     StagingArea,
@@ -217,6 +223,25 @@ class ContextDestination:
     ) -> Any:
         raise _replay_unsupported()
 
+    # ------------------------------------------------------------------ schema evolution
+
+    def target_columns(self, request: LoadRequest) -> tuple[TargetColumn, ...] | None:
+        """The target table's columns with Delta's type names (`inspect.type_name`, as the
+        commit's schema check and `plan` name them); None when there is no Delta table."""
+        location = self._location(request.target_table, "target table")
+        table = open_table(location)
+        if table is None:
+            return None
+        with delta_errors(location, "read", reading=True):
+            return table_columns(table)
+
+    def evolve(self, request: LoadRequest, change: SchemaChange) -> None:
+        """Apply `change` to the target table as ONE new Delta version (metadata-only when it
+        only adds columns, else a rewrite of every row), or raise and leave the table as it was;
+        see `evolve.evolve_table`."""
+        location = self._location(request.target_table, "target table")
+        evolve_table(location, self.store, self.spark, request, change)
+
     # ------------------------------------------------------------------ committing
 
     def is_committed(self, request: LoadRequest) -> bool:
@@ -269,11 +294,11 @@ class ContextDestination:
         schema = staged_arrow_schema(files)
         table = open_table(location)
         if table is not None:
-            check_same_schema(table, schema, location)
+            check_staged_schema(table, schema, location)
         mode = request.load.mode
         merge_key = None
         if mode is LoadMode.UPSERT:
-            key = self._check_upsert(files, schema, request, location)
+            key = self._check_upsert(files, schema, table, request, location)
             merge_key = key if table is not None else None
         watermark = None
         if mode is LoadMode.INCREMENTAL_WATERMARK:
@@ -298,10 +323,18 @@ class ContextDestination:
         )
 
     def _check_upsert(
-        self, files: list[Path], schema: pa.Schema, request: LoadRequest, location: Path
+        self,
+        files: list[Path],
+        schema: pa.Schema,
+        table: DeltaTable | None,
+        request: LoadRequest,
+        location: Path,
     ) -> tuple[str, ...]:
-        """The upsert key: set, among the staged columns, not all of them, and unique and not
-        NULL in the batch (a Delta table has no key constraint to enforce either)."""
+        """The upsert key: set, among the staged columns, not all of the table's columns, and
+        unique and not NULL in the batch (a Delta table has no key constraint to enforce either).
+
+        A batch of key columns only is fine when the table has more columns (the source stopped
+        sending them): its new keys are inserted with NULL there, matched rows stay as they are."""
         key = tuple(request.load.upsert_key or ())
         if not key:
             raise LoadError(
@@ -316,7 +349,8 @@ class ContextDestination:
                     f"fix `upsert_key` (the rows have: {', '.join(names)}), or select that "
                     "column in the pipeline's transforms",
                 )
-        if not [name for name in names if name not in key]:
+        columns = names if table is None else [c.name for c in table_columns(table)]
+        if not [name for name in columns if name not in key]:
             raise LoadError(
                 f"upsert_key {list(key)} covers every loaded column of {location}: nothing to update",
                 "use load mode 'append', or load more columns",
@@ -401,7 +435,7 @@ class ContextDestination:
             return 0
         schema = staged_arrow_schema(files)
         if table is not None:
-            check_same_schema(table, schema, location)
+            check_staged_schema(table, schema, location)
         moved = move_into_table(files, location, request, area.name)
         metadata = batch_metadata(request, **{"hakiri.node_id": request.quarantine.node_id})
         self._commit_moved(location, table, moved, schema, request, metadata, overwrite=False)

@@ -42,7 +42,7 @@ __all__ = [
     "MovedFiles",
     "app_id",
     "batch_metadata",
-    "check_same_schema",
+    "check_staged_schema",
     "commit_files",
     "delta_errors",
     "is_committed",
@@ -62,8 +62,8 @@ WATERMARK_KEY = "hakiri.watermark"
 WATERMARK_COLUMN_KEY = "hakiri.watermark_column"
 
 _EVOLUTION_HINT = (
-    "schema evolution is not supported for the context store yet (issue 8): make the "
-    "pipeline's transforms produce the table's columns, or move the table away to rebuild it"
+    "`hakiri apply` evolves the table to the source's columns before it stages a batch "
+    "(schema_policy); apply again, or make the pipeline's transforms produce the table's columns"
 )
 
 
@@ -208,8 +208,11 @@ def _nullable(field: pa.Field) -> pa.Field:
     return pa.field(field.name, kind, nullable=True)
 
 
-def check_same_schema(table: DeltaTable, staged: pa.Schema, location: Path) -> None:
-    """The staged columns must be the table's columns (by name, any order), with the same types."""
+def check_staged_schema(table: DeltaTable, staged: pa.Schema, location: Path) -> None:
+    """The staged columns must be the table's columns (by name, any order), with the same types,
+    or some of them: a column the source no longer sends (after schema evolution) is absent
+    from the staged files, and Delta readers see NULL for a column a data file does not have.
+    The commit keeps the table's full schema either way."""
     from deltalake import Schema
 
     from hakiri.destinations.context.inspect import table_columns, type_name
@@ -218,15 +221,15 @@ def check_same_schema(table: DeltaTable, staged: pa.Schema, location: Path) -> N
         current = {c.name: c.type for c in table_columns(table)}
     with delta_errors(location, "convert the staged rows for"):
         incoming = {field.name: type_name(field.type) for field in Schema.from_arrow(staged).fields}
-    if current == incoming:
-        return
-    missing = [name for name in current if name not in incoming]
     extra = [name for name in incoming if name not in current]
     changed = [
         f"{name} {current[name]} -> {incoming[name]}"
         for name in current
         if name in incoming and current[name] != incoming[name]
     ]
+    if not extra and not changed:
+        return
+    missing = [name for name in current if name not in incoming]
     parts = []
     if extra:
         parts.append("new columns " + ", ".join(extra))
@@ -338,25 +341,26 @@ def merge_rows(
     request: LoadRequest,
     metadata: dict[str, str],
 ) -> int:
-    """MERGE the staged rows into the table on `key` (update every column of a match, insert the
-    rest), streamed from the Parquet files into delta-rs; the rows inserted or updated."""
+    """MERGE the staged rows into the table on `key` (update every staged column of a match,
+    insert the rest), streamed from the Parquet files into delta-rs; the rows inserted or updated.
+
+    Table columns the staged files lack are left alone in matched rows and NULL in inserted
+    ones; with nothing but the key staged, matched rows are not touched at all."""
     import pyarrow.dataset as ds
 
     predicate = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key)
     with delta_errors(location, "merge into"):
-        reader = ds.dataset([str(f) for f in files], format="parquet").scanner().to_reader()
-        metrics = (
-            table.merge(
-                source=reader,
-                predicate=predicate,
-                source_alias="s",
-                target_alias="t",
-                commit_properties=_properties(request, metadata),
-            )
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
+        dataset = ds.dataset([str(f) for f in files], format="parquet")
+        merger = table.merge(
+            source=dataset.scanner().to_reader(),
+            predicate=predicate,
+            source_alias="s",
+            target_alias="t",
+            commit_properties=_properties(request, metadata),
         )
+        if [name for name in dataset.schema.names if name not in key]:
+            merger = merger.when_matched_update_all()
+        metrics = merger.when_not_matched_insert_all().execute()
     return int(metrics.get("num_target_rows_inserted", 0)) + int(
         metrics.get("num_target_rows_updated", 0)
     )

@@ -1,8 +1,9 @@
-"""Spark SQL types -> Delta Lake primitive type names, as the context store records them."""
+"""Spark SQL types -> Delta Lake type names, as the context store records them."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _SPARK_TO_DELTA = {
     "string": "string",
@@ -37,3 +38,53 @@ def spark_to_delta(spark_type: str) -> str | None:
     if normalized.startswith(("varchar(", "char(")):
         return "string"
     return _SPARK_TO_DELTA.get(normalized)
+
+
+def delta_type_json(type_name: str) -> str | dict[str, Any] | None:
+    """A type name, in Delta's or Spark's spelling ('long', 'bigint', 'decimal(12,2)',
+    'array<long>', 'map<string,double>', 'struct<a:long>'), as the type of a Delta (and Spark)
+    schema JSON field; None when it is no type the context store can hold."""
+    text = type_name.strip()
+    lowered = text.lower()
+    if lowered.startswith("array<") and lowered.endswith(">"):
+        element = delta_type_json(text[6:-1])
+        if element is None:
+            return None
+        return {"type": "array", "elementType": element, "containsNull": True}
+    if lowered.startswith("map<") and lowered.endswith(">"):
+        parts = _split_top_level(text[4:-1])
+        if len(parts) != 2:
+            return None
+        key, value = delta_type_json(parts[0]), delta_type_json(parts[1])
+        if key is None or value is None:
+            return None
+        return {"type": "map", "keyType": key, "valueType": value, "valueContainsNull": True}
+    if lowered.startswith("struct<") and lowered.endswith(">"):
+        fields: list[dict[str, Any]] = []
+        for part in _split_top_level(text[7:-1]):
+            name, colon, kind = part.partition(":")
+            field_type = delta_type_json(kind) if colon else None
+            if not name.strip() or field_type is None:
+                return None
+            fields.append(
+                {"name": name.strip(), "type": field_type, "nullable": True, "metadata": {}}
+            )
+        return {"type": "struct", "fields": fields} if fields else None
+    return spark_to_delta(text)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """`text` split at the commas outside <...> and (...)."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for i, char in enumerate(text):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from psycopg import sql
 
@@ -31,10 +31,12 @@ from hakiri.destinations.base import (
     LoadResult,
     QuarantinedRow,
     QuarantineTable,
+    SchemaChange,
     StagedBatch,
     TargetColumn,
 )
-from hakiri.destinations.postgres.inspect import observe_targets
+from hakiri.destinations.postgres.evolve import evolve_target
+from hakiri.destinations.postgres.inspect import inspect_postgres_target, observe_targets
 from hakiri.destinations.postgres.ledger import LoadLedger, ensure_ledger_tables
 from hakiri.destinations.postgres.load_modes import (
     DESTRUCTIVE_MODES,
@@ -86,6 +88,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresDestination"]
 
+T = TypeVar("T")
+
 _RELATION = """
 SELECT c.oid, c.relkind FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -98,8 +102,8 @@ class PostgresDestination:
 
     `schema` is used when a request names no target schema. `stage_writer` replaces
     Spark's JDBC writer (e.g. by a COPY writer). `lock_timeout` bounds how long
-    blue_green waits for the target during its swap; a swap that times out is
-    retried `commit_attempts` times in all, `retry_backoff_seconds` apart (growing).
+    blue_green's swap and schema evolution wait for the target; a transaction that
+    times out is tried `commit_attempts` times in all, `retry_backoff_seconds` apart (growing).
     """
 
     def __init__(
@@ -275,18 +279,7 @@ class PostgresDestination:
         try:
             check_cdc_mirror(request.load)
             check_empty_source(request.load, staged.rows, f"{schema}.{request.target_table}")
-            for attempt in range(1, self.commit_attempts + 1):
-                try:
-                    return self._commit_once(staged, request, schema, checkpoint)
-                except TransientLoadError as exc:
-                    if attempt == self.commit_attempts:
-                        raise LoadError(
-                            f"{exc.reason} (gave up after {attempt} attempts)",
-                            "find the session holding the lock (pg_stat_activity, pg_locks) and let it "
-                            "finish or end it, then apply again; the target was left as it was",
-                        ) from exc
-                    time.sleep(self.retry_backoff_seconds * attempt)
-            raise AssertionError("unreachable")  # pragma: no cover
+            return self._retrying(lambda: self._commit_once(staged, request, schema, checkpoint))
         except BaseException:
             # Rolled back (or committed with the staging table already dropped): drop it if still there.
             self._discard_quietly(staged, schema)
@@ -460,10 +453,54 @@ class PostgresDestination:
             request.quarantine.node_id,
         )
 
+    # ------------------------------------------------------------------ schema evolution
+
+    def target_columns(self, request: LoadRequest) -> tuple[TargetColumn, ...] | None:
+        """The target's columns as `plan` sees them (format_type spelling); None without a target."""
+        seen = inspect_postgres_target(self.url, self._schema(request), request.target_table)
+        return seen.columns if seen.exists else None
+
+    def evolve(self, request: LoadRequest, change: SchemaChange) -> None:
+        """Apply `change` to the live target in one transaction of its own (see evolve.py)."""
+        if change.empty:
+            return
+        schema = self._schema(request)
+        check_identifier(request.target_table, "target table")
+        self._retrying(lambda: self._evolve_once(request, schema, change))
+
+    def _evolve_once(self, request: LoadRequest, schema: str, change: SchemaChange) -> None:
+        conn = connect(self.url)
+        where = Where(self.url, schema, request.target_table, "alter", conn.info.user)
+        try:
+            with driver_errors(where):
+                try:
+                    evolve_target(conn, schema, request.target_table, change, self.lock_timeout)
+                    conn.commit()
+                except BaseException:
+                    _rollback_quietly(conn)
+                    raise
+        finally:
+            conn.close()
+
     # ------------------------------------------------------------------ helpers
 
     def _schema(self, request: LoadRequest) -> str:
         return request.target_schema or self.schema
+
+    def _retrying(self, transaction: Callable[[], T]) -> T:
+        """Run `transaction`; one that found the target busy (TransientLoadError) runs again, a few times."""
+        for attempt in range(1, self.commit_attempts + 1):
+            try:
+                return transaction()
+            except TransientLoadError as exc:
+                if attempt == self.commit_attempts:
+                    raise LoadError(
+                        f"{exc.reason} (gave up after {attempt} attempts)",
+                        "find the session holding the lock (pg_stat_activity, pg_locks) and let it "
+                        "finish or end it, then apply again; the target was left as it was",
+                    ) from exc
+                time.sleep(self.retry_backoff_seconds * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
     def _table_oid(conn: psycopg.Connection[Any], schema: str, table: str) -> int:

@@ -225,9 +225,9 @@ def load_upsert(ctx: LoadContext) -> int:
             )
     columns = ctx.columns()
     updated = [c.name for c in columns if c.name not in key]
-    if not updated:
+    if not updated and all(c.name in key for c in ctx.target_columns):
         raise LoadError(
-            f"upsert_key {key} covers every loaded column of {ctx.qualified}: nothing to update",
+            f"upsert_key {key} covers every column of {ctx.qualified}: nothing to update",
             "use load mode 'append' (with a unique key to skip duplicates), or load more columns",
         )
     if not _has_unique_index_on(ctx, key):
@@ -235,6 +235,13 @@ def load_upsert(ctx: LoadContext) -> int:
             f"upsert into {ctx.qualified} needs a unique constraint on {key}, and the target has none",
             "add one: ALTER TABLE … ADD PRIMARY KEY (…) or CREATE UNIQUE INDEX … ON … (…)",
         )
+    if not updated:
+        # The source sends only the key (its other columns were dropped): new keys are
+        # inserted, rows already there keep their values.
+        do_nothing = sql.SQL("ON CONFLICT ({}) DO NOTHING").format(
+            sql.SQL(", ").join(map(sql.Identifier, key))
+        )
+        return ctx.conn.execute(_insert_sql(ctx, columns, None, None, do_nothing)).rowcount
     on_conflict = sql.SQL("ON CONFLICT ({}) DO UPDATE SET {}").format(
         sql.SQL(", ").join(map(sql.Identifier, key)),
         sql.SQL(", ").join(

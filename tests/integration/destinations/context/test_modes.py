@@ -424,7 +424,7 @@ def test_a_schema_that_differs_from_the_table_is_refused(
         f"the staged rows do not match the columns of the Delta table at {store / 'orders'}: "
         "new columns qty; changed types id long -> string"
     )
-    assert "schema evolution is not supported for the context store yet (issue 8)" in (
+    assert "evolves the table to the source's columns before it stages a batch" in (
         caught.value.hint or ""
     )
     assert version_of(store / "orders") == 0

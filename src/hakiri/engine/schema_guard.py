@@ -1,0 +1,129 @@
+"""Discovery before a batch is staged: compare the batch's columns with the target, log, evolve.
+
+The decision (`engine.evolution.decide`) is recorded in the catalog's schema log
+before the destination changes anything, and the destination applies it before
+any row of the batch moves. A refusal is logged as `blocked` (with the changes it
+named, which `hakiri schema accept` can then accept) and stops the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hakiri.catalog.records import SchemaEvent
+from hakiri.catalog.store import Catalog
+from hakiri.destinations.base import Destination, LoadRequest
+from hakiri.errors import SchemaIncompatible
+from hakiri.planner.evolution import SchemaRefused, decide
+from hakiri.spec.connections import destination_kind
+from hakiri.spec.load import LoadMode
+from hakiri.spec.loader import Project
+from hakiri.spec.pipeline import PipelineSpec
+
+__all__ = ["APPLIED_KINDS", "SchemaGuard", "accepted_changes"]
+
+# Events that change the target: an accept is used up by the next one of these.
+APPLIED_KINDS = frozenset({"add_column", "widen", "rename", "retype"})
+
+
+def accepted_changes(events: list[SchemaEvent], table: str) -> set[tuple[str, str]]:
+    """(kind, column) pairs accepted for `table` and not applied since."""
+    accepted: set[tuple[str, str]] = set()
+    for event in events:  # oldest first
+        if event.table_name != table:
+            continue
+        if event.kind == "accept":
+            accepted |= {(kind, column) for kind, column in event.detail.get("changes", [])}
+        elif event.kind in APPLIED_KINDS:
+            column = (
+                event.detail.get("to") if event.kind == "rename" else event.detail.get("column")
+            )
+            kind = "incompatible" if event.kind == "retype" else event.kind
+            accepted.discard((kind, str(column)))
+    return accepted
+
+
+class SchemaGuard:
+    def __init__(self, project: Project, spec: PipelineSpec, catalog: Catalog) -> None:
+        self.project, self.spec, self.catalog = project, spec, catalog
+        self.kind = destination_kind(project.settings, spec)
+        self._logged: set[tuple[str, str, str]] = set()  # (table, kind, column) logged this run
+
+    def discover(
+        self, table: str, frame: Any, destination: Destination, request: LoadRequest
+    ) -> Any:
+        """The frame to stage (minus discarded columns), after evolving the target if needed."""
+        if request.replay_of:
+            return frame  # a replay loads rows in the target's own columns
+        target = destination.target_columns(request)
+        if target is None:
+            return frame  # the first load creates the target with the batch's columns
+        where = f"pipeline `{self.spec.id}`, table {table} -> {request.target_table}"
+        self._check_key(where)
+        source = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
+        events = self.catalog.schema_events(self.spec.id)
+        try:
+            decision = decide(
+                source,
+                target,
+                destination_kind=self.kind,
+                policy=self.spec.schema_policy,
+                renames=self.spec.renames,
+                accepted=accepted_changes(events, table),
+                where=where,
+            )
+        except SchemaRefused as refused:
+            # Recorded so `hakiri schema accept` knows what it accepts; raised again unchanged.
+            self.catalog.log_schema_event(
+                self.spec.id,
+                table,
+                "blocked",
+                {
+                    "policy": self.spec.schema_policy,
+                    "changes": [[b.kind, b.column] for b in refused.blocked],
+                    "describe": [b.describe() for b in refused.blocked],
+                },
+                run_id=request.run_id,
+            )
+            raise
+        for kind, detail in decision.events():
+            self._log(table, kind, detail, request.run_id, events)
+        if not decision.change.empty:
+            destination.evolve(request, decision.change)
+        if decision.discard:
+            frame = frame.drop(*decision.discard)
+        return frame
+
+    def _check_key(self, where: str) -> None:
+        if self.spec.load.mode is not LoadMode.UPSERT:
+            return
+        state = self.catalog.pipeline_state(self.spec.id)
+        applied = (state.applied_spec.get("load") or {}).get("upsert_key") if state else None
+        if applied and list(applied) != list(self.spec.load.upsert_key or []):
+            raise SchemaIncompatible(
+                f"{where}: upsert_key changed from ({', '.join(applied)}) to "
+                f"({', '.join(self.spec.load.upsert_key or [])}) on an existing target",
+                "a key change needs an explicit migration: change the target's key yourself, or "
+                "load into a new target table",
+            )
+
+    def _log(
+        self,
+        table: str,
+        kind: str,
+        detail: dict[str, Any],
+        run_id: str,
+        events: list[SchemaEvent],
+    ) -> None:
+        column = str(detail.get("column") or detail.get("to"))
+        if kind in ("missing_column", "discard_column"):
+            # Said once: while the source keeps not sending it, nothing new happens.
+            latest = [e for e in events if e.table_name == table and _column(e) == column]
+            if (latest and latest[-1].kind == kind) or (table, kind, column) in self._logged:
+                return
+        self._logged.add((table, kind, column))
+        self.catalog.log_schema_event(self.spec.id, table, kind, detail, run_id=run_id)
+
+
+def _column(event: SchemaEvent) -> str:
+    return str(event.detail.get("column") or event.detail.get("to"))

@@ -1,0 +1,183 @@
+"""Schema evolution: what the source's columns (after transforms) mean for an existing target.
+
+Decided (by the engine) before a batch is staged, recorded in the catalog's schema log, then applied
+by the destination (`Destination.evolve`) before any row of the batch moves:
+
+| source vs target | evolve | discard_columns | freeze |
+|---|---|---|---|
+| a new column | added (NULL in older rows) | left out of the load | refused |
+| a column gone from the source | kept, NULL in new rows | same | refused |
+| a wider type (int -> bigint, ...) | the target column widens | same | refused |
+| a narrower or fitting type | loads as is | same | loads as is |
+| an incompatible type | refused, unless accepted | same | refused |
+| a declared rename (old -> new) | the target column is renamed | same | refused |
+
+Refusals raise SchemaIncompatible before anything is written. `hakiri schema accept ID`
+records an `accept` event for the changes the last refusal named; the next run applies
+exactly those (an incompatible type is converted in place, values that do not convert
+fail the change). A change of the upsert key is never evolved: it needs a migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hakiri.destinations.base import ColumnRetype, SchemaChange, TargetColumn
+from hakiri.destinations.context.types import spark_to_delta
+from hakiri.destinations.postgres.types import spark_to_postgres
+from hakiri.errors import SchemaIncompatible
+from hakiri.planner.types import compare_types
+
+__all__ = ["Blocked", "SchemaDecision", "SchemaRefused", "decide", "destination_type"]
+
+
+def destination_type(spark_type: str, destination_kind: str) -> str | None:
+    """The type a source column of `spark_type` gets in the destination."""
+    if destination_kind == "postgres":
+        return spark_to_postgres(spark_type)
+    return spark_to_delta(spark_type)
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A change the policy (or an incompatible type) refuses; `hakiri schema accept` can allow it."""
+
+    kind: str  # 'add_column' | 'drop_column' | 'widen' | 'rename' | 'incompatible'
+    column: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        d = self.detail
+        if self.kind == "incompatible":
+            return f"{self.column}: {d['source_type']} cannot load into {d['target_type']}"
+        if self.kind == "widen":
+            return f"{self.column}: {d['from']} would widen to {d['to']}"
+        if self.kind == "rename":
+            return f"{d['from']} would be renamed to {self.column}"
+        if self.kind == "drop_column":
+            return f"{self.column} is no longer in the source"
+        return f"{self.column} ({d.get('type')}) is new in the source"
+
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.column)
+
+
+class SchemaRefused(SchemaIncompatible):
+    """SchemaIncompatible that also carries the blocked changes (logged for `schema accept`)."""
+
+    def __init__(self, reason: str, hint: str, blocked: list[Blocked]) -> None:
+        super().__init__(reason, hint)
+        self.blocked = blocked
+
+
+@dataclass
+class SchemaDecision:
+    change: SchemaChange = field(default_factory=SchemaChange)
+    discard: list[str] = field(default_factory=list)  # source columns left out of the load
+    missing: list[str] = field(default_factory=list)  # target columns the source no longer has
+    blocked: list[Blocked] = field(default_factory=list)
+
+    def events(self) -> list[tuple[str, dict[str, Any]]]:
+        """(kind, detail) for the schema log: what this decision does."""
+        found: list[tuple[str, dict[str, Any]]] = []
+        for old, new in self.change.rename:
+            found.append(("rename", {"from": old, "to": new}))
+        for column in self.change.add:
+            found.append(("add_column", {"column": column.name, "type": column.type}))
+        for retype in self.change.widen:
+            found.append(("widen", _retype(retype)))
+        for retype in self.change.retype:
+            found.append(("retype", _retype(retype)))
+        for name in self.discard:
+            found.append(("discard_column", {"column": name}))
+        for name in self.missing:
+            found.append(("missing_column", {"column": name}))
+        return found
+
+
+def _retype(retype: ColumnRetype) -> dict[str, Any]:
+    return {"column": retype.column, "from": retype.old_type, "to": retype.new_type}
+
+
+def decide(
+    source: Sequence[tuple[str, str]],
+    target: Sequence[TargetColumn],
+    *,
+    destination_kind: str,
+    policy: str,
+    renames: Mapping[str, str],
+    accepted: set[tuple[str, str]],
+    where: str,
+) -> SchemaDecision:
+    """Compare the source's (name, Spark type) columns with an existing target's.
+
+    Raises SchemaIncompatible, naming every blocked change, when any is not accepted.
+    """
+    decision = SchemaDecision()
+    by_name = {c.name: c for c in target}
+    source_names = {name for name, _ in source}
+    renamed_from = {new: old for old, new in renames.items()}
+    add: list[TargetColumn] = []
+    widen: list[ColumnRetype] = []
+    retype: list[ColumnRetype] = []
+    rename: list[tuple[str, str]] = []
+
+    for name, spark_type in source:
+        wanted = destination_type(spark_type, destination_kind) or spark_type
+        current = by_name.get(name)
+        old = renamed_from.get(name)
+        if current is None and old is not None and old in by_name and old not in source_names:
+            current = by_name[old]
+            _gate(decision, policy, accepted, Blocked("rename", name, {"from": old}), frozen=True)
+            rename.append((old, name))
+        if current is None:
+            if policy == "discard_columns":
+                decision.discard.append(name)
+                continue
+            _gate(decision, policy, accepted, Blocked("add_column", name, {"type": wanted}), True)
+            add.append(TargetColumn(name, wanted))
+            continue
+        verdict = compare_types(wanted, current.type)
+        if verdict == "widen":
+            blocked = Blocked("widen", name, {"from": current.type, "to": wanted})
+            _gate(decision, policy, accepted, blocked, frozen=True)
+            widen.append(ColumnRetype(current.name, current.type, wanted))
+        elif verdict == "incompatible":
+            blocked = Blocked(
+                "incompatible", name, {"source_type": wanted, "target_type": current.type}
+            )
+            if blocked.key() in accepted:
+                retype.append(ColumnRetype(current.name, current.type, wanted))
+            else:
+                decision.blocked.append(blocked)
+
+    renamed_old = {old for old, _ in rename}
+    for column in target:
+        if column.name not in source_names and column.name not in renamed_old:
+            decision.missing.append(column.name)
+            _gate(decision, policy, accepted, Blocked("drop_column", column.name), frozen=True)
+
+    decision.change = SchemaChange(tuple(add), tuple(widen), tuple(rename), tuple(retype))
+    if decision.blocked:
+        raise SchemaRefused(
+            f"{where}: the source's columns changed in a way the schema policy '{policy}' refuses: "
+            + "; ".join(b.describe() for b in decision.blocked),
+            "cast the column in a transform, set schema_policy = 'evolve', or accept the change "
+            "deliberately with `hakiri schema accept <pipeline>`",
+            decision.blocked,
+        )
+    return decision
+
+
+def _gate(
+    decision: SchemaDecision,
+    policy: str,
+    accepted: set[tuple[str, str]],
+    blocked: Blocked,
+    frozen: bool,
+) -> None:
+    """Under `freeze`, every change is blocked unless it was accepted."""
+    if frozen and policy == "freeze" and blocked.key() not in accepted:
+        decision.blocked.append(blocked)
