@@ -164,8 +164,9 @@ def decide(
         raise SchemaRefused(
             f"{where}: the source's columns changed in a way the schema policy '{policy}' refuses: "
             + "; ".join(b.describe() for b in decision.blocked),
-            "cast the column in a transform, set schema_policy = 'evolve', or accept the change "
-            "deliberately with `hakiri schema accept <pipeline>`",
+            ("set schema_policy = 'evolve', " if policy == "freeze" else "")
+            + "cast the column in a transform, or accept the change deliberately with "
+            "`hakiri schema accept <pipeline>`",
             decision.blocked,
         )
     return decision
