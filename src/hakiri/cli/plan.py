@@ -83,6 +83,13 @@ def _pipeline(p: PipelinePlan) -> None:
             value = f"{_show(change.before)} -> {_show(change.after)}"
         err.print(f"    {symbol} {escape(change.path)}: {escape(value)}")
     for t in p.targets:
+        if t.transformed is not None:
+            columns = ", ".join(
+                f"{c.name} {c.type or '(type from the data)'}" for c in t.transformed
+            )
+            err.print(
+                f"    [cyan]transforms[/cyan] {escape(t.table)} -> {escape(columns or 'no columns')}"
+            )
         if t.create:
             if any(c.type for c in t.columns):
                 columns = ", ".join(

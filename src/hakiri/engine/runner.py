@@ -521,6 +521,7 @@ class PipelineRunner:
         self, batch: Batch, run_id: str, quality: RunQuality, outcome: Outcome
     ) -> tuple[int, int]:
         from hakiri.spark.errors import spark_errors
+        from hakiri.spark.transforms import apply_transforms
 
         destination, request = self._request(batch, run_id)
         checked = None
@@ -533,7 +534,7 @@ class PipelineRunner:
             with spark_errors(f"loading {label} into {request.target_table}"):
                 read = self.reader.read(self.spark(), batch)
                 label = read.label
-                frame = read.frame
+                frame = apply_transforms(read.frame, self.spec.transforms)
                 with self._commit_locks[id(destination)]:  # no commit runs while the DDL does
                     frame = self.schema.discover(batch.table_name, frame, destination, request)
                 checked = check_rows(frame, self.spec.validate_.rules, label=label)

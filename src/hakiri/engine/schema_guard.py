@@ -55,6 +55,15 @@ class SchemaGuard:
         """The frame to stage (minus discarded columns), after evolving the target if needed."""
         if request.replay_of:
             return frame  # a replay loads rows in the target's own columns
+        # `renames = {old = "new"}`: the column is `new` from now on, whatever the source calls it.
+        present = set(frame.columns)
+        renamed = {
+            old: new
+            for old, new in self.spec.renames.items()
+            if old in present and new not in present
+        }
+        if renamed:
+            frame = frame.withColumnsRenamed(renamed)
         target = destination.target_columns(request)
         if target is None:
             return frame  # the first load creates the target with the batch's columns

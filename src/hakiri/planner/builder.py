@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hakiri.destinations.context.types import spark_to_delta
+from hakiri.destinations.postgres.types import spark_to_postgres
 from hakiri.planner.backfill import backfill_progress, parallelism_warnings
 from hakiri.planner.diff import spec_diff
 from hakiri.planner.model import (
@@ -18,7 +20,8 @@ from hakiri.planner.model import (
     TypeWidening,
 )
 from hakiri.planner.observations import PipelineObservation, TableObservation
-from hakiri.planner.types import compare_types, target_type
+from hakiri.planner.transforms import OutputSchema, transform_schema
+from hakiri.planner.types import compare_types, source_type_as_spark, target_type
 from hakiri.sources.cursors import cursor_kind_of
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.load import LoadMode
@@ -116,23 +119,74 @@ def _cursor_kind(spec: PipelineSpec, t: TableObservation) -> CursorKind | None:
 
 
 def _source_columns(spec: PipelineSpec, t: TableObservation) -> list[Column] | None:
-    if t.source is None or t.source.columns is None:
+    """The columns that reach the target: the source's, after the transforms, as target types."""
+    if t.source is None:
         return None
     renames = spec.renames
+    connector, kind = spec.source.connector, t.target.kind
+    transformed = _transform_schema(spec, t)
+    if transformed is None:
+        if t.source.columns is None:
+            return None
+        return [
+            Column(name=renames.get(c.name, c.name), type=target_type(connector, c.type, kind))
+            for c in t.source.columns
+        ]
+    if transformed.columns is None:
+        return None
+    source_types = {c.name: c.type for c in t.source.columns or ()}
     return [
         Column(
             name=renames.get(c.name, c.name),
-            type=target_type(spec.source.connector, c.type, t.target.kind),
+            # A source column the transforms pass through keeps its exact type (PostgreSQL to
+            # PostgreSQL); a computed or cast one gets the target type of its Spark type.
+            type=target_type(connector, source_types.get(c.source), kind)
+            if c.source is not None
+            else _target_type_of_spark(c.type, kind),
         )
-        for c in t.source.columns
+        for c in transformed.columns
     ]
+
+
+def _transform_schema(spec: PipelineSpec, t: TableObservation) -> OutputSchema | None:
+    """The columns the pipeline's transforms produce from this table; None without transforms."""
+    if not spec.transforms or t.source is None:
+        return None
+    columns = (
+        None
+        if t.source.columns is None
+        else [
+            (c.name, source_type_as_spark(spec.source.connector, c.type)) for c in t.source.columns
+        ]
+    )
+    return transform_schema(columns, spec.transforms)
+
+
+def _target_type_of_spark(spark_type: str | None, destination_kind: str) -> str | None:
+    if spark_type is None:
+        return None
+    if destination_kind == "postgres":
+        return spark_to_postgres(spark_type)
+    return spark_to_delta(spark_type)
+
+
+def _transformed(spec: PipelineSpec, t: TableObservation) -> list[Column] | None:
+    schema = _transform_schema(spec, t)
+    if schema is None or schema.columns is None:
+        return None
+    return [Column(name=c.name, type=c.type) for c in schema.columns]
 
 
 def _target_change(
     spec: PipelineSpec, t: TableObservation, applied_key: list[str] | None
 ) -> TargetChange:
     now = t.target_now
-    base = dict(table=t.table.name, target=t.target.display, kind=t.target.kind)
+    base = dict(
+        table=t.table.name,
+        target=t.target.display,
+        kind=t.target.kind,
+        transformed=_transformed(spec, t),
+    )
     columns = _source_columns(spec, t)
     if now is None:  # the target could not be inspected (the error is on the pipeline)
         return TargetChange(**base, exists=False, create=False)
@@ -158,11 +212,12 @@ def _target_change(
             incompatible.append(
                 f"column {column.name}: source type {column.type} does not fit target type {current.type}"
             )
-    if add and spec.schema_policy == "freeze":
+    if (add or widen) and spec.schema_policy == "freeze":
+        changed = [c.name for c in add] + [w.name for w in widen]
         incompatible.append(
-            f"schema_policy = 'freeze' but the source has new columns: {', '.join(c.name for c in add)}"
+            f"schema_policy = 'freeze' but the source's columns changed: {', '.join(changed)}"
         )
-        add = []
+        add, widen = [], []
     elif add and spec.schema_policy == "discard_columns":
         add = []  # new source columns are dropped before loading, by policy
     if spec.load.mode is LoadMode.UPSERT and applied_key and applied_key != spec.load.upsert_key:
@@ -213,6 +268,9 @@ def _pending(spec: PipelineSpec, t: TableObservation) -> PendingWork:
 
 def _warnings(spec: PipelineSpec, t: TableObservation) -> list[str]:
     warnings = list(t.source.notes) if t.source else []
+    transformed = _transform_schema(spec, t)
+    if transformed is not None:
+        warnings += [f"{t.table.name}: {note}" for note in transformed.notes]
     now = t.target_now
     target_columns = (
         now.column_names

@@ -65,6 +65,11 @@ class TargetChange(_Frozen):
     )
     row_estimate: int | None = None
     dependent_views: list[str] = Field(default_factory=list)
+    transformed: list[Column] | None = Field(
+        None,
+        description="The columns the pipeline's transforms make of this table, with Spark types "
+        "(null: no transforms, or the source's columns show only in its data).",
+    )
 
     @property
     def changes_structure(self) -> bool:

@@ -1,15 +1,77 @@
-"""Declarative transform steps. Expressions are Spark SQL expression strings, checked
-against an allowlist before any run (see `hakiri.spark.transforms`)."""
+"""Declarative transform steps. Expressions are Spark SQL expression strings.
+
+Every expression is checked by the transform sandbox (`hakiri.guards.expressions`)
+when the manifest is loaded, so `hakiri validate` names a refused function with
+its file and line; `hakiri.spark.transforms` checks again before it compiles.
+Cast types must be types Spark knows.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
+from hakiri.errors import HakiriError
 from hakiri.spec.base import Name, SpecModel
 
 NonEmptyNames = Annotated[list[Name], Field(min_length=1)]
+
+
+def _refused(exc: HakiriError) -> PydanticCustomError:
+    # `hint` rides along in the context for the diagnostics to show.
+    return PydanticCustomError(
+        "unsafe_expression", "{reason}", {"reason": exc.reason, "hint": exc.hint}
+    )
+
+
+# sqlglot is imported only when a manifest has transforms.
+def _expression(text: str) -> str:
+    from hakiri.guards.expressions import UnsafeExpression, check_expression
+
+    try:
+        check_expression(text)
+    except UnsafeExpression as exc:
+        raise _refused(exc) from None
+    return text
+
+
+def _condition(text: str) -> str:
+    from hakiri.guards.expressions import UnsafeExpression, check_expression
+
+    try:
+        check_expression(text, boolean=True)
+    except UnsafeExpression as exc:
+        raise _refused(exc) from None
+    return text
+
+
+def _sort_key(text: str) -> str:
+    from hakiri.guards.expressions import UnsafeExpression, parse_sort_key
+
+    try:
+        parse_sort_key(text)
+    except UnsafeExpression as exc:
+        raise _refused(exc) from None
+    return text
+
+
+def _type(text: str) -> str:
+    from hakiri.guards.expressions import UnsafeExpression
+    from hakiri.guards.spark_types import spark_type
+
+    try:
+        spark_type(text)
+    except UnsafeExpression as exc:
+        raise _refused(exc) from None
+    return text
+
+
+Expression = Annotated[str, Field(min_length=1), AfterValidator(_expression)]
+Condition = Annotated[str, Field(min_length=1), AfterValidator(_condition)]
+SortKeyText = Annotated[str, Field(min_length=1), AfterValidator(_sort_key)]
+SparkType = Annotated[str, Field(min_length=1), AfterValidator(_type)]
 
 
 class SelectStep(SpecModel):
@@ -24,22 +86,25 @@ class RenameStep(SpecModel):
 
 class CastStep(SpecModel):
     op: Literal["cast"]
-    columns: dict[Name, str] = Field(
+    columns: dict[Name, SparkType] = Field(
         min_length=1, description="column -> Spark SQL type, e.g. 'bigint', 'decimal(12,2)'"
     )
 
 
 class FilterStep(SpecModel):
     op: Literal["filter"]
-    expr: str = Field(
-        min_length=1, description="Spark SQL boolean expression; rows where it is true are kept."
+    expr: Condition = Field(
+        description="Spark SQL boolean expression; rows where it is true are kept. Checked by "
+        "the transform sandbox (docs/transforms.md)."
     )
 
 
 class WithColumnsStep(SpecModel):
     op: Literal["with_columns"]
-    columns: dict[Name, str] = Field(
-        min_length=1, description="new or replaced column -> Spark SQL expression"
+    columns: dict[Name, Expression] = Field(
+        min_length=1,
+        description="new or replaced column -> Spark SQL expression, checked by the transform "
+        "sandbox (docs/transforms.md)",
     )
 
 
@@ -51,7 +116,7 @@ class DropStep(SpecModel):
 class DedupeStep(SpecModel):
     op: Literal["dedupe"]
     keys: NonEmptyNames
-    order_by: list[str] = Field(
+    order_by: list[SortKeyText] = Field(
         default_factory=list,
         description="Which duplicate wins: the first row in this order, e.g. ['updated_at desc'].",
     )

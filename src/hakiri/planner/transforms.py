@@ -1,0 +1,199 @@
+"""The columns a pipeline's transforms produce, computed without data (for `plan`).
+
+`transform_schema(columns, steps)` follows the steps over the source's columns
+(name and Spark type, the type None when only the data will tell) the way
+`hakiri.spark.transforms` applies them:
+
+    select / rename / drop   names, as Spark resolves them (case-insensitively)
+    cast                     the column takes the cast's type
+    with_columns             new columns go last, replaced ones stay in place; the type
+                             is known for a plain column reference, a CAST or a literal
+    filter / dedupe          no change
+    flatten                  a struct's fields, when its type is known; otherwise the
+                             column goes and a note says its fields show only at run time
+    explode                  the array's element type, when known
+
+A step naming a column the source does not have gives a note (apply would fail
+there). Pure: no I/O, no JVM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hakiri.spec.transforms import (
+    CastStep,
+    DedupeStep,
+    DropStep,
+    ExplodeStep,
+    FilterStep,
+    FlattenStep,
+    RenameStep,
+    SelectStep,
+    TransformStep,
+    WithColumnsStep,
+)
+
+__all__ = ["OutputColumn", "OutputSchema", "transform_schema", "transformed_columns"]
+
+# Columns hakiri adds to a files batch; a select keeps them (see hakiri.spark.transforms).
+_HAKIRI_COLUMNS = ("_source_file_hash", "_hakiri_batch_id")
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    type: str | None  # canonical Spark type; None when only the data will tell
+    source: str | None = None  # the source column it is, unchanged (None once computed or cast)
+
+
+@dataclass(frozen=True)
+class OutputSchema:
+    columns: tuple[OutputColumn, ...] | None  # None: not known without reading data
+    notes: tuple[str, ...] = field(default=())
+
+
+def transformed_columns(
+    columns: Sequence[tuple[str, str | None]] | None, steps: Sequence[TransformStep]
+) -> list[tuple[str, str | None]] | None:
+    """(name, Spark type) of each column after `steps`; None when not known without data."""
+    schema = transform_schema(columns, steps)
+    return None if schema.columns is None else [(c.name, c.type) for c in schema.columns]
+
+
+def transform_schema(
+    columns: Sequence[tuple[str, str | None]] | None, steps: Sequence[TransformStep]
+) -> OutputSchema:
+    """The columns after `steps`, with notes on what only the data will tell."""
+    state = _State(None if columns is None else [OutputColumn(n, t, source=n) for n, t in columns])
+    for index, step in enumerate(steps):
+        state.where = f"transforms[{index}] ({step.op})"
+        _apply(state, step)
+    return OutputSchema(None if state.columns is None else tuple(state.columns), tuple(state.notes))
+
+
+class _State:
+    def __init__(self, columns: list[OutputColumn] | None) -> None:
+        self.columns = columns
+        self.notes: list[str] = []
+        self.where = ""
+
+    def find(self, name: str) -> int | None:
+        """Index of column `name`: exactly, else ignoring case; a note when there is none."""
+        assert self.columns is not None
+        for i, c in enumerate(self.columns):
+            if c.name == name:
+                return i
+        matches = [i for i, c in enumerate(self.columns) if c.name.lower() == name.lower()]
+        if len(matches) == 1:
+            return matches[0]
+        self.notes.append(
+            f"{self.where}: no column {name!r} among the source's columns (apply would fail)"
+        )
+        return None
+
+
+def _apply(state: _State, step: TransformStep) -> None:
+    if isinstance(step, FilterStep | DedupeStep):
+        return
+    if state.columns is None:
+        # Unknown columns stay unknown, except that a select names them all.
+        if isinstance(step, SelectStep):
+            state.columns = [OutputColumn(n, None) for n in step.columns]
+        return
+    if isinstance(step, SelectStep):
+        picked = [i for n in step.columns if (i := state.find(n)) is not None]
+        chosen = [state.columns[i] for i in picked]
+        kept = [c for c in state.columns if c.name in _HAKIRI_COLUMNS and c not in chosen]
+        state.columns = chosen + kept
+    elif isinstance(step, RenameStep):
+        for old, new in step.columns.items():
+            i = state.find(old)
+            if i is not None:
+                state.columns[i] = OutputColumn(new, state.columns[i].type, state.columns[i].source)
+    elif isinstance(step, CastStep):
+        _cast(state, step)
+    elif isinstance(step, WithColumnsStep):
+        _with_columns(state, step)
+    elif isinstance(step, DropStep):
+        dropped = {i for n in step.columns if (i := state.find(n)) is not None}
+        state.columns = [c for i, c in enumerate(state.columns) if i not in dropped]
+    elif isinstance(step, FlattenStep):
+        _flatten(state, step)
+    elif isinstance(step, ExplodeStep):
+        _explode(state, step)
+
+
+def _cast(state: _State, step: CastStep) -> None:
+    from hakiri.guards.expressions import UnsafeExpression
+    from hakiri.guards.spark_types import spark_type
+
+    assert state.columns is not None
+    for name, type_text in step.columns.items():
+        i = state.find(name)
+        if i is None:
+            continue
+        try:
+            cast = spark_type(type_text)
+        except UnsafeExpression:  # the manifest would not have validated
+            cast = None
+        state.columns[i] = OutputColumn(state.columns[i].name, cast)
+
+
+def _with_columns(state: _State, step: WithColumnsStep) -> None:
+    from hakiri.guards.spark_types import static_type
+
+    assert state.columns is not None
+    before = list(state.columns)  # every expression of the step sees the columns before it
+    types = {c.name: c.type for c in before}
+    for name, text in step.columns.items():
+        column = OutputColumn(name, static_type(text, types))
+        same = [i for i, c in enumerate(state.columns) if c.name.lower() == name.lower()]
+        if same:
+            state.columns[same[0]] = column
+        else:
+            state.columns.append(column)
+
+
+def _flatten(state: _State, step: FlattenStep) -> None:
+    from hakiri.guards.spark_types import is_struct, struct_fields
+
+    assert state.columns is not None
+    i = state.find(step.column)
+    if i is None:
+        return
+    column = state.columns[i]
+    fields = struct_fields(column.type)
+    if fields is None:
+        if is_struct(column.type) is False:
+            state.notes.append(
+                f"{state.where}: column {column.name!r} is {column.type}, not a struct "
+                "(apply would fail)"
+            )
+        else:
+            state.notes.append(
+                f"{state.where}: the fields of {column.name!r} are known only at run time; "
+                "the plan leaves them out"
+            )
+        del state.columns[i]
+        return
+    state.columns[i : i + 1] = [
+        OutputColumn(f"{column.name}{step.separator}{name}", kind) for name, kind in fields
+    ]
+
+
+def _explode(state: _State, step: ExplodeStep) -> None:
+    from hakiri.guards.spark_types import array_element_type, is_array
+
+    assert state.columns is not None
+    i = state.find(step.column)
+    if i is None:
+        return
+    column = state.columns[i]
+    if is_array(column.type) is False:
+        state.notes.append(
+            f"{state.where}: column {column.name!r} is {column.type}, not an array "
+            "(apply would fail)"
+        )
+    state.columns[i] = OutputColumn(step.alias or column.name, array_element_type(column.type))
