@@ -104,6 +104,8 @@ def _pipeline(p: PipelinePlan) -> None:
             err.print(
                 f"    [green]+ column {escape(t.target)}.{escape(c.name)}[/green] {escape(c.type or '(type from data)')}"
             )
+        for r in t.rename_columns:
+            err.print(f"    [yellow]~ rename {escape(t.target)}.{escape(r)}[/yellow]")
         for w in t.widen_columns:
             err.print(
                 f"    [yellow]~ widen {escape(t.target)}.{escape(w.name)}[/yellow] {escape(w.from_type)} -> {escape(w.to_type)}"

@@ -195,8 +195,17 @@ def _target_change(
         return TargetChange(**base, exists=False, create=True, columns=columns or [], **common)
     existing = {c.name: c for c in now.columns}
     add, widen, incompatible = [], [], []
+    names = {c.name for c in columns or []}
+    # A declared rename whose old column the target still has: the target column follows.
+    renames = {
+        new: old
+        for old, new in spec.renames.items()
+        if old in existing and new not in existing and new in names
+    }
     for column in columns or []:
         current = existing.get(column.name)
+        if current is None and column.name in renames:
+            current = existing[renames[column.name]]
         if current is None:
             if column.name not in _OWN_COLUMNS:
                 add.append(column)
@@ -212,12 +221,13 @@ def _target_change(
             incompatible.append(
                 f"column {column.name}: source type {column.type} does not fit target type {current.type}"
             )
-    if (add or widen) and spec.schema_policy == "freeze":
-        changed = [c.name for c in add] + [w.name for w in widen]
+    rename = [f"{old} -> {new}" for new, old in renames.items()]
+    if (add or widen or rename) and spec.schema_policy == "freeze":
+        changed = [c.name for c in add] + [w.name for w in widen] + list(renames)
         incompatible.append(
             f"schema_policy = 'freeze' but the source's columns changed: {', '.join(changed)}"
         )
-        add, widen = [], []
+        add, widen, rename = [], [], []
     elif add and spec.schema_policy == "discard_columns":
         add = []  # new source columns are dropped before loading, by policy
     if spec.load.mode is LoadMode.UPSERT and applied_key and applied_key != spec.load.upsert_key:
@@ -239,6 +249,7 @@ def _target_change(
         create=False,
         add_columns=add,
         widen_columns=widen,
+        rename_columns=rename,
         incompatible=incompatible,
         **common,
     )

@@ -60,6 +60,9 @@ class TargetChange(_Frozen):
     )
     add_columns: list[Column] = Field(default_factory=list)
     widen_columns: list[TypeWidening] = Field(default_factory=list)
+    rename_columns: list[str] = Field(
+        default_factory=list, description="Declared renames the target will follow: 'old -> new'."
+    )
     incompatible: list[str] = Field(
         default_factory=list, description="Changes apply will refuse (narrowing, key change)."
     )
@@ -73,7 +76,9 @@ class TargetChange(_Frozen):
 
     @property
     def changes_structure(self) -> bool:
-        return self.create or bool(self.add_columns or self.widen_columns or self.incompatible)
+        return self.create or bool(
+            self.add_columns or self.widen_columns or self.rename_columns or self.incompatible
+        )
 
 
 class PendingWork(_Frozen):

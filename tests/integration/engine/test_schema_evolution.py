@@ -179,6 +179,10 @@ def test_an_accepted_incompatible_change_converts_the_column(case: Case) -> None
 def test_a_declared_rename_renames_the_column_and_keeps_its_values(case: Case) -> None:
     case.manifest({"id": "bigint", "count": "int"}, renames={"n": "count"})
     case.file("2.csv", "id,count\n3,30\n")
+    plan = case.project.cli("plan", "--json", "--detailed-exitcode")
+    assert plan.exit_code == 2, plan.stderr
+    [target] = json.loads(plan.stdout)["pipelines"][0]["targets"]
+    assert (target["rename_columns"], target["add_columns"]) == (["n -> count"], [])
     result = case.apply()
     assert result.exit_code == 0, result.stderr
     assert list(case.columns()) == ["id", "count"]
