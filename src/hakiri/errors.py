@@ -14,7 +14,9 @@
     ├── DestinationUnreachable  a destination system cannot be reached or read
     ├── LoadError               a load was refused or failed; the target is left as it was
     │   └── EmptySource         truncate/blue_green refused: the source produced 0 rows
-    └── SchemaIncompatible      the source's columns cannot reach the target under the schema policy
+    ├── SchemaIncompatible      the source's columns cannot reach the target under the schema policy
+    ├── UnsafeExpression        a transform expression or type the sandbox refuses
+    └── TransformError          a transform step cannot apply to the batch (missing column, wrong type)
 
 Every user-facing failure is a HakiriError. Anything else reaching the CLI is a
 bug; the CLI still prints it as one line and shows the traceback only with --debug.
@@ -155,6 +157,14 @@ class EmptySource(LoadError):
 
 class SchemaIncompatible(HakiriError):
     pass
+
+
+class UnsafeExpression(HakiriError):
+    """A transform expression or type the sandbox refuses (or cannot read)."""
+
+
+class TransformError(HakiriError):
+    """A transform step cannot apply to the batch: a missing column, a column of the wrong type."""
 
 
 class DataQualityError(HakiriError):

@@ -6,6 +6,7 @@ import shutil
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -67,3 +68,16 @@ MINIMAL = """
 [project]
 name = "t"
 """
+
+# One files pipeline `orders`, for tests that add keys to it (hooks, transforms, ...).
+FILES_PIPELINE = """
+[[pipeline]]
+id = "orders"
+source = { connector = "files", config = { path = "data/*.csv" } }
+tables = ["orders"]
+"""
+
+
+def error_lines(result: Any) -> list[str]:
+    """The `error:` lines a CLI run printed on stderr."""
+    return [line for line in result.stderr.splitlines() if line.startswith("error:")]

@@ -37,7 +37,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from hakiri.errors import HakiriError
+from hakiri.errors import UnsafeExpression
 
 __all__ = [
     "ALLOWED_FUNCTIONS",
@@ -49,10 +49,6 @@ __all__ = [
     "parse_sort_key",
     "referenced_columns",
 ]
-
-
-class UnsafeExpression(HakiriError):
-    """A transform expression or type the sandbox refuses (or cannot read)."""
 
 
 def _words(text: str) -> frozenset[str]:

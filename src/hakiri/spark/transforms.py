@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hakiri.errors import HakiriError
+from hakiri.errors import HakiriError, TransformError
 from hakiri.guards.expressions import (
     LITERAL_FUNCTIONS,
     UnsafeExpression,
@@ -68,10 +68,6 @@ _COLUMN_HINT = (
     "check the name against the source and the steps before this one; "
     "`hakiri plan` shows the columns the transforms produce"
 )
-
-
-class TransformError(HakiriError):
-    """A transform step cannot apply to the batch: a missing column, a column of the wrong type."""
 
 
 def apply_transforms(frame: DataFrame, steps: Sequence[TransformStep]) -> DataFrame:

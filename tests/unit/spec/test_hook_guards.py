@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.conftest import MINIMAL
+from tests.unit.conftest import FILES_PIPELINE, MINIMAL, error_lines
 
-PIPELINE = """
-[[pipeline]]
-id = "orders"
-source = { connector = "files", config = { path = "data/*.csv" } }
-tables = ["orders"]
-"""
-
-
-def _errors(result) -> list[str]:
-    return [line for line in result.stderr.splitlines() if line.startswith("error:")]
+PIPELINE = FILES_PIPELINE
 
 
 def test_unsafe_hooks_are_reported_with_file_line_and_key(project, cli) -> None:
@@ -45,7 +36,7 @@ function = "mymodule.notify"
     result = cli("validate")
 
     assert result.exit_code == 1
-    assert _errors(result) == [
+    assert error_lines(result) == [
         "error: hook SQL refused: DELETE is not an admin statement "
         "(hakiri.toml:11 at pipeline[0].hooks.pre[0].statement)",
         "error: webhook URL refused: only https:// URLs are allowed (got http://) "

@@ -5,18 +5,9 @@ from __future__ import annotations
 
 import json
 
-from tests.unit.conftest import MINIMAL
+from tests.unit.conftest import FILES_PIPELINE, MINIMAL, error_lines
 
-PIPELINE = """
-[[pipeline]]
-id = "orders"
-source = { connector = "files", config = { path = "data/*.csv" } }
-tables = ["orders"]
-"""
-
-
-def _errors(result) -> list[str]:
-    return [line for line in result.stderr.splitlines() if line.startswith("error:")]
+PIPELINE = FILES_PIPELINE
 
 
 def test_refused_expressions_and_types_are_reported_with_file_line_and_key(project, cli) -> None:
@@ -58,7 +49,7 @@ expr = "amount + 1"
     result = cli("validate")
 
     assert result.exit_code == 1
-    assert _errors(result) == [
+    assert error_lines(result) == [
         "error: transform expression refused: reflect() calls Java methods "
         "(hakiri.toml:11 at pipeline[0].transforms[0].expr)",
         "error: transform expression refused: current_timestamp() is not deterministic: it "
@@ -93,7 +84,7 @@ columns = { leaked = "'${env:AWS_SECRET_ACCESS_KEY}'" }
     result = cli("validate")
 
     assert result.exit_code == 1
-    [error, _] = _errors(result)
+    [error, _] = error_lines(result)
     assert "`${` is not allowed" in error
     assert "hakiri.toml:11 at pipeline[0].transforms[0].columns.leaked" in error
 
@@ -114,7 +105,7 @@ def test_a_json_pipeline_file_is_checked_the_same_way(project, cli) -> None:
     result = cli("validate")
 
     assert result.exit_code == 1
-    [error, _] = _errors(result)
+    [error, _] = error_lines(result)
     assert error.startswith("error: transform expression refused: sum() is an aggregate (")
     assert "pipelines/orders.json:" in error
     assert "at transforms[1].expr" in error
