@@ -35,7 +35,7 @@ class TokenBucket:
         self._clock, self._sleep = clock, sleep
         self._stamp = clock()
         self._lock = threading.Lock()
-        self.waited_seconds = 0.0  # total time readers spent waiting (reported per run)
+        self.waited_seconds = 0.0  # total time readers spent waiting
 
     def acquire(self, tokens: int = 1) -> float:
         """Take `tokens`, one at a time, waiting as long as the budget needs; returns the seconds waited."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import socket
-import statistics
 import threading
 import time
 import uuid
@@ -66,11 +65,6 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     # per batch: seconds reading+staging, in the destination commit, in the catalog
     timings: list[dict[str, float]] = field(default_factory=list)
-
-    def overhead_median(self) -> float | None:
-        """Median seconds a batch spent outside Spark: destination commit plus catalog."""
-        spent = [t["commit"] + t["catalog"] for t in self.timings]
-        return statistics.median(spent) if spent else None
 
 
 def holder_id() -> str:

@@ -48,6 +48,7 @@ class SchemaGuard:
         self.project, self.spec, self.catalog = project, spec, catalog
         self.kind = destination_kind(project.settings, spec)
         self._logged: set[tuple[str, str, str]] = set()  # (table, kind, column) logged this run
+        self._key_checked = False  # the applied spec cannot change during a run: check it once
 
     def discover(
         self, table: str, frame: Any, destination: Destination, request: LoadRequest
@@ -104,7 +105,7 @@ class SchemaGuard:
         return frame
 
     def _check_key(self, where: str) -> None:
-        if self.spec.load.mode is not LoadMode.UPSERT:
+        if self.spec.load.mode is not LoadMode.UPSERT or self._key_checked:
             return
         state = self.catalog.pipeline_state(self.spec.id)
         applied = (state.applied_spec.get("load") or {}).get("upsert_key") if state else None
@@ -115,6 +116,7 @@ class SchemaGuard:
                 "a key change needs an explicit migration: change the target's key yourself, or "
                 "load into a new target table",
             )
+        self._key_checked = True
 
     def _log(
         self,

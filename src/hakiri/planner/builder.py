@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hakiri.destinations.context.types import spark_to_delta
-from hakiri.destinations.postgres.types import spark_to_postgres
 from hakiri.planner.backfill import backfill_progress, parallelism_warnings
 from hakiri.planner.diff import spec_diff
 from hakiri.planner.model import (
@@ -21,7 +19,12 @@ from hakiri.planner.model import (
 )
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.transforms import OutputSchema, transform_schema
-from hakiri.planner.types import compare_types, source_type_as_spark, target_type
+from hakiri.planner.types import (
+    compare_types,
+    destination_type,
+    source_type_as_spark,
+    target_type,
+)
 from hakiri.sources.cursors import cursor_kind_of
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.load import LoadMode
@@ -142,7 +145,7 @@ def _source_columns(spec: PipelineSpec, t: TableObservation) -> list[Column] | N
             # PostgreSQL); a computed or cast one gets the target type of its Spark type.
             type=target_type(connector, source_types.get(c.source), kind)
             if c.source is not None
-            else _target_type_of_spark(c.type, kind),
+            else (destination_type(c.type, kind) if c.type else None),
         )
         for c in transformed.columns
     ]
@@ -160,14 +163,6 @@ def _transform_schema(spec: PipelineSpec, t: TableObservation) -> OutputSchema |
         ]
     )
     return transform_schema(columns, spec.transforms)
-
-
-def _target_type_of_spark(spark_type: str | None, destination_kind: str) -> str | None:
-    if spark_type is None:
-        return None
-    if destination_kind == "postgres":
-        return spark_to_postgres(spark_type)
-    return spark_to_delta(spark_type)
 
 
 def _transformed(spec: PipelineSpec, t: TableObservation) -> list[Column] | None:

@@ -25,19 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hakiri.destinations.base import ColumnRetype, SchemaChange, TargetColumn
-from hakiri.destinations.context.types import spark_to_delta
-from hakiri.destinations.postgres.types import spark_to_postgres
 from hakiri.errors import SchemaIncompatible
-from hakiri.planner.types import compare_types
+from hakiri.planner.types import compare_types, destination_type
 
 __all__ = ["Blocked", "SchemaDecision", "SchemaRefused", "decide", "destination_type"]
-
-
-def destination_type(spark_type: str, destination_kind: str) -> str | None:
-    """The type a source column of `spark_type` gets in the destination."""
-    if destination_kind == "postgres":
-        return spark_to_postgres(spark_type)
-    return spark_to_delta(spark_type)
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,11 @@ def target_type(connector: str, source_type: str | None, destination_kind: str) 
     if connector == "postgres" and destination_kind == "postgres":
         return source_type  # PostgreSQL to PostgreSQL keeps the exact type
     spark = source_type_as_spark(connector, source_type)
-    if spark is None:
-        return None
-    return spark_to_postgres(spark) if destination_kind == "postgres" else spark_to_delta(spark)
+    return None if spark is None else destination_type(spark, destination_kind)
+
+
+def destination_type(spark_type: str, destination_kind: str) -> str | None:
+    """The type a column of `spark_type` gets in the destination ('postgres' or 'context')."""
+    if destination_kind == "postgres":
+        return spark_to_postgres(spark_type)
+    return spark_to_delta(spark_type)

@@ -8,12 +8,14 @@ Cast types must be types Spark knows.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import importlib
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from hakiri.errors import HakiriError
+from hakiri.errors import HakiriError, UnsafeExpression
 from hakiri.spec.base import Name, SpecModel
 
 NonEmptyNames = Annotated[list[Name], Field(min_length=1)]
@@ -26,52 +28,33 @@ def _refused(exc: HakiriError) -> PydanticCustomError:
     )
 
 
-# sqlglot is imported only when a manifest has transforms.
-def _expression(text: str) -> str:
-    from hakiri.guards.expressions import UnsafeExpression, check_expression
+def _guard(module: str, check: str, **options: Any) -> Callable[[str], str]:
+    """A validator running `hakiri.guards.<module>.<check>(text, **options)`; the guard (and
+    sqlglot with it) is imported only when a manifest has transforms."""
 
-    try:
-        check_expression(text)
-    except UnsafeExpression as exc:
-        raise _refused(exc) from None
-    return text
+    def validate(text: str) -> str:
+        guard = getattr(importlib.import_module(f"hakiri.guards.{module}"), check)
+        try:
+            guard(text, **options)
+        except UnsafeExpression as exc:
+            raise _refused(exc) from None
+        return text
 
-
-def _condition(text: str) -> str:
-    from hakiri.guards.expressions import UnsafeExpression, check_expression
-
-    try:
-        check_expression(text, boolean=True)
-    except UnsafeExpression as exc:
-        raise _refused(exc) from None
-    return text
+    return validate
 
 
-def _sort_key(text: str) -> str:
-    from hakiri.guards.expressions import UnsafeExpression, parse_sort_key
-
-    try:
-        parse_sort_key(text)
-    except UnsafeExpression as exc:
-        raise _refused(exc) from None
-    return text
-
-
-def _type(text: str) -> str:
-    from hakiri.guards.expressions import UnsafeExpression
-    from hakiri.guards.spark_types import spark_type
-
-    try:
-        spark_type(text)
-    except UnsafeExpression as exc:
-        raise _refused(exc) from None
-    return text
-
-
-Expression = Annotated[str, Field(min_length=1), AfterValidator(_expression)]
-Condition = Annotated[str, Field(min_length=1), AfterValidator(_condition)]
-SortKeyText = Annotated[str, Field(min_length=1), AfterValidator(_sort_key)]
-SparkType = Annotated[str, Field(min_length=1), AfterValidator(_type)]
+Expression = Annotated[
+    str, Field(min_length=1), AfterValidator(_guard("expressions", "check_expression"))
+]
+Condition = Annotated[
+    str,
+    Field(min_length=1),
+    AfterValidator(_guard("expressions", "check_expression", boolean=True)),
+]
+SortKeyText = Annotated[
+    str, Field(min_length=1), AfterValidator(_guard("expressions", "parse_sort_key"))
+]
+SparkType = Annotated[str, Field(min_length=1), AfterValidator(_guard("spark_types", "spark_type"))]
 
 
 class SelectStep(SpecModel):
