@@ -54,6 +54,8 @@ class RunRecord:
     quality: dict[str, Any] | None = (
         None  # rule counts, rows quarantined, validator results, warnings
     )
+    trigger: str | None = None  # apply | schedule | event
+    trigger_reason: str | None = None
 
 
 @dataclass(frozen=True)

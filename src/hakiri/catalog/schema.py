@@ -34,6 +34,7 @@ __all__ = [
     "pipeline_leases",
     "pipeline_run",
     "pipelines",
+    "schedule_fires",
     "schema_log",
 ]
 
@@ -105,6 +106,9 @@ pipeline_run = Table(
     Column("trace_id", String),
     # {"rules": {rule_id: violations}, "quarantined": n, "validators": [probe results], "warnings": [...]}
     Column("quality", JSONText),
+    # what started it: apply | schedule | event (an HTTP trigger); with the trigger's reason
+    Column("trigger", String),
+    Column("trigger_reason", Text),
 )
 
 pipeline_cursor = Table(
@@ -191,4 +195,15 @@ backfill_rewinds = Table(
     Column("generation", Integer, nullable=False),  # the generation the rewound chunks reload as
     Column("chunks", Integer, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
+)
+
+# The last schedule slot fired per pipeline: serve replicas claim a slot here (a
+# conditional update), so a slot fires once across replicas and restarts.
+schedule_fires = Table(
+    "schedule_fires",
+    metadata,
+    Column("pipeline_id", String, primary_key=True),
+    Column("slot", UTCDateTime, nullable=False),
+    Column("fired_at", UTCDateTime, nullable=False),
+    Column("holder", String, nullable=False),
 )

@@ -114,6 +114,14 @@ class Catalog(BatchClaims, PipelineLeases):
         """The configured catalog URL with any password masked."""
         return self._db.display
 
+    def ping(self) -> bool:
+        """True when the catalog database answers a trivial query (serve's /readyz)."""
+        try:
+            self._db.read(lambda conn: conn.execute(select(1)).scalar())
+        except Exception:
+            return False
+        return True
+
     def close(self) -> None:
         self._db.close()
 
@@ -180,24 +188,99 @@ class Catalog(BatchClaims, PipelineLeases):
     # -- runs ----------------------------------------------------------------
 
     def start_run(
-        self, pipeline_id: str, *, run_id: str | None = None, trace_id: str | None = None
+        self,
+        pipeline_id: str,
+        *,
+        run_id: str | None = None,
+        trace_id: str | None = None,
+        trigger: str | None = None,
     ) -> RunRecord:
+        """Record a run as running. A `run_id` that `request_run` left pending starts that run
+        (keeping its trigger); any other id is a new run."""
+        now = utcnow()
+        run_id = run_id or uuid.uuid4().hex
+        t = tables.pipeline_run
+
+        def work(conn: Connection) -> Row[Any]:
+            started = conn.execute(
+                update(t)
+                .where(t.c.run_id == run_id, t.c.status == RunStatus.PENDING.value)
+                .values(started_at=now, status=RunStatus.RUNNING.value, trace_id=trace_id)
+            )
+            if started.rowcount != 1:
+                conn.execute(
+                    t.insert().values(
+                        run_id=run_id,
+                        pipeline_id=pipeline_id,
+                        started_at=now,
+                        status=RunStatus.RUNNING.value,
+                        trace_id=trace_id,
+                        trigger=trigger,
+                    )
+                )
+            return conn.execute(select(t).where(t.c.run_id == run_id)).one()
+
+        return _run(self._db.write(work))
+
+    def request_run(
+        self, pipeline_id: str, *, trigger: str = "event", reason: str | None = None
+    ) -> RunRecord:
+        """A run asked for (an HTTP trigger), left pending until a serve replica starts it."""
         run = RunRecord(
-            run_id=run_id or uuid.uuid4().hex,
+            run_id=uuid.uuid4().hex,
             pipeline_id=pipeline_id,
             started_at=utcnow(),
-            status=RunStatus.RUNNING,
-            trace_id=trace_id,
+            status=RunStatus.PENDING,
+            trigger=trigger,
+            trigger_reason=reason,
         )
         stmt = tables.pipeline_run.insert().values(
             run_id=run.run_id,
             pipeline_id=pipeline_id,
             started_at=run.started_at,
             status=run.status.value,
-            trace_id=trace_id,
+            trigger=trigger,
+            trigger_reason=reason,
         )
         self._db.write(lambda conn: conn.execute(stmt))
         return run
+
+    def pending_runs(self, pipeline_id: str | None = None) -> list[RunRecord]:
+        """Requested runs not started yet, oldest first."""
+        t = tables.pipeline_run
+        stmt = (
+            select(t)
+            .where(t.c.status == RunStatus.PENDING.value)
+            .order_by(t.c.started_at, t.c.run_id)
+        )
+        if pipeline_id is not None:
+            stmt = stmt.where(t.c.pipeline_id == pipeline_id)
+        return [_run(row) for row in self._db.read(lambda conn: conn.execute(stmt).all())]
+
+    # -- schedules -----------------------------------------------------------
+
+    def last_fire(self, pipeline_id: str) -> datetime | None:
+        """The latest schedule slot fired for the pipeline, by any process."""
+        t = tables.schedule_fires
+        stmt = select(t.c.slot).where(t.c.pipeline_id == pipeline_id)
+        return self._db.read(lambda conn: conn.execute(stmt).scalar())
+
+    def claim_fire(self, pipeline_id: str, slot: datetime, holder: str) -> bool:
+        """Record `slot` as fired; True only for the one caller that moved the pipeline's last
+        fire forward to it (a slot is fired once across replicas and restarts)."""
+        t = tables.schedule_fires
+
+        def work(conn: Connection) -> bool:
+            now = utcnow()
+            values = {"slot": slot, "fired_at": now, "holder": holder}
+            first = self._db.insert(t).values(pipeline_id=pipeline_id, **values)
+            first = first.on_conflict_do_nothing(index_elements=[t.c.pipeline_id])
+            if conn.execute(first).rowcount == 1:
+                return True
+            later = update(t).where(t.c.pipeline_id == pipeline_id, t.c.slot < slot)
+            return conn.execute(later.values(**values)).rowcount == 1
+
+        return self._db.write(work)
 
     def finish_run(
         self,
@@ -601,4 +684,6 @@ def _run(row: Row[Any]) -> RunRecord:
         error_msg=row.error_msg,
         trace_id=row.trace_id,
         quality=row.quality,
+        trigger=row.trigger,
+        trigger_reason=row.trigger_reason,
     )

@@ -29,7 +29,7 @@ from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.reading import SourceReader
 from hakiri.engine.run_quality import RunQuality, quarantine_table, resolve_run_id
 from hakiri.engine.schema_guard import SchemaGuard
-from hakiri.engine.workers import keep_claimed, run_workers
+from hakiri.engine.workers import keep_claimed, keep_leased, run_workers
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.hooks.runner import is_sql_like, run_hooks, run_sql_hooks, sql_hooks
 from hakiri.quality.anomaly import check_row_count
@@ -67,6 +67,22 @@ class Outcome:
     timings: list[dict[str, float]] = field(default_factory=list)
 
 
+@dataclass
+class RunControls:
+    """How a caller steers a run. `apply` uses the defaults; `hakiri serve` shortens the leases
+    (a dead replica's work is taken over sooner), drains on SIGTERM and caps chunks in flight
+    across all the pipelines of the process."""
+
+    lease_ttl: float = PIPELINE_LEASE_TTL_SECONDS  # the pipeline lease, renewed by a heartbeat
+    claim_ttl: float = BATCH_TTL_SECONDS  # each chunk claim, renewed by a heartbeat
+    draining: threading.Event | None = None  # once set: claim no more batches
+    capacity: threading.BoundedSemaphore | None = None  # one permit per batch in flight
+    trigger: str = "apply"  # recorded on the run: apply | schedule | event
+
+    def stopping(self) -> bool:
+        return self.draining is not None and self.draining.is_set()
+
+
 def holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -100,8 +116,10 @@ class PipelineRunner:
         env: Mapping[str, str],
         lease_timeout: float = 0.0,
         on_batch: Callable[[str, int, int, int], None] | None = None,
+        controls: RunControls | None = None,
     ) -> None:
         self.project, self.spec, self.catalog = project, spec, catalog
+        self.controls = controls or RunControls()
         self.destination_for, self.spark, self.read_files = destination_for, spark, read_files
         self._destinations: dict[Target, Destination] = {}  # one per target for the whole run
         self.env, self.lease_timeout = env, lease_timeout
@@ -121,34 +139,43 @@ class PipelineRunner:
 
     # ------------------------------------------------------------------ the whole pipeline
 
-    def run(self) -> Outcome:
+    def run(self, requested: str | None = None) -> Outcome:
+        """Plan and load the pipeline. `requested` is a run id `request_run` left pending (an
+        HTTP trigger): the run starts under that id, or is closed as a no-op with nothing new."""
         started = time.monotonic()
         outcome = Outcome(self.spec.id, "no-op", self.spec.load.mode.value)
         self._take_lease()
         try:
-            self._recover_stale_claims()
-            for table in self.spec.table_specs():
-                self._plan_table(table, outcome)
-            pending = self.catalog.batches(self.spec.id, status=BatchStatus.PENDING)
-            pending = [b for b in pending if not self._already_in_ledger(b, outcome)]
-            if pending:
-                self._load(outcome, total=len(pending))
-            self._advance_cursors()
-            if outcome.status != "failed":
-                left = self.catalog.batch_counts(self.spec.id)
-                outcome.remaining = left.pending + left.failed
-                phase = Phase.BACKFILLING if outcome.remaining else Phase.STREAMING
-                if outcome.remaining:
-                    outcome.notes.append(
-                        f"{outcome.remaining} batch(es) left for the next run (max_chunks_per_tick)"
-                    )
-                self.catalog.record_applied(
-                    self.spec.id, normalized_spec(self.spec), spec_hash(self.spec), phase
-                )
+            with keep_leased(self.catalog, self.spec.id, self.holder, self.controls.lease_ttl):
+                self._converge(outcome, requested)
         finally:
             self.catalog.release_lease(self.spec.id, self.holder)
             outcome.seconds = time.monotonic() - started
         return outcome
+
+    def _converge(self, outcome: Outcome, requested: str | None) -> None:
+        self._recover_stale_claims(keep=requested)
+        for table in self.spec.table_specs():
+            self._plan_table(table, outcome)
+        pending = self.catalog.batches(self.spec.id, status=BatchStatus.PENDING)
+        pending = [b for b in pending if not self._already_in_ledger(b, outcome)]
+        if pending and not self.controls.stopping():
+            self._load(outcome, total=len(pending), run_id=requested)
+        elif requested is not None:  # the trigger is answered: there was nothing new
+            self.catalog.start_run(self.spec.id, run_id=requested)
+            self.catalog.finish_run(requested, RunStatus.SUCCESS, row_count=0)
+            outcome.run_id = requested
+        self._advance_cursors()
+        if outcome.status != "failed":
+            left = self.catalog.batch_counts(self.spec.id)
+            outcome.remaining = left.pending + left.failed
+            phase = Phase.BACKFILLING if outcome.remaining else Phase.STREAMING
+            if outcome.remaining:
+                why = "draining" if self.controls.stopping() else "max_chunks_per_tick"
+                outcome.notes.append(f"{outcome.remaining} batch(es) left for the next run ({why})")
+            self.catalog.record_applied(
+                self.spec.id, normalized_spec(self.spec), spec_hash(self.spec), phase
+            )
 
     def replay(self, of_run: str) -> Outcome:
         """Load the rows `of_run` quarantined and dropped, if they pass the rules as they are now.
@@ -242,30 +269,29 @@ class PipelineRunner:
                 )
 
     def _take_lease(self) -> None:
-        lease = self.catalog.acquire_lease(self.spec.id, self.holder, PIPELINE_LEASE_TTL_SECONDS)
+        ttl = self.controls.lease_ttl
+        lease = self.catalog.acquire_lease(self.spec.id, self.holder, ttl)
         if not lease.acquired and holder_is_dead(lease.holder):
             self.catalog.release_lease(
                 self.spec.id, lease.holder
             )  # its process crashed on this host
         if not lease.acquired:
-            self.catalog.wait_for_lease(
-                self.spec.id, self.holder, PIPELINE_LEASE_TTL_SECONDS, self.lease_timeout
-            )
+            self.catalog.wait_for_lease(self.spec.id, self.holder, ttl, self.lease_timeout)
 
     def _keep_lease(self) -> None:
         """Renew the pipeline lease between batches, so a long run is never overlapped (a single
         batch longer than the lease's TTL still can be)."""
-        if not self.catalog.renew_lease(self.spec.id, self.holder, PIPELINE_LEASE_TTL_SECONDS):
+        if not self.catalog.renew_lease(self.spec.id, self.holder, self.controls.lease_ttl):
             raise LeaseHeld(
                 f"pipeline `{self.spec.id}`: this apply lost its lease (it ran out, or was broken)",
                 "the batches committed so far are kept; apply again to load the rest",
             )
 
-    def _recover_stale_claims(self) -> None:
+    def _recover_stale_claims(self, keep: str | None = None) -> None:
         # We hold the pipeline lease, so a run still "running" and a batch still processing
         # were left by a process that died.
         for run in self.catalog.runs(self.spec.id, limit=50):
-            if run.status is RunStatus.RUNNING:
+            if run.status is RunStatus.RUNNING and run.run_id != keep:
                 self.catalog.finish_run(
                     run.run_id,
                     RunStatus.FAILED,
@@ -362,8 +388,8 @@ class PipelineRunner:
 
     # ------------------------------------------------------------------ loading
 
-    def _load(self, outcome: Outcome, total: int) -> None:
-        run = self.catalog.start_run(self.spec.id)
+    def _load(self, outcome: Outcome, total: int, run_id: str | None = None) -> None:
+        run = self.catalog.start_run(self.spec.id, run_id=run_id, trigger=self.controls.trigger)
         outcome.run_id = run.run_id
         quality = RunQuality()
         tally = {"bytes": 0}
@@ -415,22 +441,35 @@ class PipelineRunner:
         workers = min(self.parallelism(), limit or total, total) or 1
         total = min(total, limit) if limit else total
         claimed = 0
+        controls = self.controls
 
         def claim(stop: threading.Event) -> Batch | None:
             nonlocal claimed
+            if not self._take_permit(stop):
+                return None
             with self._lock:
-                if stop.is_set() or (limit is not None and claimed >= limit):
-                    return None
-                self._keep_lease()  # before each claim: a run never outlives its lease
-                batch = self.catalog.claim_batch(
-                    self.spec.id, self.holder, BATCH_TTL_SECONDS, run_id=run_id
-                )
+                batch = None
+                if not (stop.is_set() or controls.stopping()) and (
+                    limit is None or claimed < limit
+                ):
+                    self._keep_lease()  # before each claim: a run never outlives its lease
+                    batch = self.catalog.claim_batch(
+                        self.spec.id, self.holder, controls.claim_ttl, run_id=run_id
+                    )
                 claimed += batch is not None
-                return batch
+            if batch is None and controls.capacity is not None:
+                controls.capacity.release()
+            return batch
 
         def load(batch: Batch) -> None:
-            with keep_claimed(self.catalog, self.spec.id, batch, self.holder, BATCH_TTL_SECONDS):
-                rows, malformed = self._load_batch(batch, run_id, quality, outcome)
+            try:
+                with keep_claimed(
+                    self.catalog, self.spec.id, batch, self.holder, controls.claim_ttl
+                ):
+                    rows, malformed = self._load_batch(batch, run_id, quality, outcome)
+            finally:
+                if controls.capacity is not None:
+                    controls.capacity.release()
             with self._lock:
                 outcome.rows += rows
                 outcome.malformed += malformed
@@ -443,6 +482,17 @@ class PipelineRunner:
         # Spark starts before the threads share it; one scheduler pool per worker.
         spark = self.spark() if workers > 1 else None
         run_workers(workers, claim, load, spark, pool_prefix=f"hakiri-{self.spec.id}")
+
+    def _take_permit(self, stop: threading.Event) -> bool:
+        """Wait for room under the process-wide cap on chunks in flight (serve's
+        `max_parallel_chunks`); False once this run should stop claiming instead."""
+        capacity = self.controls.capacity
+        if capacity is None:
+            return True
+        while not capacity.acquire(timeout=0.2):
+            if stop.is_set() or self.controls.stopping():
+                return False
+        return True
 
     def _fail(
         self,

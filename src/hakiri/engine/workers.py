@@ -18,7 +18,7 @@ from typing import Any
 from hakiri.catalog.records import Batch
 from hakiri.catalog.store import Catalog
 
-__all__ = ["keep_claimed", "run_workers"]
+__all__ = ["keep_claimed", "keep_leased", "run_workers"]
 
 
 def run_workers(
@@ -58,19 +58,39 @@ def run_workers(
 
 
 @contextlib.contextmanager
-def keep_claimed(
-    catalog: Catalog, pipeline_id: str, batch: Batch, holder: str, ttl_seconds: float
-) -> Iterator[None]:
-    """Renew the batch's claim every third of its TTL while the block runs."""
+def _beating(interval: float, beat: Callable[[], object], name: str) -> Iterator[None]:
+    """Call `beat` every `interval` seconds in a daemon thread while the block runs."""
     done = threading.Event()
 
-    def beat() -> None:
-        while not done.wait(ttl_seconds / 3):
-            catalog.heartbeat(pipeline_id, batch.batch_id, holder, ttl_seconds)
+    def loop() -> None:
+        while not done.wait(interval):
+            beat()
 
-    thread = threading.Thread(target=beat, name="hakiri-heartbeat", daemon=True)
-    thread.start()
+    threading.Thread(target=loop, name=name, daemon=True).start()
     try:
         yield
     finally:
         done.set()
+
+
+def keep_claimed(
+    catalog: Catalog, pipeline_id: str, batch: Batch, holder: str, ttl_seconds: float
+) -> contextlib.AbstractContextManager[None]:
+    """Renew the batch's claim every third of its TTL while the block runs."""
+    return _beating(
+        ttl_seconds / 3,
+        lambda: catalog.heartbeat(pipeline_id, batch.batch_id, holder, ttl_seconds),
+        "hakiri-heartbeat",
+    )
+
+
+def keep_leased(
+    catalog: Catalog, pipeline_id: str, holder: str, ttl_seconds: float
+) -> contextlib.AbstractContextManager[None]:
+    """Renew the pipeline lease every third of its TTL while the block runs, so a short TTL
+    (serve's) still covers a chunk that loads for longer than the TTL."""
+    return _beating(
+        ttl_seconds / 3,
+        lambda: catalog.renew_lease(pipeline_id, holder, ttl_seconds),
+        "hakiri-lease-heartbeat",
+    )

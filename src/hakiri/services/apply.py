@@ -16,7 +16,7 @@ from hakiri.catalog.records import Phase
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import Destination
-from hakiri.engine.runner import Outcome, PipelineRunner
+from hakiri.engine.runner import Outcome, PipelineRunner, RunControls
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.spec.connections import Target, context_store_path, destination_url
 from hakiri.spec.loader import Project, load_project
@@ -112,6 +112,7 @@ def runner_for(
     env: Mapping[str, str],
     lease_timeout: float,
     on_batch: Callable[[str, int, int, int], None] | None = None,
+    controls: RunControls | None = None,
 ) -> PipelineRunner:
     """The engine for one pipeline, wired to its destinations, Spark and the file reader."""
     from hakiri.sources.file_reader import read_files
@@ -126,6 +127,7 @@ def runner_for(
         env,
         lease_timeout,
         on_batch,
+        controls,
     )
 
 

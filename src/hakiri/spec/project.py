@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from hakiri.spec.base import SpecModel
+from hakiri.spec.base import Duration, SpecModel
 from hakiri.spec.pipeline import PipelineSpec
 
 
@@ -46,6 +46,34 @@ class SparkSettings(SpecModel):
     )
 
 
+class ServeSettings(SpecModel):
+    """`hakiri serve`: where the API listens and how the reconciler shares work."""
+
+    host: str = Field(
+        "127.0.0.1",
+        description="Address the HTTP API binds to; loopback by default. --host overrides it.",
+    )
+    port: int = Field(8765, ge=0, le=65535, description="HTTP API port; --port overrides it.")
+    max_parallel_chunks: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="Chunks in flight at once in this serve process, across all pipelines.",
+    )
+    lease_ttl: Duration = Field(
+        "30s",
+        description="How long a pipeline lease or chunk claim of a serve process lives without "
+        "a heartbeat: after a replica dies, another takes its work over within this time.",
+    )
+    drain_timeout: Duration = Field(
+        "60s",
+        description="On SIGTERM, how long in-flight chunks may take to finish before serve exits.",
+    )
+    watch_interval: Duration = Field(
+        "2s", description="How often serve looks for edited, added or removed manifests."
+    )
+
+
 class PostgresConnection(SpecModel):
     """A named PostgreSQL connection: a URL, or host/port/database/user/password."""
 
@@ -78,6 +106,7 @@ class ProjectFile(SpecModel):
     catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     connections: dict[str, Connection] = Field(default_factory=dict)
     pipeline: list[PipelineSpec] = Field(
         default_factory=list, description="Inline pipelines ([[pipeline]])."

@@ -1,0 +1,1 @@
+"""OpenTelemetry: tracer and meter setup from the OTEL_* environment, span helpers."""

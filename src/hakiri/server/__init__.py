@@ -1,0 +1,1 @@
+"""`hakiri serve`: the scheduler loop, manifest reload, the HTTP API and graceful shutdown."""
