@@ -82,6 +82,22 @@ def pg_schema(pg_url: str) -> Iterator[str]:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
+@pytest.fixture
+def pg_catalog(pg_url: str) -> Iterator[str]:
+    """A fresh database on the suite's PostgreSQL for a catalog of its own; dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"cat_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield f"{pg_url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The session's one SparkSession: local[2], UI off, PostgreSQL JDBC driver on the classpath."""

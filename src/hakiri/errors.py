@@ -185,3 +185,7 @@ class HookError(HakiriError):
 
 class UnsafeHook(HookError):
     """A hook was refused by the SQL guard or the webhook (SSRF) guard."""
+
+
+class ServeError(HakiriError):
+    """`hakiri serve` cannot start (the port is taken, the address is not ours)."""

@@ -59,6 +59,16 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class ScheduleFire:
+    """The latest schedule slot fired for a pipeline, and which serve process fired it."""
+
+    pipeline_id: str
+    slot: datetime
+    fired_at: datetime
+    holder: str
+
+
+@dataclass(frozen=True)
 class NewBatch:
     """A unit of work to persist before any data moves."""
 

@@ -33,6 +33,7 @@ from hakiri.catalog.records import (
     Rewind,
     RunRecord,
     RunStatus,
+    ScheduleFire,
     SchemaEvent,
 )
 from hakiri.errors import CatalogError, CatalogOutdated
@@ -259,11 +260,16 @@ class Catalog(BatchClaims, PipelineLeases):
 
     # -- schedules -----------------------------------------------------------
 
-    def last_fire(self, pipeline_id: str) -> datetime | None:
+    def last_fire(self, pipeline_id: str) -> ScheduleFire | None:
         """The latest schedule slot fired for the pipeline, by any process."""
         t = tables.schedule_fires
-        stmt = select(t.c.slot).where(t.c.pipeline_id == pipeline_id)
-        return self._db.read(lambda conn: conn.execute(stmt).scalar())
+        stmt = select(t).where(t.c.pipeline_id == pipeline_id)
+        row = self._db.read(lambda conn: conn.execute(stmt).first())
+        return (
+            None
+            if row is None
+            else ScheduleFire(row.pipeline_id, row.slot, row.fired_at, row.holder)
+        )
 
     def claim_fire(self, pipeline_id: str, slot: datetime, holder: str) -> bool:
         """Record `slot` as fired; True only for the one caller that moved the pipeline's last
@@ -275,7 +281,7 @@ class Catalog(BatchClaims, PipelineLeases):
             values = {"slot": slot, "fired_at": now, "holder": holder}
             first = self._db.insert(t).values(pipeline_id=pipeline_id, **values)
             first = first.on_conflict_do_nothing(index_elements=[t.c.pipeline_id])
-            if conn.execute(first).rowcount == 1:
+            if conn.execute(first.returning(t.c.pipeline_id)).first() is not None:
                 return True
             later = update(t).where(t.c.pipeline_id == pipeline_id, t.c.slot < slot)
             return conn.execute(later.values(**values)).rowcount == 1

@@ -11,7 +11,18 @@ import typer
 from typer.core import TyperGroup
 
 from hakiri import __version__
-from hakiri.cli import apply, backfill, context, pipeline, plan, project, quality, schema, state
+from hakiri.cli import (
+    apply,
+    backfill,
+    context,
+    pipeline,
+    plan,
+    project,
+    quality,
+    schema,
+    serve,
+    state,
+)
 from hakiri.cli.render import err, error
 from hakiri.errors import HakiriError
 
@@ -76,6 +87,7 @@ app.command("plan")(plan.plan)
 app.command("apply")(apply.apply)
 app.command("run")(apply.run)
 app.command("gc")(apply.gc)
+app.command("serve")(serve.serve)
 app.command("runs")(state.runs)
 app.command("status")(state.status)
 app.command("alerts")(quality.alerts)

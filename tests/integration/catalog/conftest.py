@@ -8,13 +8,10 @@ PostgreSQL cases are marked `integration`; the SQLite ones need no server.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from hakiri.catalog.store import Catalog
 from tests.integration.catalog.rawdb import RawDatabase
@@ -27,16 +24,8 @@ def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'state' / 'catalog.sqlite'}"
         return
-    pg_url: str = request.getfixturevalue("pg_url")
-    name = f"cat_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        server = pg_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-        yield f"{server}/{name}"
-    finally:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    database: str = request.getfixturevalue("pg_catalog")
+    yield database.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 @pytest.fixture

@@ -12,12 +12,9 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pytest
 from psycopg import sql
 
 from hakiri.catalog.records import BatchStatus
@@ -149,18 +146,6 @@ def test_a_backfill_killed_at_chunk_k_resumes_at_the_next_pending_chunk(
         assert attempt == 1
     rerun = {v[1] for k, v in after.items() if k not in done_before}
     assert len(rerun) == 1 and rerun != {next(iter(done_before.values()))[1]}
-
-
-@pytest.fixture
-def pg_catalog(pg_url: str) -> Iterator[str]:
-    name = f"cat_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield f"{pg_url.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def test_two_applies_at_once_on_a_postgres_catalog_load_each_chunk_once(

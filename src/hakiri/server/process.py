@@ -1,0 +1,231 @@
+"""`hakiri serve`: start-up, the loop, manifest reload and shutdown of one serve process.
+
+Start-up: load the manifests (an invalid project stops here, exit 1), open and migrate
+the catalog, bind the HTTP API, start the one SparkSession the process shares between
+its pipelines. Then, until SIGTERM/SIGINT, the loop ticks the reconciler and, every
+`watch_interval`, looks for edited manifests. On SIGTERM it drains: no new runs or
+chunk claims; runs in flight finish their chunks (up to `drain_timeout`); exit 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hakiri.catalog.records import Phase, RunStatus
+from hakiri.catalog.store import Catalog
+from hakiri.catalog.url import catalog_url
+from hakiri.errors import HakiriError, ServeError
+from hakiri.server.scheduler import Reconciler
+from hakiri.server.state import TOKEN_ENV, ServeState
+from hakiri.services.apply import LazySpark
+from hakiri.spec.base import duration_seconds
+from hakiri.spec.loader import PIPELINES_DIR, PROJECT_FILE, load_project
+
+__all__ = ["ServeOptions", "serve"]
+
+LOOP_SECONDS = 0.5  # the reconciler's pass; every-Ns schedules are exact to this
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    host: str | None = None  # None: [serve] host
+    port: int | None = None  # None: [serve] port; 0 picks a free port
+
+
+def log(message: str) -> None:
+    """One timestamped line on stderr, flushed (serve usually runs under a supervisor)."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print(f"{stamp} {message}", file=sys.stderr, flush=True)
+
+
+def serve(root: Path, options: ServeOptions, env: Mapping[str, str]) -> int:
+    from hakiri.observability import configure
+
+    project = load_project(root, env)
+    settings = project.settings.serve
+    configure(env)
+    catalog = Catalog.open(
+        catalog_url(project.root, project.settings.catalog.url, env), migrate=True
+    )
+    spark = LazySpark(project)
+    state = ServeState(project, catalog, env, lambda: _spark_up(spark))
+    reconciler = Reconciler(state, spark, env, settings, log)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+
+    api = _start_api(state, options.host or settings.host, _port(options, settings.port))
+    try:
+        if not state.token:
+            log(f"{TOKEN_ENV} is not set: POST /v1/pipelines/{{id}}/runs is disabled")
+        spark.get()  # one session for the process, up before the first tick
+        log(f"ready: {len(project.pipelines)} pipeline(s), catalog {catalog.url_display}")
+        _loop(root, env, state, reconciler, stop, duration_seconds(settings.watch_interval))
+        stuck = reconciler.drain(float(duration_seconds(settings.drain_timeout)))
+        if stuck:
+            log(
+                f"drain timed out with {', '.join(stuck)} still loading; their claims "
+                f"are taken over by another process after {settings.lease_ttl}"
+            )
+        log("stopped")
+    finally:
+        api.stop()
+        spark.stop()
+        catalog.close()
+    return 0
+
+
+def _loop(
+    root: Path,
+    env: Mapping[str, str],
+    state: ServeState,
+    reconciler: Reconciler,
+    stop: threading.Event,
+    watch_seconds: int,
+) -> None:
+    watcher = ManifestWatcher(root, env, state)
+    next_watch = time.monotonic() + watch_seconds
+    while not stop.is_set():
+        if time.monotonic() >= next_watch:
+            watcher.check(busy=set(reconciler.in_flight()))
+            next_watch = time.monotonic() + watch_seconds
+        try:
+            reconciler.tick()
+        except HakiriError as exc:  # the catalog went away for a moment: say so, go on
+            log(f"tick failed: {exc.reason}")
+        state.wakeup.wait(LOOP_SECONDS)
+        state.wakeup.clear()
+    log("draining: no new runs or chunk claims")
+
+
+class ManifestWatcher:
+    """Reloads the manifests when their files change; an invalid edit keeps the last valid
+    version in force. Pipelines gone from the manifests are retired in the catalog once
+    nothing of theirs runs here (as a whole-project `hakiri apply` would)."""
+
+    def __init__(self, root: Path, env: Mapping[str, str], state: ServeState) -> None:
+        self.root, self.env, self.state = root, env, state
+        self.seen = manifest_digest(root)
+        self.retiring: set[str] = set()
+
+    def check(self, busy: set[str]) -> None:
+        """`busy`: pipelines with a run in flight in this process (not retired under it)."""
+        digest = manifest_digest(self.root)
+        if digest != self.seen:
+            self.seen = digest
+            self._reload()
+        self._retire(busy)
+
+    def _reload(self) -> None:
+        before = self.state.project()
+        try:
+            project = load_project(self.root, self.env)
+        except HakiriError as exc:
+            first = exc.reason.splitlines()[0]
+            self.state.reload_error = first
+            log(f"manifest edit not applied, the last valid version keeps running: {first}")
+            return
+        self.state.swap(project)
+        old, new = before.pipelines, project.pipelines
+        added = sorted(set(new) - set(old))
+        removed = sorted(set(old) - set(new))
+        changed = sorted(i for i in set(old) & set(new) if old[i] != new[i])
+        self.retiring |= set(removed)
+        parts = [f"+{i}" for i in added] + [f"~{i}" for i in changed] + [f"-{i}" for i in removed]
+        log(f"manifests reloaded: {' '.join(parts) or 'no pipeline changed'}")
+
+    def _retire(self, busy: set[str]) -> None:
+        catalog = self.state.catalog
+        current = self.state.project().pipelines
+        for pipeline_id in sorted(self.retiring):
+            if pipeline_id in current:
+                self.retiring.discard(pipeline_id)  # it came back
+            elif pipeline_id not in busy:
+                state = catalog.pipeline_state(pipeline_id)
+                if state is not None and state.phase is not Phase.RETIRED:
+                    catalog.retire(pipeline_id)
+                for run in catalog.pending_runs(pipeline_id):
+                    catalog.start_run(pipeline_id, run_id=run.run_id)
+                    catalog.finish_run(
+                        run.run_id,
+                        RunStatus.FAILED,
+                        error_kind="PipelineRemoved",
+                        error_msg="the pipeline was removed from the manifests before it ran",
+                    )
+                self.retiring.discard(pipeline_id)
+                log(
+                    f"{pipeline_id}: in no manifest any more: retired; its state and tables are kept"
+                )
+
+
+def manifest_digest(root: Path) -> str:
+    """A digest of hakiri.toml and pipelines/*.toml|json: names and contents."""
+    digest = hashlib.sha256()
+    files = [root / PROJECT_FILE, *sorted((root / PIPELINES_DIR).glob("*"))]
+    for path in files:
+        if path.suffix in (".toml", ".json") and path.is_file():
+            digest.update(str(path.relative_to(root)).encode())
+            try:
+                digest.update(path.read_bytes())
+            except OSError:  # removed between the listing and the read: next check sees it
+                continue
+    return digest.hexdigest()
+
+
+def _spark_up(spark: LazySpark) -> bool:
+    session = spark.session
+    try:
+        return session is not None and session.sparkContext._jsc is not None
+    except Exception:
+        return False
+
+
+def _port(options: ServeOptions, default: int) -> int:
+    return default if options.port is None else options.port
+
+
+class _Api:
+    """uvicorn on a socket we bind ourselves (so port 0 works and the real port is known),
+    in a thread of its own; signals stay with the main thread."""
+
+    def __init__(self, server: Any, thread: threading.Thread) -> None:
+        self.server, self.thread = server, thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def _start_api(state: ServeState, host: str, port: int) -> _Api:
+    import uvicorn
+
+    from hakiri.server.api import create_app
+
+    try:
+        sock = socket.create_server((host, port), reuse_port=False)
+    except OSError as exc:
+        raise ServeError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            "choose another --port, or stop what already listens there",
+        ) from None
+    config = uvicorn.Config(
+        create_app(state), log_level="warning", access_log=False, lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="hakiri-api", daemon=True
+    )
+    thread.start()
+    bound_host, bound_port = sock.getsockname()[:2]
+    log(f"listening on http://{bound_host}:{bound_port}")
+    return _Api(server, thread)

@@ -1,0 +1,199 @@
+"""The reconciler: which pipeline runs when, in this serve process.
+
+Each pass of the loop (`Reconciler.tick`):
+
+1. A run requested over HTTP (a `pending` run record in the catalog) starts first.
+2. Otherwise a pipeline whose schedule has a slot due fires once: the slot is claimed in
+   the catalog (`claim_fire`), so across replicas and restarts each slot fires at most
+   once, and slots missed while nothing ran collapse into the latest.
+3. A fired pipeline runs under its pipeline lease. When another replica holds the lease,
+   the fire is skipped (that replica is already doing the work). A backfilling pipeline's
+   run only works the chunk queue, up to `max_chunks_per_tick` chunks; a streaming one
+   pulls past its cursor.
+
+A pipeline runs at most once at a time in this process; chunks in flight across every
+pipeline are capped by `max_parallel_chunks` (one permit per chunk, see RunControls).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hakiri.catalog.records import ScheduleFire
+from hakiri.engine.runner import Outcome, RunControls, holder_id
+from hakiri.errors import HakiriError, LeaseHeld
+from hakiri.server.state import ServeState
+from hakiri.services.apply import LazySpark, runner_for
+from hakiri.spec.pipeline import PipelineSpec
+from hakiri.spec.project import ServeSettings
+from hakiri.spec.schedule import Schedule, parse_schedule
+
+__all__ = ["Reconciler"]
+
+# How long the replica that fired a pipeline's last slot leaves the next one to the others:
+# more than one loop pass (0.5 s) of theirs; alone, it fires the slot this much later.
+TURN_SECONDS = 0.8
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One run to start: why, and for a requested run, the run id it answers."""
+
+    pipeline_id: str
+    trigger: str  # schedule | event
+    requested: str | None = None
+
+
+class Reconciler:
+    def __init__(
+        self,
+        state: ServeState,
+        spark: LazySpark,
+        env: Mapping[str, str],
+        settings: ServeSettings,
+        log: Callable[[str], None],
+    ) -> None:
+        from hakiri.spec.base import duration_seconds
+
+        self.state, self.spark, self.env, self.log = state, spark, env, log
+        self.holder = holder_id()
+        self.draining = threading.Event()
+        self.capacity = threading.BoundedSemaphore(settings.max_parallel_chunks)
+        self.lease_ttl = float(duration_seconds(settings.lease_ttl))
+        self._running: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ deciding
+
+    def tick(self, now: datetime | None = None) -> list[Dispatch]:
+        """Start every run that is due now; returns what was started."""
+        if self.draining.is_set():
+            return []
+        now = now or datetime.now(UTC)
+        catalog = self.state.catalog
+        pipelines = self.state.project().pipelines
+        requested: dict[str, str] = {}
+        for run in catalog.pending_runs():
+            requested.setdefault(run.pipeline_id, run.run_id)  # oldest first
+        started = []
+        for pipeline_id, spec in pipelines.items():
+            if self.busy(pipeline_id):
+                continue
+            dispatch = None
+            if pipeline_id in requested:
+                dispatch = Dispatch(pipeline_id, "event", requested[pipeline_id])
+            elif spec.enabled and spec.schedule and self._fire(spec, now):
+                dispatch = Dispatch(pipeline_id, "schedule")
+            if dispatch is not None:
+                self._start(dispatch, spec)
+                started.append(dispatch)
+        return started
+
+    def _fire(self, spec: PipelineSpec, now: datetime) -> bool:
+        assert spec.schedule is not None
+        catalog = self.state.catalog
+        slot = slot_to_fire(
+            parse_schedule(spec.schedule), catalog.last_fire(spec.id), now, self.holder
+        )
+        return slot is not None and catalog.claim_fire(spec.id, slot, self.holder)
+
+    # ------------------------------------------------------------------ running
+
+    def busy(self, pipeline_id: str) -> bool:
+        with self._lock:
+            thread = self._running.get(pipeline_id)
+            return thread is not None and thread.is_alive()
+
+    def in_flight(self) -> list[str]:
+        with self._lock:
+            return [pid for pid, thread in self._running.items() if thread.is_alive()]
+
+    def _start(self, dispatch: Dispatch, spec: PipelineSpec) -> None:
+        project = self.state.project()  # the run keeps this version even if a reload swaps it
+        thread = threading.Thread(
+            target=self._run,
+            args=(dispatch, project, spec),
+            name=f"hakiri-run-{dispatch.pipeline_id}",
+            daemon=True,
+        )
+        with self._lock:
+            self._running[dispatch.pipeline_id] = thread
+        thread.start()
+
+    def _run(self, dispatch: Dispatch, project: Any, spec: PipelineSpec) -> None:
+        controls = RunControls(
+            lease_ttl=self.lease_ttl,
+            claim_ttl=self.lease_ttl,
+            draining=self.draining,
+            capacity=self.capacity,
+            trigger=dispatch.trigger,
+        )
+        try:
+            if self.spark.session is not None:  # this pipeline's jobs share the cores fairly
+                self.spark.session.sparkContext.setLocalProperty(
+                    "spark.scheduler.pool", f"hakiri-{spec.id}"
+                )
+            runner = runner_for(
+                project, spec, self.state.catalog, self.spark, self.env, 0.0, controls=controls
+            )
+            outcome = runner.run(requested=dispatch.requested)
+        except LeaseHeld:
+            # Another replica runs it; a requested run stays pending for whoever is free next.
+            return
+        except HakiriError as exc:
+            self.log(f"{spec.id}: failed ({dispatch.trigger}): {exc.reason}")
+            return
+        except Exception as exc:  # a bug: reported, and the loop goes on with the others
+            self.log(f"{spec.id}: internal error ({dispatch.trigger}): {type(exc).__name__}: {exc}")
+            return
+        if outcome.status != "no-op" or dispatch.trigger != "schedule":  # quiet idle slots
+            self.log(describe(outcome, dispatch.trigger))
+
+    def drain(self, timeout: float) -> list[str]:
+        """Claim nothing more and wait up to `timeout` seconds for runs in flight; returns the
+        pipelines still running when the time ran out."""
+        self.draining.set()
+        with self._lock:
+            threads = list(self._running.items())
+        deadline = time.monotonic() + timeout
+        for _, thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [pid for pid, thread in threads if thread.is_alive()]
+
+
+def slot_to_fire(
+    schedule: Schedule, last: ScheduleFire | None, now: datetime, holder: str
+) -> datetime | None:
+    """The slot `holder` should try to claim now, if any.
+
+    Replicas take turns: the one that fired the last slot leaves the next one to the others
+    for a moment, so a backfill's ticks spread over the replicas instead of following
+    whichever loop happens to pass first. Alone, it fires the slot that moment later.
+    """
+    slot = schedule.due(last.slot if last else None, now)
+    if slot is None:
+        return None
+    turn = min(TURN_SECONDS, (schedule.interval_seconds or 60) / 2)
+    if last is not None and last.holder == holder and now - slot < timedelta(seconds=turn):
+        return None
+    return slot
+
+
+def describe(outcome: Outcome, trigger: str) -> str:
+    """One log line for a finished run."""
+    run = f" run {outcome.run_id}" if outcome.run_id else ""
+    if outcome.status == "failed":
+        hint = f" (hint: {outcome.hint})" if outcome.hint else ""
+        return f"{outcome.pipeline_id}: failed ({trigger}){run}: {outcome.error}{hint}"
+    if outcome.status == "no-op":
+        return f"{outcome.pipeline_id}: no changes ({trigger}){run}"
+    left = f", {outcome.remaining} left" if outcome.remaining else ""
+    return (
+        f"{outcome.pipeline_id}: {outcome.status} ({trigger}){run}: {outcome.rows} rows in "
+        f"{outcome.batches} batch(es){left}, {outcome.seconds:.1f}s"
+    )

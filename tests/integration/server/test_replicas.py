@@ -1,0 +1,113 @@
+"""Two `hakiri serve` replicas on one PostgreSQL catalog share a 40-chunk backfill; one is
+SIGKILLed midway and the other finishes it. Loading is `append`, so a chunk loaded twice
+would show as duplicate rows."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psycopg
+
+from hakiri.catalog.records import Batch, BatchStatus
+from hakiri.catalog.store import Catalog
+from tests.support.serve import ServeProcess
+from tests.support.tables import make_source, table_project
+
+CHUNKS, WINDOW = 40, 250
+
+
+def _holder_pid(batch: Batch) -> int | None:
+    parts = (batch.holder or "").split(":")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def test_two_replicas_share_a_backfill_and_one_finishes_it_after_the_other_is_killed(
+    tmp_path: Path, pg_url: str, pg_schema: str, pg_catalog: str
+) -> None:
+    project = table_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        incremental='"id"',
+        load='{ mode = "append" }',
+        body=f"""
+        schedule = "every 1s"
+
+        [pipeline.backfill]
+        window = {WINDOW}
+        max_chunks_per_tick = 2
+        """,
+    )
+    (tmp_path / "hakiri.toml").write_text(
+        (tmp_path / "hakiri.toml").read_text()
+        + f"""
+[catalog]
+url = "{pg_catalog}"
+
+[serve]
+lease_ttl = "6s"
+
+[spark]
+master = "local[1]"
+conf = {{ "spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "spark.ui.enabled" = "false" }}
+"""
+    )
+    make_source(project, rows=CHUNKS * WINDOW)
+    catalog_url = pg_catalog.replace("postgresql://", "postgresql+psycopg://", 1)
+
+    def chunks() -> list[Batch]:
+        with Catalog.open(catalog_url, migrate=False) as catalog:
+            return catalog.batches("p")
+
+    def lease_pid() -> int | None:
+        with psycopg.connect(pg_catalog) as conn:
+            row = conn.execute("SELECT pid FROM pipeline_leases WHERE pipeline_id = 'p'").fetchone()
+        return row[0] if row else None
+
+    with ServeProcess(tmp_path) as first, ServeProcess(tmp_path) as second:
+        first.wait_ready()
+        second.wait_ready()
+        replicas = {first.pid: first, second.pid: second}
+
+        # Midway: a quarter of the chunks committed, by both replicas (they take turns at
+        # the schedule's slots), and one of them inside a tick.
+        def midway() -> int | None:
+            done = [b for b in chunks() if b.status is BatchStatus.COMMITTED]
+            holder = lease_pid()
+            shared = {_holder_pid(b) for b in done} == set(replicas)
+            return holder if len(done) >= CHUNKS // 4 and shared and holder in replicas else None
+
+        victim_pid = first.wait_for(midway, 240, "a quarter of the backfill")
+        victim = replicas.pop(victim_pid)
+        survivor = next(iter(replicas.values()))
+        victim.kill()
+        killed_at = time.monotonic()
+        before = {b.batch_id: b for b in chunks()}
+        committed_before = {k for k, b in before.items() if b.status is BatchStatus.COMMITTED}
+        assert len(before) == CHUNKS and len(committed_before) < CHUNKS
+
+        def finished() -> bool:
+            return all(b.status is BatchStatus.COMMITTED for b in chunks())
+
+        survivor.wait_for(finished, 240, "the survivor to finish the backfill")
+        assert time.monotonic() - killed_at < 200
+        assert survivor.terminate() == 0
+
+    rows = project.query(f'SELECT count(*), count(DISTINCT id) FROM "{pg_schema}".dst')
+    assert rows == [(CHUNKS * WINDOW, CHUNKS * WINDOW)]
+    assert project.query(
+        f'SELECT count(*) FROM ((SELECT * FROM "{pg_schema}".src EXCEPT '
+        f'SELECT * FROM "{pg_schema}".dst)) x'
+    ) == [(0,)]
+
+    after = {b.batch_id: b for b in chunks()}
+    # Chunks committed before the kill were not loaded again.
+    for batch_id in committed_before:
+        assert after[batch_id].run_id == before[batch_id].run_id
+        assert after[batch_id].committed_at == before[batch_id].committed_at
+    # The rest were loaded by the survivor; at most the chunk the victim had in flight was
+    # claimed a second time (and loaded once).
+    rest = set(after) - committed_before
+    assert {_holder_pid(after[k]) for k in rest} == {survivor.pid}
+    assert sum(b.attempt > 1 for b in after.values()) <= 1

@@ -1,0 +1,257 @@
+"""`hakiri serve` as a real process: schedules fire, HTTP triggers run, manifest edits take
+effect without a restart, backfill progress shows in the API, SIGTERM drains to exit 0."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from pathlib import Path
+
+from hakiri.catalog.records import Batch, BatchStatus, Phase, RunStatus
+from hakiri.catalog.store import Catalog
+from tests.support.project import Project
+from tests.support.serve import TOKEN, ServeProcess
+from tests.support.tables import make_source, table_project
+
+# One core and a quick JIT: serve's Spark starts faster, and the suite's own session keeps
+# the other core.
+SPARK = """
+[spark]
+master = "local[1]"
+conf = { "spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "spark.ui.enabled" = "false" }
+"""
+
+
+def _files_project(root: Path, pg_url: str, schema: str, *, schedule: str | None) -> Project:
+    project = Project(root, pg_url, schema)
+    schedule_line = f'schedule = "{schedule}"' if schedule else ""
+    project.write("hakiri.toml", _manifest(pg_url, schema, schedule_line))
+    project.write("data/a.csv", "id,name\n1,ada\n2,grace\n")
+    return project
+
+
+def _manifest(pg_url: str, schema: str, schedule_line: str, extra: str = "") -> str:
+    return (
+        textwrap.dedent(f"""
+        [project]
+        name = "served"
+        {SPARK}
+        [connections.wh]
+        type = "postgres"
+        url = "{pg_url}"
+
+        [[pipeline]]
+        id = "p"
+        source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {{ id = "bigint", name = "string" }} }} }}
+        tables = ["t"]
+        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+        load = {{ mode = "upsert", upsert_key = ["id"] }}
+        {schedule_line}
+        """)
+        + extra
+    )
+
+
+def _catalog(root: Path) -> Catalog:
+    return Catalog.open(f"sqlite:///{root / '.hakiri' / 'state.sqlite'}", migrate=False)
+
+
+def _finished(serve: ServeProcess, run_id: str) -> dict | None:
+    """The run as the API lists it, once it has ended."""
+    runs = serve.get("/v1/pipelines/p/runs").json()
+    return next((r for r in runs if r["run_id"] == run_id and r["ended_at"]), None)
+
+
+def _count(project: Project, table: str) -> int:
+    try:
+        return project.query(f'SELECT count(*) FROM "{project.schema}"."{table}"')[0][0]
+    except Exception:  # not created yet
+        return 0
+
+
+def test_a_schedule_fires_every_2s_and_manifest_edits_take_effect_without_a_restart(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    project = _files_project(tmp_path, pg_url, pg_schema, schedule="every 2s")
+    with ServeProcess(tmp_path) as serve:
+        serve.wait_ready()
+        serve.wait_for(lambda: _count(project, "t") == 2, 120, "the first scheduled load")
+        with _catalog(tmp_path) as catalog:
+            first = catalog.last_fire("p")
+            runs = catalog.runs("p")
+        assert first is not None and first.slot.second % 2 == 0
+        assert [(r.trigger, r.row_count) for r in runs] == [("schedule", 2)]
+
+        # A new file is picked up by a later slot, with no trigger.
+        project.write("data/b.csv", "id,name\n3,edsger\n")
+        serve.wait_for(lambda: _count(project, "t") == 3, 60, "a later scheduled load")
+        with _catalog(tmp_path) as catalog:
+            later = catalog.last_fire("p")
+            assert later is not None and later.slot > first.slot
+
+        # An invalid edit is reported, and the last valid version keeps running.
+        good = (tmp_path / "hakiri.toml").read_text()
+        (tmp_path / "hakiri.toml").write_text(good + "\n[[pipeline]]\nid = 7\n")
+        serve.wait_for(lambda: "manifest edit not applied" in serve.log, 30, "the invalid edit")
+        assert serve.get("/readyz").json()["reload_error"]
+        project.write("data/c.csv", "id,name\n4,barbara\n")
+        serve.wait_for(lambda: _count(project, "t") == 4, 60, "a load under the last valid version")
+
+        # A pipeline added on disk starts on its schedule; removed, it is retired.
+        project.write("more/x.csv", "id,name\n10,alan\n11,kurt\n")
+        project.write(
+            "pipelines/q.toml",
+            f"""
+            id = "q"
+            source = {{ connector = "files", config = {{ path = "more/*.csv", columns = {{ id = "bigint", name = "string" }} }} }}
+            tables = [{{ name = "x", target = "t2" }}]
+            destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{pg_schema}" }} }}
+            schedule = "every 2s"
+            """,
+        )
+        (tmp_path / "hakiri.toml").write_text(good)
+        serve.wait_for(lambda: "manifests reloaded: +q" in serve.log, 30, "the reload")
+        assert serve.get("/readyz").json().get("reload_error") is None
+        serve.wait_for(lambda: _count(project, "t2") == 2, 60, "the added pipeline's load")
+        assert serve.get("/v1/pipelines/q").status_code == 200
+
+        (tmp_path / "pipelines" / "q.toml").unlink()
+        serve.wait_for(lambda: "q: in no manifest any more: retired" in serve.log, 30, "retire")
+        with _catalog(tmp_path) as catalog:
+            state = catalog.pipeline_state("q")
+            assert state is not None and state.phase is Phase.RETIRED
+        assert serve.get("/v1/pipelines/q").status_code == 404 or (
+            serve.get("/v1/pipelines/q").json()["phase"] == "retired"
+        )
+
+        assert serve.terminate() == 0
+    assert "Traceback" not in serve.log
+
+
+def test_an_http_trigger_needs_the_token_and_starts_a_run(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    project = _files_project(tmp_path, pg_url, pg_schema, schedule=None)
+    with ServeProcess(tmp_path, env={"HAKIRI_SERVE_TOKEN": TOKEN}) as serve:
+        serve.wait_ready()
+        assert serve.post("/v1/pipelines/p/runs").status_code == 401
+        assert serve.post("/v1/pipelines/p/runs", token="wrong").status_code == 401
+        assert _count(project, "t") == 0  # no schedule, no trigger: nothing ran
+
+        accepted = serve.post("/v1/pipelines/p/runs", token=TOKEN, body={"reason": "new export"})
+        assert accepted.status_code == 202, accepted.text
+        run_id = accepted.json()["run_id"]
+
+        run = serve.wait_for(lambda: _finished(serve, run_id), 120, "the triggered run")
+        assert (run["status"], run["row_count"], run["trigger"], run["trigger_reason"]) == (
+            "success",
+            2,
+            "event",
+            "new export",
+        )
+        assert _count(project, "t") == 2
+
+        # Nothing new: the trigger is still answered, by a run that loaded nothing.
+        again = serve.post("/v1/pipelines/p/runs", token=TOKEN).json()["run_id"]
+        run = serve.wait_for(lambda: _finished(serve, again), 60, "the second triggered run")
+        assert (run["status"], run["row_count"]) == ("success", 0)
+        assert serve.post("/v1/pipelines/nope/runs", token=TOKEN).status_code == 404
+        assert serve.terminate() == 0
+
+
+def test_backfill_progress_shows_in_the_api_while_serve_works_the_queue(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    chunks = 12
+    project = table_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        incremental='"id"',
+        load='{ mode = "append" }',
+        body="""
+        schedule = "every 1s"
+
+        [pipeline.backfill]
+        window = 500
+        max_chunks_per_tick = 2
+        """,
+    )
+    (tmp_path / "hakiri.toml").write_text((tmp_path / "hakiri.toml").read_text() + SPARK)
+    make_source(project, rows=500 * chunks)
+    seen: list[dict] = []
+
+    def progress() -> bool:
+        status = serve.get("/v1/pipelines/p").json()
+        seen.append(status)
+        return status["phase"] == "streaming" and status["chunks"]["done"] == chunks
+
+    with ServeProcess(tmp_path) as serve:
+        serve.wait_ready()
+        serve.wait_for(progress, 240, "the backfill to finish")
+        midway = [
+            s
+            for s in seen
+            if s["phase"] == "backfilling" and 0 < s["chunks"]["done"] < s["chunks"]["total"]
+        ]
+        assert midway, seen
+        assert all(s["chunks"]["total"] == chunks for s in midway)
+        assert project.query(f'SELECT count(*), count(DISTINCT id) FROM "{pg_schema}".dst') == [
+            (500 * chunks, 500 * chunks)
+        ]
+        # Ticks of at most max_chunks_per_tick chunks each, all started by the schedule.
+        with _catalog(tmp_path) as catalog:
+            loading = [r for r in catalog.runs("p", limit=100) if r.row_count]
+        assert len(loading) >= chunks // 2
+        assert all(r.trigger == "schedule" and r.row_count <= 1000 for r in loading)
+        assert serve.terminate() == 0
+        assert "stopped" in serve.log
+
+
+def test_sigterm_drains_claims_nothing_more_and_exits_0(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    chunks = 20
+    project = table_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        incremental='"id"',
+        load='{ mode = "append" }',
+        body="""
+        schedule = "every 1s"
+
+        [pipeline.backfill]
+        window = 500
+        """,
+    )
+    (tmp_path / "hakiri.toml").write_text((tmp_path / "hakiri.toml").read_text() + SPARK)
+    make_source(project, rows=500 * chunks)
+
+    def committed() -> list[Batch]:
+        with _catalog(tmp_path) as catalog:
+            return catalog.batches("p", status=BatchStatus.COMMITTED)
+
+    with ServeProcess(tmp_path) as serve:
+        serve.wait_ready()
+        serve.wait_for(lambda: len(committed()) >= 3, 120, "a few chunks")
+        stopping = time.monotonic()
+        assert serve.terminate() == 0
+        assert time.monotonic() - stopping < 60
+    assert "draining: no new runs or chunk claims" in serve.log
+
+    with _catalog(tmp_path) as catalog:
+        left = catalog.batches("p")
+        runs = catalog.runs("p")
+    done = [b for b in left if b.status is BatchStatus.COMMITTED]
+    # The chunk in flight finished; nothing was claimed after it, nothing is left claimed.
+    assert 3 <= len(done) < chunks
+    assert not [b for b in left if b.status is BatchStatus.PROCESSING]
+    assert runs[0].status is RunStatus.SUCCESS
+    assert _count(project, "dst") == sum(b.rows or 0 for b in done) == 500 * len(done)
+
+    # The next process picks the backfill up where serve stopped.
+    assert project.cli("apply").exit_code == 0
+    assert project.query(f'SELECT count(*), count(DISTINCT id) FROM "{pg_schema}".dst') == [
+        (500 * chunks, 500 * chunks)
+    ]
