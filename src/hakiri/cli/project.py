@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from hakiri.cli.render import JsonFlag, ProjectDir, diagnostic, emit_json, err, escape
+from hakiri.cli.schema import server_schemas
 from hakiri.errors import ManifestError
 from hakiri.services import init as init_service
 from hakiri.services import validate as validate_service
@@ -23,7 +24,7 @@ def init(
     ] = None,
 ) -> None:
     """Scaffold a working project: hakiri.toml, a sample pipeline and data, .gitignore."""
-    written = init_service.init_project(directory, name)
+    written = init_service.init_project(directory, name, server_schemas())
     for path in written:
         err.print(f"created {escape(display_path(path))}")
     err.print(f"next: cd {escape(display_path(directory))} && hakiri validate")

@@ -27,10 +27,11 @@ def export(
         typer.Option("--check", help="Write nothing; exit 1 if the files differ from the models."),
     ] = False,
 ) -> None:
-    """Write schemas/pipeline.json and schemas/project.json from the manifest models."""
+    """Write schemas/*.json (manifests, plan, serve's OpenAPI) from the models."""
     directory = out or project / "schemas"
+    extra = server_schemas()
     if check:
-        drifted = schemas.check(directory)
+        drifted = schemas.check(directory, extra)
         if drifted:
             raise HakiriError(
                 f"JSON Schema out of date: {', '.join(display_path(p) for p in drifted)}",
@@ -40,8 +41,17 @@ def export(
             f"[green]ok:[/green] schemas in {escape(display_path(directory))} match the models"
         )
         return
-    for path in schemas.export(directory):
+    for path in schemas.export(directory, extra):
         err.print(f"wrote {escape(display_path(path))}")
+
+
+def server_schemas() -> dict[str, str]:
+    """schemas/openapi.json: the document of serve's HTTP API (imported here, not at start-up:
+    FastAPI is not needed for `--help`)."""
+    from hakiri.server.api import openapi_document
+    from hakiri.spec.schema_export import render
+
+    return {"openapi.json": render(openapi_document())}
 
 
 @app.command("log")

@@ -19,7 +19,9 @@ def serve(
     ] = None,
     port: Annotated[
         int | None,
-        typer.Option("--port", min=0, max=65535, help="API port (default: [serve] port; 0: any free port)."),
+        typer.Option(
+            "--port", min=0, max=65535, help="API port (default: [serve] port; 0: any free port)."
+        ),
     ] = None,
 ) -> None:
     """Keep the pipelines converged: fire schedules, answer triggers, serve status over HTTP.

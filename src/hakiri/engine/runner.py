@@ -10,13 +10,10 @@ by a dead process goes back to pending.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus, Phase, RunRecord, RunStatus
@@ -24,6 +21,12 @@ from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination, LoadRequest
 from hakiri.engine.batches import SNAPSHOT_MODES
 from hakiri.engine.chunks import committed_cursor
+from hakiri.engine.controls import (
+    Outcome,
+    RunControls,
+    holder_id,
+    holder_is_dead,
+)
 from hakiri.engine.crash import crash_point
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.reading import SourceReader
@@ -32,8 +35,17 @@ from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.workers import keep_claimed, keep_leased, run_workers
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.hooks.runner import is_sql_like, run_hooks, run_sql_hooks, sql_hooks
+from hakiri.observability import (
+    RunMetrics,
+    attached,
+    capture_context,
+    current_trace_id,
+    set_error,
+    span,
+)
 from hakiri.quality.anomaly import check_row_count
 from hakiri.quality.rules import check_rows
+from hakiri.sources.cursors import CursorRange
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.hooks import Hook
@@ -41,67 +53,12 @@ from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
-BATCH_TTL_SECONDS = 600.0
-PIPELINE_LEASE_TTL_SECONDS = 3600.0
 
-
-@dataclass
-class Outcome:
-    """What happened to one pipeline in this apply."""
-
-    pipeline_id: str
-    status: str  # 'success' | 'no-op' | 'failed' | 'retired' (in no manifest any more)
-    mode: str
-    run_id: str | None = None
-    rows: int = 0
-    batches: int = 0
-    recovered: int = 0  # batches found in the destination's ledger after a crash
-    malformed: int = 0
-    quarantined: int = 0  # rule-violation records written to the quarantine table
-    remaining: int = 0  # batches left pending (max_chunks_per_tick reached)
-    seconds: float = 0.0
-    error: str | None = None
-    hint: str | None = None
-    notes: list[str] = field(default_factory=list)
-    # per batch: seconds reading+staging, in the destination commit, in the catalog
-    timings: list[dict[str, float]] = field(default_factory=list)
-
-
-@dataclass
-class RunControls:
-    """How a caller steers a run. `apply` uses the defaults; `hakiri serve` shortens the leases
-    (a dead replica's work is taken over sooner), drains on SIGTERM and caps chunks in flight
-    across all the pipelines of the process."""
-
-    lease_ttl: float = PIPELINE_LEASE_TTL_SECONDS  # the pipeline lease, renewed by a heartbeat
-    claim_ttl: float = BATCH_TTL_SECONDS  # each chunk claim, renewed by a heartbeat
-    draining: threading.Event | None = None  # once set: claim no more batches
-    capacity: threading.BoundedSemaphore | None = None  # one permit per batch in flight
-    trigger: str = "apply"  # recorded on the run: apply | schedule | event
-
-    def stopping(self) -> bool:
-        return self.draining is not None and self.draining.is_set()
-
-
-def holder_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def holder_is_dead(holder: str | None) -> bool:
-    """A holder on this host whose process is gone (it crashed); other hosts wait for lease expiry."""
-    if not holder:
-        return False
-    host, _, rest = holder.partition(":")
-    pid_text = rest.split(":", 1)[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    try:
-        os.kill(int(pid_text), 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+def chunk_predicate(batch: Batch) -> str | None:
+    """What a batch reads, for people: its cursor range, or its file; None for a snapshot."""
+    if batch.kind == "chunk" and batch.predicate:
+        return CursorRange.from_predicate(batch.predicate).describe()
+    return batch.file_path
 
 
 class PipelineRunner:
@@ -127,6 +84,7 @@ class PipelineRunner:
         self.on_batch = on_batch
         self.holder = holder_id()
         self.reader = SourceReader(project, spec, catalog, env, read_files)
+        self.metrics = RunMetrics(spec.id)
         self.schema = SchemaGuard(project, spec, catalog)
         self._lock = threading.Lock()  # guards outcome, quality and claims across chunk workers
         self._commit_locks: dict[int, threading.Lock] = {}  # per destination: one commit at a time
@@ -389,7 +347,29 @@ class PipelineRunner:
     # ------------------------------------------------------------------ loading
 
     def _load(self, outcome: Outcome, total: int, run_id: str | None = None) -> None:
-        run = self.catalog.start_run(self.spec.id, run_id=run_id, trigger=self.controls.trigger)
+        """One run, traced as `hakiri.run`: the span starts first, so its trace id is on the
+        run record from the start (`hakiri runs --json`)."""
+        started = time.monotonic()
+        attributes = {
+            "hakiri.pipeline_id": self.spec.id,
+            "hakiri.load_mode": self.spec.load.mode.value,
+            "hakiri.trigger": self.controls.trigger,
+        }
+        with span("hakiri.run", attributes) as current:
+            run = self.catalog.start_run(
+                self.spec.id,
+                run_id=run_id,
+                trace_id=current_trace_id(),
+                trigger=self.controls.trigger,
+            )
+            current.set_attribute("hakiri.run_id", run.run_id)
+            status = self._load_run(run, outcome, total)
+            current.set_attributes({"hakiri.rows": outcome.rows, "hakiri.status": status.value})
+            if status is not RunStatus.SUCCESS:
+                set_error(current, outcome.error)
+        self.metrics.run_finished(time.monotonic() - started, status.value)
+
+    def _load_run(self, run: RunRecord, outcome: Outcome, total: int) -> RunStatus:
         outcome.run_id = run.run_id
         quality = RunQuality()
         tally = {"bytes": 0}
@@ -398,7 +378,7 @@ class PipelineRunner:
             self._work(run.run_id, outcome, quality, total, tally)
         except HakiriError as exc:
             self._fail(outcome, run.run_id, exc, RunStatus.FAILED, tally["bytes"], quality)
-            return
+            return RunStatus.FAILED
         outcome.quarantined = quality.quarantined
         try:
             post = self.spec.hooks.post
@@ -408,7 +388,7 @@ class PipelineRunner:
         except HakiriError as exc:
             # The rows are committed; only what came after them failed.
             self._fail(outcome, run.run_id, exc, RunStatus.PARTIAL, tally["bytes"], quality)
-            return
+            return RunStatus.PARTIAL
         self._check_anomaly(outcome, quality)
         outcome.status = "success"
         outcome.notes.extend(quality.warnings)
@@ -419,6 +399,7 @@ class PipelineRunner:
             bytes=tally["bytes"],
             quality=quality.as_dict(),
         )
+        return RunStatus.SUCCESS
 
     def parallelism(self) -> int:
         """Chunks in flight: `backfill.parallelism`, except where order matters.
@@ -461,10 +442,15 @@ class PipelineRunner:
                 controls.capacity.release()
             return batch
 
+        run_context = capture_context()  # chunk spans are children of the run span in any thread
+
         def load(batch: Batch) -> None:
             try:
-                with keep_claimed(
-                    self.catalog, self.spec.id, batch, self.holder, controls.claim_ttl
+                with (
+                    attached(run_context),
+                    keep_claimed(
+                        self.catalog, self.spec.id, batch, self.holder, controls.claim_ttl
+                    ),
                 ):
                     rows, malformed = self._load_batch(batch, run_id, quality, outcome)
             finally:
@@ -532,13 +518,16 @@ class PipelineRunner:
             "batches": outcome.batches,
             "started_at": run.started_at.isoformat(),
         }
-        run_hooks(
-            slot,
-            hooks,
-            run_sql=lambda some: self._destination(target).run_sql_hooks(slot, some, target.schema),
-            summary=summary,
-            env=self.env,
-        )
+        with span("hakiri.hooks", {"hakiri.hook.slot": slot, "hakiri.hook.count": len(hooks)}):
+            run_hooks(
+                slot,
+                hooks,
+                run_sql=lambda some: self._destination(target).run_sql_hooks(
+                    slot, some, target.schema
+                ),
+                summary=summary,
+                env=self.env,
+            )
 
     def _check_anomaly(self, outcome: Outcome, quality: RunQuality) -> None:
         """Warn (never fail) when this load's row count is far from the recent mean."""
@@ -564,6 +553,32 @@ class PipelineRunner:
     def _load_batch(
         self, batch: Batch, run_id: str, quality: RunQuality, outcome: Outcome
     ) -> tuple[int, int]:
+        """One batch, traced as `hakiri.chunk` (a child of `hakiri.run`)."""
+        started = time.monotonic()
+        attributes = {
+            "hakiri.pipeline_id": self.spec.id,
+            "hakiri.run_id": run_id,
+            "hakiri.chunk_id": batch.batch_id,
+            "hakiri.table": batch.table_name,
+            "hakiri.chunk.predicate": chunk_predicate(batch),
+            "hakiri.chunk.bytes": batch.size_bytes,
+            "hakiri.chunk.attempts": batch.attempt,
+        }
+        with span("hakiri.chunk", attributes) as chunk:
+            waited = self.bucket.acquire(self.reader.requests_per_read()) if self.bucket else 0.0
+            rows, malformed = self._load_chunk(batch, run_id, quality, outcome)
+            chunk.set_attributes(
+                {
+                    "hakiri.chunk.rows": rows,
+                    "hakiri.chunk.wait_ms": round(waited * 1000),
+                    "hakiri.chunk.duration_ms": round((time.monotonic() - started) * 1000),
+                }
+            )
+        return rows, malformed
+
+    def _load_chunk(
+        self, batch: Batch, run_id: str, quality: RunQuality, outcome: Outcome
+    ) -> tuple[int, int]:
         from hakiri.spark.errors import spark_errors
         from hakiri.spark.transforms import apply_transforms
 
@@ -572,21 +587,24 @@ class PipelineRunner:
         label = batch.file_path or batch.table_name
         started = time.monotonic()
         try:
-            if self.bucket is not None:
-                self.bucket.acquire(self.reader.requests_per_read())
             # Spark is lazy: reading fails only when staging runs the job, so one block covers both.
+            # For the same reason `hakiri.read` only plans the read: the source rows are read by
+            # the first Spark job, in `hakiri.rules` when there are rules, else in `hakiri.stage`.
             with spark_errors(f"loading {label} into {request.target_table}"):
-                read = self.reader.read(self.spark(), batch)
-                label = read.label
-                frame = apply_transforms(read.frame, self.spec.transforms)
+                with span("hakiri.read"):
+                    read = self.reader.read(self.spark(), batch)
+                    label = read.label
+                    frame = apply_transforms(read.frame, self.spec.transforms)
                 with self._commit_locks[id(destination)]:  # no commit runs while the DDL does
                     frame = self.schema.discover(batch.table_name, frame, destination, request)
-                checked = check_rows(frame, self.spec.validate_.rules, label=label)
+                with span("hakiri.rules"):
+                    checked = check_rows(frame, self.spec.validate_.rules, label=label)
                 keep = checked.quarantine if request.quarantine is not None else None
-                staged = destination.stage(checked.clean, request, quarantine=keep)
+                with span("hakiri.stage"):
+                    staged = destination.stage(checked.clean, request, quarantine=keep)
             crash_point("after_stage")
             staged_at = time.monotonic()
-            with self._commit_locks[id(destination)]:
+            with self._commit_locks[id(destination)], span("hakiri.commit"):
                 result = destination.commit(staged, request, crash_point)
         except HakiriError as exc:
             self.catalog.mark_failed(self.spec.id, batch.batch_id, self.holder, exc.reason)
@@ -599,6 +617,8 @@ class PipelineRunner:
         self.catalog.mark_committed(
             self.spec.id, batch.batch_id, self.holder, rows=result.rows_loaded
         )
+        lag = (datetime.now(UTC) - batch.created_at).total_seconds() if batch.created_at else None
+        self.metrics.chunk_committed(result.rows_loaded, result.quarantined, lag)
         with self._lock:
             outcome.timings.append(
                 {

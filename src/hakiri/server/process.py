@@ -96,13 +96,15 @@ def _loop(
     watcher = ManifestWatcher(root, env, state)
     next_watch = time.monotonic() + watch_seconds
     while not stop.is_set():
-        if time.monotonic() >= next_watch:
-            watcher.check(busy=set(reconciler.in_flight()))
-            next_watch = time.monotonic() + watch_seconds
         try:
+            if time.monotonic() >= next_watch:
+                watcher.check(busy=set(reconciler.in_flight()))
+                next_watch = time.monotonic() + watch_seconds
             reconciler.tick()
         except HakiriError as exc:  # the catalog went away for a moment: say so, go on
             log(f"tick failed: {exc.reason}")
+        except Exception as exc:  # a bug: reported, and serve keeps the other pipelines going
+            log(f"tick failed: internal error: {type(exc).__name__}: {exc}")
         state.wakeup.wait(LOOP_SECONDS)
         state.wakeup.clear()
     log("draining: no new runs or chunk claims")

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hakiri.catalog.records import ScheduleFire
-from hakiri.engine.runner import Outcome, RunControls, holder_id
+from hakiri.engine.controls import Outcome, RunControls, holder_id
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.server.state import ServeState
 from hakiri.services.apply import LazySpark, runner_for

@@ -12,11 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hakiri import observability
 from hakiri.catalog.records import Phase
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import Destination
-from hakiri.engine.runner import Outcome, PipelineRunner, RunControls
+from hakiri.engine.controls import Outcome, RunControls
+from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.spec.connections import Target, context_store_path, destination_url
 from hakiri.spec.loader import Project, load_project
@@ -34,6 +36,7 @@ def apply_project(
     on_batch: Callable[[str, int, int, int], None] | None = None,
 ) -> list[Outcome]:
     env = os.environ if env is None else env
+    observability.configure(env)
     project = load_project(root, env)
     unknown = [i for i in ids if i not in project.pipelines]
     if unknown:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from hakiri.errors import EditError
@@ -45,8 +46,11 @@ _GITIGNORE = """\
 """
 
 
-def init_project(directory: Path, name: str | None = None) -> list[Path]:
-    """Create the project files in `directory`; refuses to overwrite an existing project."""
+def init_project(
+    directory: Path, name: str | None = None, schemas: Mapping[str, str] | None = None
+) -> list[Path]:
+    """Create the project files in `directory`; refuses to overwrite an existing project.
+    `schemas`: schema files rendered above this layer (serve's OpenAPI document)."""
     directory.mkdir(parents=True, exist_ok=True)
     if (directory / PROJECT_FILE).exists():
         raise EditError(
@@ -78,6 +82,6 @@ def init_project(directory: Path, name: str | None = None) -> list[Path]:
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    written = [*files, *export_schemas(directory / "schemas")]
+    written = [*files, *export_schemas(directory / "schemas", schemas)]
     load_project(directory)  # the scaffold must validate; a failure here is a bug worth surfacing
     return written

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hakiri.catalog.records import Alert
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
+from hakiri.engine.controls import Outcome
 from hakiri.engine.run_quality import quarantine_table, resolve_run_id
-from hakiri.engine.runner import Outcome
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.services.apply import LazySpark, destination_for, runner_for
 from hakiri.spec.base import duration_seconds
@@ -52,18 +53,20 @@ def list_alerts(
     url = catalog_url(project.root, project.settings.catalog.url, env)
     with Catalog.open(url, migrate=False) as catalog:
         alerts = catalog.alerts(since=since, pipeline_id=pipeline_id, limit=limit)
-    return [
-        {
-            "id": a.alert_id,
-            "severity": a.severity,
-            "kind": a.kind,
-            "pipeline_id": a.pipeline_id,
-            "run_id": a.run_id,
-            "message": a.message,
-            "created_at": a.created_at.isoformat() if a.created_at else None,
-        }
-        for a in alerts
-    ]
+    return [alert_json(a) for a in alerts]
+
+
+def alert_json(alert: Alert) -> dict[str, Any]:
+    """One alert as `hakiri alerts --json` and serve's `GET /v1/alerts` show it."""
+    return {
+        "id": alert.alert_id,
+        "severity": alert.severity,
+        "kind": alert.kind,
+        "pipeline_id": alert.pipeline_id,
+        "run_id": alert.run_id,
+        "message": alert.message,
+        "created_at": alert.created_at.isoformat() if alert.created_at else None,
+    }
 
 
 def quarantined_rows(

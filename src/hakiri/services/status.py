@@ -1,4 +1,4 @@
-"""`hakiri runs` and `hakiri status`: what the catalog knows, read-only (never migrates)."""
+"""`hakiri runs`, `hakiri status` and serve's /v1/pipelines: what the catalog knows, read-only."""
 
 from __future__ import annotations
 
@@ -42,23 +42,49 @@ def list_runs(
     limit: int = 20,
     env: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
+    """`recent_runs` of the project at `root`."""
     specs, catalog = _open(root, os.environ if env is None else env)
     with catalog:
-        if (
-            pipeline_id is not None
-            and pipeline_id not in specs
-            and catalog.pipeline_state(pipeline_id) is None
-        ):
-            raise PipelineNotFound(
-                f"no pipeline `{pipeline_id}`", "`hakiri validate` lists the pipelines"
-            )
-        return [run_json(r) for r in catalog.runs(pipeline_id, limit=limit)]
+        return recent_runs(catalog, specs, pipeline_id, limit)
+
+
+def recent_runs(
+    catalog: Catalog,
+    specs: Mapping[str, PipelineSpec],
+    pipeline_id: str | None = None,
+    limit: int = 20,
+) -> list[dict[str, Any]]:
+    """The runs of one pipeline (or of all), newest first, as `run_json` documents.
+
+    A pipeline is known when a manifest defines it or the catalog remembers it.
+    """
+    if (
+        pipeline_id is not None
+        and pipeline_id not in specs
+        and catalog.pipeline_state(pipeline_id) is None
+    ):
+        raise PipelineNotFound(
+            f"no pipeline `{pipeline_id}`", "`hakiri validate` lists the pipelines"
+        )
+    return [run_json(r) for r in catalog.runs(pipeline_id, limit=limit)]
 
 
 def pipeline_status(
     root: Path,
     ids: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """`pipeline_statuses` of the project at `root`."""
+    specs, catalog = _open(root, os.environ if env is None else env)
+    with catalog:
+        return pipeline_statuses(catalog, specs, ids, now)
+
+
+def pipeline_statuses(
+    catalog: Catalog,
+    specs: Mapping[str, PipelineSpec],
+    ids: Sequence[str] = (),
     now: datetime | None = None,
 ) -> list[dict[str, Any]]:
     """Per pipeline: phase, chunks, throughput and ETA, rate budget, last runs, cursors.
@@ -88,17 +114,15 @@ def pipeline_status(
     run. Measured on the wall clock, that rate already includes chunks loading side by
     side, so it is not divided by the parallelism again.
     """
-    specs, catalog = _open(root, os.environ if env is None else env)
     now = now or datetime.now(UTC)
-    with catalog:
-        known = list(dict.fromkeys([*specs, *catalog.pipeline_states()]))
-        unknown = [i for i in ids if i not in known]
-        if unknown:
-            raise PipelineNotFound(
-                f"no pipeline {', '.join(f'`{i}`' for i in unknown)}",
-                "`hakiri validate` lists the pipelines",
-            )
-        return [_status(catalog, pid, specs.get(pid), now) for pid in (ids or known)]
+    known = list(dict.fromkeys([*specs, *catalog.pipeline_states()]))
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise PipelineNotFound(
+            f"no pipeline {', '.join(f'`{i}`' for i in unknown)}",
+            "`hakiri validate` lists the pipelines",
+        )
+    return [_status(catalog, pid, specs.get(pid), now) for pid in (ids or known)]
 
 
 def _status(
@@ -109,7 +133,8 @@ def _status(
     batches = live_batches(everything)
     counts = {status: sum(b.status is status for b in batches) for status in BatchStatus}
     runs = catalog.runs(pipeline_id, limit=5)
-    latest = runs[0] if runs else None
+    # A run requested over HTTP and not started yet has no pace to measure.
+    latest = next((r for r in runs if r.status is not RunStatus.PENDING), None)
     remaining = counts[BatchStatus.PENDING] + counts[BatchStatus.PROCESSING]
     throughput, eta = None, None
     if latest is not None:

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from hakiri.catalog.store import Catalog
-from hakiri.engine.runner import RunControls
+from hakiri.engine.controls import RunControls
 from hakiri.services.apply import LazySpark, runner_for
 from hakiri.spec.loader import load_project
 from tests.support.tables import make_source, table_project

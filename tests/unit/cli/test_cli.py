@@ -24,8 +24,10 @@ def test_init_scaffolds_a_project_that_validates(project, cli) -> None:
         ".gitignore",
         "schemas/pipeline.json",
         "schemas/project.json",
+        "schemas/openapi.json",
     ):
         assert (root / relative).is_file(), relative
+    assert cli("schema", "export", "--check", "--project", str(root)).exit_code == 0
     assert ".hakiri/" in (root / ".gitignore").read_text()
     check = cli("validate", "--project", str(root))
     assert check.exit_code == 0, check.stderr

@@ -9,12 +9,19 @@ import textwrap
 
 import jsonschema
 
+from hakiri.server.api import openapi_document
+from hakiri.spec.schema_export import render
 from tests.unit.conftest import REPO
 
 
 def test_committed_schemas_match_the_models(cli) -> None:
     result = cli("schema", "export", "--check", "--project", str(REPO))
     assert result.exit_code == 0, result.stderr
+
+
+def test_committed_openapi_document_matches_the_api() -> None:
+    committed = (REPO / "schemas/openapi.json").read_text(encoding="utf-8")
+    assert committed == render(openapi_document()), "run `hakiri schema export` and commit"
 
 
 def test_check_fails_after_a_model_change_without_re_export(tmp_path) -> None:
@@ -43,8 +50,17 @@ def test_export_then_check_in_another_directory(tmp_path, cli) -> None:
     out = tmp_path / "s"
     assert cli("schema", "export", "--out", str(out)).exit_code == 0
     assert cli("schema", "export", "--check", "--out", str(out)).exit_code == 0
-    (out / "pipeline.json").write_text("{}\n")
-    assert cli("schema", "export", "--check", "--out", str(out)).exit_code == 1
+    assert sorted(p.name for p in out.iterdir()) == [
+        "openapi.json",
+        "pipeline.json",
+        "plan.json",
+        "project.json",
+    ]
+    for name in ("pipeline.json", "openapi.json"):
+        fresh = (out / name).read_text()
+        (out / name).write_text("{}\n")
+        assert cli("schema", "export", "--check", "--out", str(out)).exit_code == 1
+        (out / name).write_text(fresh)
 
 
 def test_example_json_pipelines_validate_against_the_committed_schema() -> None:

@@ -86,6 +86,7 @@ from hakiri.destinations.context.watermark import (
 )
 from hakiri.destinations.gates import check_cdc_mirror, check_empty_source
 from hakiri.errors import HakiriError, HookError, LoadError, ValidationFailed
+from hakiri.observability import span
 from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
@@ -407,8 +408,9 @@ class ContextDestination:
 
         spark = self.spark()
         frame = read_parquet(spark, files)
-        with spark_errors(
-            f"checking the validators of the rows for {location}", fallback=LoadError
+        with (
+            span("hakiri.validate", {"hakiri.validator.count": len(request.validators)}),
+            spark_errors(f"checking the validators of the rows for {location}", fallback=LoadError),
         ):
             results = probe_frame(
                 frame,

@@ -80,6 +80,7 @@ from hakiri.destinations.postgres.staging import (
 from hakiri.destinations.postgres.swap import load_blue_green
 from hakiri.errors import HakiriError, LoadError, ValidationFailed
 from hakiri.hooks.runner import SqlLikeHook, run_sql_hooks
+from hakiri.observability import span
 from hakiri.quality.validators import ProbeResult, probe_staged
 from hakiri.spec.load import LoadMode
 
@@ -418,13 +419,14 @@ class PostgresDestination:
         """Dataset validators on the staged rows; an `abort` that fails rolls the load back."""
         if not request.validators:
             return []
-        results = probe_staged(
-            conn,
-            staging,
-            request.validators,
-            default_schema=schema,
-            text_columns=[c.name for c in staged_columns if is_text_type(c.type)],
-        )
+        with span("hakiri.validate", {"hakiri.validator.count": len(request.validators)}):
+            results = probe_staged(
+                conn,
+                staging,
+                request.validators,
+                default_schema=schema,
+                text_columns=[c.name for c in staged_columns if is_text_type(c.type)],
+            )
         failed = [r for r in results if not r.ok and r.on_fail == "abort"]
         if failed:
             more = f" (and {len(failed) - 1} more failing validators)" if len(failed) > 1 else ""

@@ -1,0 +1,75 @@
+"""What a run reports (Outcome), how a caller steers it (RunControls), and who holds a claim.
+
+Kept apart from the runner so services and serve can name these without the engine's
+machinery, and so the runner stays about running.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+BATCH_TTL_SECONDS = 600.0
+PIPELINE_LEASE_TTL_SECONDS = 3600.0
+
+
+@dataclass
+class Outcome:
+    """What happened to one pipeline in this apply."""
+
+    pipeline_id: str
+    status: str  # 'success' | 'no-op' | 'failed' | 'retired' (in no manifest any more)
+    mode: str
+    run_id: str | None = None
+    rows: int = 0
+    batches: int = 0
+    recovered: int = 0  # batches found in the destination's ledger after a crash
+    malformed: int = 0
+    quarantined: int = 0  # rule-violation records written to the quarantine table
+    remaining: int = 0  # batches left pending (max_chunks_per_tick reached)
+    seconds: float = 0.0
+    error: str | None = None
+    hint: str | None = None
+    notes: list[str] = field(default_factory=list)
+    # per batch: seconds reading+staging, in the destination commit, in the catalog
+    timings: list[dict[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class RunControls:
+    """How a caller steers a run. `apply` uses the defaults; `hakiri serve` shortens the leases
+    (a dead replica's work is taken over sooner), drains on SIGTERM and caps chunks in flight
+    across all the pipelines of the process."""
+
+    lease_ttl: float = PIPELINE_LEASE_TTL_SECONDS  # the pipeline lease, renewed by a heartbeat
+    claim_ttl: float = BATCH_TTL_SECONDS  # each chunk claim, renewed by a heartbeat
+    draining: threading.Event | None = None  # once set: claim no more batches
+    capacity: threading.BoundedSemaphore | None = None  # one permit per batch in flight
+    trigger: str = "apply"  # recorded on the run: apply | schedule | event
+
+    def stopping(self) -> bool:
+        return self.draining is not None and self.draining.is_set()
+
+
+def holder_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def holder_is_dead(holder: str | None) -> bool:
+    """A holder on this host whose process is gone (it crashed); other hosts wait for lease expiry."""
+    if not holder:
+        return False
+    host, _, rest = holder.partition(":")
+    pid_text = rest.split(":", 1)[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
