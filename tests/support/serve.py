@@ -19,7 +19,32 @@ import httpx
 T = TypeVar("T")
 
 TOKEN = "test-token-0123456789"
-START_SECONDS = 180  # Spark starts inside; the machine may be busy with other tests
+START_SECONDS = 180
+# [spark] for a serve process in tests: one core and a quick JIT, so it starts faster and
+# the suite's own session keeps the other core.
+SERVE_SPARK = """
+[spark]
+master = "local[1]"
+conf = { "spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "spark.ui.enabled" = "false" }
+"""
+# A project of two files pipelines for the API tests: `orders` runs every minute, `paused`
+# is switched off in its manifest.
+SHOP_MANIFEST = """
+[project]
+name = "shop"
+
+[[pipeline]]
+id = "orders"
+schedule = "every 1m"
+source = { connector = "files", config = { path = "data/orders/*.csv" } }
+tables = ["orders"]
+
+[[pipeline]]
+id = "paused"
+enabled = false
+source = { connector = "files", config = { path = "data/paused/*.csv" } }
+tables = ["paused"]
+"""  # Spark starts inside; the machine may be busy with other tests
 
 
 class ServeProcess:

@@ -66,3 +66,33 @@ def make_source(project: Project, rows: int = 1_000) -> None:
         "SELECT g, g * 0.5, timestamptz '2024-01-01 00:00+00' + g * interval '1 minute' "
         f"FROM generate_series(1, {rows}) g"
     )
+
+
+def id_backfill_project(
+    root: Path,
+    pg_url: str,
+    schema: str,
+    *,
+    chunks: int,
+    window: int,
+    pipeline: str = "",
+    backfill: str = "",
+    settings: str = "",
+) -> Project:
+    """Pipeline `p` appends `src` (chunks * window rows, made here) into `dst` in id windows
+    of `window` rows. `pipeline` adds pipeline keys (`schedule = "every 1s"`), `backfill`
+    keys of `[pipeline.backfill]`, `settings` project tables after the pipeline."""
+    project = table_project(
+        root,
+        pg_url,
+        schema,
+        incremental='"id"',
+        load='{ mode = "append" }',
+        body=f"{textwrap.dedent(pipeline).strip()}\n\n[pipeline.backfill]\nwindow = {window}\n"
+        + textwrap.dedent(backfill).strip(),
+    )
+    if settings:
+        path = root / "hakiri.toml"
+        path.write_text(path.read_text() + "\n" + textwrap.dedent(settings))
+    make_source(project, rows=chunks * window)
+    return project

@@ -10,6 +10,7 @@ chunk claims; runs in flight finish their chunks (up to `drain_timeout`); exit 0
 from __future__ import annotations
 
 import hashlib
+import os
 import signal
 import socket
 import sys
@@ -24,7 +25,7 @@ from typing import Any
 from hakiri.catalog.records import Phase, RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
-from hakiri.errors import HakiriError, ServeError
+from hakiri.errors import HakiriError, ManifestError, ServeError
 from hakiri.server.scheduler import Reconciler
 from hakiri.server.state import TOKEN_ENV, ServeState
 from hakiri.services.apply import LazySpark
@@ -134,6 +135,9 @@ class ManifestWatcher:
             project = load_project(self.root, self.env)
         except HakiriError as exc:
             first = exc.reason.splitlines()[0]
+            if isinstance(exc, ManifestError):  # name the first problem, not just the count
+                problem = next(d for d in exc.diagnostics if d.severity == "error")
+                first = f"{first}; first: {problem.message} ({problem.where})"
             self.state.reload_error = first
             log(f"manifest edit not applied, the last valid version keeps running: {first}")
             return
@@ -217,7 +221,7 @@ def _start_api(state: ServeState, host: str, port: int) -> _Api:
         sock = socket.create_server((host, port), reuse_port=False)
     except OSError as exc:
         raise ServeError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            f"cannot listen on {host}:{port}: {os.strerror(exc.errno) if exc.errno else exc}",
             "choose another --port, or stop what already listens there",
         ) from None
     config = uvicorn.Config(

@@ -11,7 +11,7 @@ from hakiri.catalog.store import Catalog
 from hakiri.engine.controls import RunControls
 from hakiri.services.apply import LazySpark, runner_for
 from hakiri.spec.loader import load_project
-from tests.support.tables import make_source, table_project
+from tests.support.tables import id_backfill_project
 
 CHUNKS = 6
 
@@ -23,19 +23,9 @@ def _runner(root: Path, controls: RunControls, catalog: Catalog):
 
 
 def _project(tmp_path: Path, pg_url: str, pg_schema: str) -> Path:
-    project = table_project(
-        tmp_path,
-        pg_url,
-        pg_schema,
-        incremental='"id"',
-        load='{ mode = "append" }',
-        body="""
-        [pipeline.backfill]
-        window = 100
-        parallelism = 3
-        """,
+    id_backfill_project(
+        tmp_path, pg_url, pg_schema, chunks=CHUNKS, window=100, backfill="parallelism = 3"
     )
-    make_source(project, rows=100 * CHUNKS)
     return tmp_path
 
 

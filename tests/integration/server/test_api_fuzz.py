@@ -21,27 +21,12 @@ from hakiri.catalog.store import Catalog
 from hakiri.server.api import create_app
 from hakiri.server.state import TOKEN_ENV, ServeState
 from hakiri.spec.loader import load_project
+from tests.support.serve import SHOP_MANIFEST
 
 REPO = Path(__file__).resolve().parents[3]
 TOKEN = "fuzz-token"
-
-# `orders` is the example id in the document, so the fuzzer reaches the accepted trigger.
-PROJECT = """
-[project]
-name = "shop"
-
-[[pipeline]]
-id = "orders"
-schedule = "every 1m"
-source = { connector = "files", config = { path = "data/orders/*.csv" } }
-tables = ["orders"]
-
-[[pipeline]]
-id = "paused"
-enabled = false
-source = { connector = "files", config = { path = "data/paused/*.csv" } }
-tables = ["paused"]
-"""
+# The project is SHOP_MANIFEST: `orders` is the example id in the document, so the fuzzer
+# reaches the accepted trigger.
 
 
 schema = schemathesis.openapi.from_path(REPO / "schemas" / "openapi.json")
@@ -50,7 +35,7 @@ schema = schemathesis.openapi.from_path(REPO / "schemas" / "openapi.json")
 @pytest.fixture
 def api(tmp_path: Path, spark: SparkSession) -> Iterator[FastAPI]:
     """The app over a project with `orders` and a disabled pipeline, a run and an alert."""
-    (tmp_path / "hakiri.toml").write_text(PROJECT, encoding="utf-8")
+    (tmp_path / "hakiri.toml").write_text(SHOP_MANIFEST, encoding="utf-8")
     env = {TOKEN_ENV: TOKEN}
     with Catalog.open(f"sqlite:///{tmp_path / 'state.sqlite'}", migrate=True) as catalog:
         run = catalog.start_run("orders", trigger="schedule")

@@ -11,8 +11,8 @@ import psycopg
 
 from hakiri.catalog.records import Batch, BatchStatus
 from hakiri.catalog.store import Catalog
-from tests.support.serve import ServeProcess
-from tests.support.tables import make_source, table_project
+from tests.support.serve import SERVE_SPARK, ServeProcess
+from tests.support.tables import id_backfill_project
 
 CHUNKS, WINDOW = 40, 250
 
@@ -25,35 +25,16 @@ def _holder_pid(batch: Batch) -> int | None:
 def test_two_replicas_share_a_backfill_and_one_finishes_it_after_the_other_is_killed(
     tmp_path: Path, pg_url: str, pg_schema: str, pg_catalog: str
 ) -> None:
-    project = table_project(
+    project = id_backfill_project(
         tmp_path,
         pg_url,
         pg_schema,
-        incremental='"id"',
-        load='{ mode = "append" }',
-        body=f"""
-        schedule = "every 1s"
-
-        [pipeline.backfill]
-        window = {WINDOW}
-        max_chunks_per_tick = 2
-        """,
+        chunks=CHUNKS,
+        window=WINDOW,
+        pipeline='schedule = "every 1s"',
+        backfill="max_chunks_per_tick = 2",
+        settings=f'[catalog]\nurl = "{pg_catalog}"\n\n[serve]\nlease_ttl = "6s"\n{SERVE_SPARK}',
     )
-    (tmp_path / "hakiri.toml").write_text(
-        (tmp_path / "hakiri.toml").read_text()
-        + f"""
-[catalog]
-url = "{pg_catalog}"
-
-[serve]
-lease_ttl = "6s"
-
-[spark]
-master = "local[1]"
-conf = {{ "spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "spark.ui.enabled" = "false" }}
-"""
-    )
-    make_source(project, rows=CHUNKS * WINDOW)
     catalog_url = pg_catalog.replace("postgresql://", "postgresql+psycopg://", 1)
 
     def chunks() -> list[Batch]:

@@ -10,16 +10,8 @@ from pathlib import Path
 from hakiri.catalog.records import Batch, BatchStatus, Phase, RunStatus
 from hakiri.catalog.store import Catalog
 from tests.support.project import Project
-from tests.support.serve import TOKEN, ServeProcess
-from tests.support.tables import make_source, table_project
-
-# One core and a quick JIT: serve's Spark starts faster, and the suite's own session keeps
-# the other core.
-SPARK = """
-[spark]
-master = "local[1]"
-conf = { "spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "spark.ui.enabled" = "false" }
-"""
+from tests.support.serve import SERVE_SPARK, TOKEN, ServeProcess
+from tests.support.tables import id_backfill_project
 
 
 def _files_project(root: Path, pg_url: str, schema: str, *, schedule: str | None) -> Project:
@@ -35,7 +27,7 @@ def _manifest(pg_url: str, schema: str, schedule_line: str, extra: str = "") -> 
         textwrap.dedent(f"""
         [project]
         name = "served"
-        {SPARK}
+        {SERVE_SPARK}
         [connections.wh]
         type = "postgres"
         url = "{pg_url}"
@@ -163,22 +155,16 @@ def test_backfill_progress_shows_in_the_api_while_serve_works_the_queue(
     tmp_path: Path, pg_url: str, pg_schema: str
 ) -> None:
     chunks = 12
-    project = table_project(
+    project = id_backfill_project(
         tmp_path,
         pg_url,
         pg_schema,
-        incremental='"id"',
-        load='{ mode = "append" }',
-        body="""
-        schedule = "every 1s"
-
-        [pipeline.backfill]
-        window = 500
-        max_chunks_per_tick = 2
-        """,
+        chunks=chunks,
+        window=500,
+        pipeline='schedule = "every 1s"',
+        backfill="max_chunks_per_tick = 2",
+        settings=SERVE_SPARK,
     )
-    (tmp_path / "hakiri.toml").write_text((tmp_path / "hakiri.toml").read_text() + SPARK)
-    make_source(project, rows=500 * chunks)
     seen: list[dict] = []
 
     def progress() -> bool:
@@ -212,21 +198,15 @@ def test_sigterm_drains_claims_nothing_more_and_exits_0(
     tmp_path: Path, pg_url: str, pg_schema: str
 ) -> None:
     chunks = 20
-    project = table_project(
+    project = id_backfill_project(
         tmp_path,
         pg_url,
         pg_schema,
-        incremental='"id"',
-        load='{ mode = "append" }',
-        body="""
-        schedule = "every 1s"
-
-        [pipeline.backfill]
-        window = 500
-        """,
+        chunks=chunks,
+        window=500,
+        pipeline='schedule = "every 1s"',
+        settings=SERVE_SPARK,
     )
-    (tmp_path / "hakiri.toml").write_text((tmp_path / "hakiri.toml").read_text() + SPARK)
-    make_source(project, rows=500 * chunks)
 
     def committed() -> list[Batch]:
         with _catalog(tmp_path) as catalog:

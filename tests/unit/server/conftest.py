@@ -14,27 +14,10 @@ from hakiri.catalog.store import Catalog
 from hakiri.server.api import create_app
 from hakiri.server.state import TOKEN_ENV, ServeState
 from hakiri.spec.loader import load_project
+from tests.support.serve import SHOP_MANIFEST
 from tests.unit.conftest import ProjectDir
 
 TOKEN = "s3cret-token"
-
-# `orders` runs every minute; `paused` is switched off in its manifest.
-SHOP = """
-[project]
-name = "shop"
-
-[[pipeline]]
-id = "orders"
-schedule = "every 1m"
-source = { connector = "files", config = { path = "data/orders/*.csv" } }
-tables = ["orders"]
-
-[[pipeline]]
-id = "paused"
-enabled = false
-source = { connector = "files", config = { path = "data/paused/*.csv" } }
-tables = ["paused"]
-"""
 
 
 @pytest.fixture
@@ -51,7 +34,7 @@ def catalog(catalog_url: str) -> Iterator[Catalog]:
 @pytest.fixture
 def make_client(project: ProjectDir, catalog: Catalog) -> Callable[..., TestClient]:
     """A client of the API; `token=None` starts it without HAKIRI_SERVE_TOKEN."""
-    project.write("hakiri.toml", SHOP)
+    project.write("hakiri.toml", SHOP_MANIFEST)
 
     def make(
         *, token: str | None = TOKEN, spark_up: bool = True, max_body_bytes: int = 65_536
