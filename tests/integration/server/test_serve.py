@@ -235,3 +235,32 @@ def test_sigterm_drains_claims_nothing_more_and_exits_0(
     assert project.query(f'SELECT count(*), count(DISTINCT id) FROM "{pg_schema}".dst') == [
         (500 * chunks, 500 * chunks)
     ]
+
+
+def test_a_missed_slot_runs_once_at_start_up_and_a_restart_does_not_fire_it_again(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    # Once a year: the latest slot (1 January) was missed, and no new one comes during the test.
+    project = _files_project(tmp_path, pg_url, pg_schema, schedule="0 0 1 1 *")
+    env = {"HAKIRI_SERVE_TOKEN": TOKEN}
+    with ServeProcess(tmp_path, env=env) as serve:
+        serve.wait_ready()
+        serve.wait_for(lambda: _count(project, "t") == 2, 120, "the missed slot's run")
+        assert serve.terminate() == 0
+    with _catalog(tmp_path) as catalog:
+        fired = catalog.last_fire("p")
+    assert fired is not None and (fired.slot.month, fired.slot.day, fired.slot.hour) == (1, 1, 0)
+
+    project.write("data/b.csv", "id,name\n3,edsger\n")
+    with ServeProcess(tmp_path, env=env) as serve:
+        serve.wait_ready()
+        # The process is up and running work: a trigger loads the new file...
+        run_id = serve.post("/v1/pipelines/p/runs", token=TOKEN).json()["run_id"]
+        serve.wait_for(lambda: _finished(serve, run_id), 120, "the triggered run")
+        assert serve.terminate() == 0
+    # ...but the slot fired before the restart did not fire again.
+    with _catalog(tmp_path) as catalog:
+        assert catalog.last_fire("p") == fired
+        triggers = [r.trigger for r in catalog.runs("p")]
+    assert sorted(triggers) == ["event", "schedule"]
+    assert _count(project, "t") == 3
