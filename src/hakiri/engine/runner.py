@@ -117,9 +117,10 @@ class PipelineRunner:
             self._plan_table(table, outcome)
         pending = self.catalog.batches(self.spec.id, status=BatchStatus.PENDING)
         pending = [b for b in pending if not self._already_in_ledger(b, outcome)]
-        if pending and not self.controls.stopping():
+        draining = self.controls.stopping()  # then a requested run stays pending for later
+        if pending and not draining:
             self._load(outcome, total=len(pending), run_id=requested)
-        elif requested is not None:  # the trigger is answered: there was nothing new
+        elif requested is not None and not draining:  # answered: there was nothing new
             self.catalog.start_run(self.spec.id, run_id=requested)
             self.catalog.finish_run(requested, RunStatus.SUCCESS, row_count=0)
             outcome.run_id = requested

@@ -65,7 +65,8 @@ def serve(root: Path, options: ServeOptions, env: Mapping[str, str]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
 
-    api = _start_api(state, options.host or settings.host, _port(options, settings.port))
+    port = settings.port if options.port is None else options.port
+    api = _start_api(state, options.host or settings.host, port)
     try:
         if not state.token:
             log(f"{TOKEN_ENV} is not set: POST /v1/pipelines/{{id}}/runs is disabled")
@@ -194,10 +195,6 @@ def _spark_up(spark: LazySpark) -> bool:
         return session is not None and session.sparkContext._jsc is not None
     except Exception:
         return False
-
-
-def _port(options: ServeOptions, default: int) -> int:
-    return default if options.port is None else options.port
 
 
 class _Api:

@@ -29,6 +29,7 @@ from hakiri.engine.controls import Outcome, RunControls, holder_id
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.server.state import ServeState
 from hakiri.services.apply import LazySpark, runner_for
+from hakiri.spec.base import duration_seconds
 from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ServeSettings
 from hakiri.spec.schedule import Schedule, parse_schedule
@@ -58,8 +59,6 @@ class Reconciler:
         settings: ServeSettings,
         log: Callable[[str], None],
     ) -> None:
-        from hakiri.spec.base import duration_seconds
-
         self.state, self.spark, self.env, self.log = state, spark, env, log
         self.holder = holder_id()
         self.draining = threading.Event()
@@ -70,17 +69,16 @@ class Reconciler:
 
     # ------------------------------------------------------------------ deciding
 
-    def tick(self, now: datetime | None = None) -> list[Dispatch]:
-        """Start every run that is due now; returns what was started."""
+    def tick(self, now: datetime | None = None) -> None:
+        """Start every run that is due now."""
         if self.draining.is_set():
-            return []
+            return
         now = now or datetime.now(UTC)
         catalog = self.state.catalog
         pipelines = self.state.project().pipelines
         requested: dict[str, str] = {}
         for run in catalog.pending_runs():
             requested.setdefault(run.pipeline_id, run.run_id)  # oldest first
-        started = []
         for pipeline_id, spec in pipelines.items():
             if self.busy(pipeline_id):
                 continue
@@ -91,8 +89,6 @@ class Reconciler:
                 dispatch = Dispatch(pipeline_id, "schedule")
             if dispatch is not None:
                 self._start(dispatch, spec)
-                started.append(dispatch)
-        return started
 
     def _fire(self, spec: PipelineSpec, now: datetime) -> bool:
         assert spec.schedule is not None
