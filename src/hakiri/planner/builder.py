@@ -26,7 +26,7 @@ from hakiri.planner.types import (
     target_type,
 )
 from hakiri.sources.cursors import cursor_kind_of
-from hakiri.spec.fingerprint import normalized_spec, spec_hash
+from hakiri.spec.fingerprint import normalized_hash, normalized_spec, read_today, spec_hash
 from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns
@@ -60,7 +60,8 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
             errors=list(obs.errors),
             warnings=["state is kept in the catalog and target tables are left untouched"],
         )
-    diff = spec_diff(obs.state.applied_spec, normalized_spec(spec)) if obs.state else []
+    applied = read_today(obs.state.applied_spec) if obs.state else None
+    diff = spec_diff(applied, normalized_spec(spec)) if applied is not None else []
     applied_key = obs.state.applied_spec.get("load", {}).get("upsert_key") if obs.state else None
     targets = [_target_change(spec, t, applied_key) for t in obs.tables]
     pending = [_pending(spec, t) for t in obs.tables]
@@ -81,7 +82,7 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     if obs.state is None:
         action = Action.ADD
     elif (
-        obs.state.spec_hash != spec_hash(spec)
+        normalized_hash(applied or {}) != spec_hash(spec)
         or any(t.changes_structure for t in targets)
         or backfilling
     ):

@@ -11,6 +11,8 @@ import hashlib
 import json
 from typing import Any
 
+from pydantic import ValidationError
+
 from hakiri.spec.pipeline import PipelineSpec
 
 
@@ -19,7 +21,19 @@ def normalized_spec(spec: PipelineSpec) -> dict[str, Any]:
 
 
 def spec_hash(spec: PipelineSpec) -> str:
-    canonical = json.dumps(
-        normalized_spec(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    return normalized_hash(normalized_spec(spec))
+
+
+def normalized_hash(normalized: dict[str, Any]) -> str:
+    canonical = json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def read_today(applied: dict[str, Any]) -> dict[str, Any]:
+    """A spec an earlier apply stored, normalized by today's models: a key hakiri added since
+    then reads as its default on both sides, so an upgrade alone shows no change. A stored
+    spec today's models refuse is compared as it was stored."""
+    try:
+        return normalized_spec(PipelineSpec.model_validate(applied))
+    except ValidationError:
+        return applied

@@ -92,6 +92,16 @@ def test_an_applied_unchanged_pipeline_is_a_no_op() -> None:
     assert plan.diff == [] and not plan.targets[0].changes_structure
 
 
+def test_keys_a_newer_hakiri_added_at_their_defaults_are_no_change() -> None:
+    spec = _spec()
+    stored = normalized_spec(spec)
+    for key in ("on_empty", "null_value", "quote", "escape", "column_names"):
+        del stored["source"]["config"][key]  # as an earlier hakiri applied and stored it
+    state = PipelineState(spec.id, "sha256:older", stored, Phase.STREAMING, datetime.now(UTC))
+    plan = plan_pipeline(_obs(spec, state))
+    assert plan.action is Action.NO_OP and plan.diff == []
+
+
 def test_an_edited_spec_shows_the_field_diff() -> None:
     before = _spec()
     after = _spec(
