@@ -35,6 +35,12 @@ class BatchRead:
     frame: Any  # a lazy Spark DataFrame
     malformed: int = 0
     label: str = ""  # names the batch in messages: a file, or `table (predicate)`
+    empty: bool = False  # files: no file of the batch holds a data record
+    # False for an empty batch whose columns were not declared: it tells nothing of its columns.
+    evidence: bool = True
+    # (name, Spark type) of the columns whose type Spark inferred from the values (files without
+    # declared `columns`, except Parquet): a guess, see `engine.evidence`.
+    inferred: tuple[tuple[str, str], ...] = ()
 
 
 class SourceReader:
@@ -153,9 +159,18 @@ class SourceReader:
         files = self._files_of(batch)
         read = self.read_files(spark, self.project.root, config, files)
         frame = read.frame
-        if config.provenance:
+        evidence = not (read.empty and config.columns is None)
+        if config.provenance and evidence:
             frame = with_provenance(frame, self.project.root, files, batch.batch_id)
-        return BatchRead(frame, read.malformed, batch.file_path or batch.table_name)
+        guessing = config.columns is None and config.format != "parquet"
+        return BatchRead(
+            frame,
+            read.malformed,
+            batch.file_path or batch.table_name,
+            empty=read.empty,
+            evidence=evidence,
+            inferred=tuple(read.frame.dtypes) if guessing else (),
+        )
 
     def _read_table(self, spark: Any, batch: Batch) -> BatchRead:
         from hakiri.sources.table_reader import latest_per_key, read_table

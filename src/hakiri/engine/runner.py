@@ -18,7 +18,8 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus, Phase, RunRecord, RunStatus
 from hakiri.catalog.store import Catalog
-from hakiri.destinations.base import Destination, LoadRequest
+from hakiri.destinations.base import Destination, LoadRequest, LoadResult
+from hakiri.destinations.gates import check_empty_source
 from hakiri.engine.batches import SNAPSHOT_MODES
 from hakiri.engine.chunks import committed_cursor
 from hakiri.engine.controls import (
@@ -28,12 +29,13 @@ from hakiri.engine.controls import (
     holder_is_dead,
 )
 from hakiri.engine.crash import crash_point
+from hakiri.engine.evidence import guessed_columns
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.reading import SourceReader
 from hakiri.engine.run_quality import RunQuality, quarantine_table, resolve_run_id
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.workers import keep_claimed, keep_leased, run_workers
-from hakiri.errors import HakiriError, LeaseHeld
+from hakiri.errors import HakiriError, LeaseHeld, SourceDataError
 from hakiri.hooks.runner import is_sql_like, run_hooks, run_sql_hooks, sql_hooks
 from hakiri.observability import (
     RunMetrics,
@@ -551,6 +553,30 @@ class PipelineRunner:
             "warning", "anomaly", check.message, pipeline_id=self.spec.id, run_id=outcome.run_id
         )
 
+    def _on_empty(self, label: str, run_id: str) -> None:
+        """A batch without a data record: what the files source's `on_empty` asks for."""
+        source = self.spec.source
+        on_empty = getattr(source.config, "on_empty", "ignore")
+        message = f"{label} holds no data record"
+        if on_empty == "fail":
+            raise SourceDataError(
+                f"{message} (on_empty = 'fail')",
+                "fix the export, or set on_empty = 'ignore' (or 'alert') to load it as 0 rows",
+            )
+        if on_empty == "alert":
+            self.catalog.add_alert(
+                "warning", "empty_source", message, pipeline_id=self.spec.id, run_id=run_id
+            )
+
+    def _nothing_to_create(self, request: LoadRequest) -> LoadResult:
+        """An empty batch with undeclared columns, and no target yet: nothing says what the
+        target's columns would be, so none is created. The batch is committed as 0 rows (the
+        destination holds nothing of it to be exactly-once about); truncate and blue_green
+        still refuse an empty source."""
+        qualified = ".".join(filter(None, (request.target_schema, request.target_table)))
+        check_empty_source(request.load, 0, qualified)
+        return LoadResult(rows_loaded=0)
+
     def _load_batch(
         self, batch: Batch, run_id: str, quality: RunQuality, outcome: Outcome
     ) -> tuple[int, int]:
@@ -595,18 +621,32 @@ class PipelineRunner:
                 with span("hakiri.read"):
                     read = self.reader.read(self.spark(), batch)
                     label = read.label
-                    frame = apply_transforms(read.frame, self.spec.transforms)
+                    if read.empty:
+                        self._on_empty(read.label, run_id)
+                    frame = read.frame
+                    if read.evidence:
+                        frame = apply_transforms(frame, self.spec.transforms)
                 with self._commit_locks[id(destination)]:  # no commit runs while the DDL does
-                    frame = self.schema.discover(batch.table_name, frame, destination, request)
-                with span("hakiri.rules"):
-                    checked = check_rows(frame, self.spec.validate_.rules, label=label)
-                keep = checked.quarantine if request.quarantine is not None else None
-                with span("hakiri.stage"):
-                    staged = destination.stage(checked.clean, request, quarantine=keep)
-            crash_point("after_stage")
+                    if read.evidence:
+                        guessed = guessed_columns(read.inferred, frame, self.spec.transforms)
+                        frame = self.schema.discover(
+                            batch.table_name, frame, destination, request, guessed
+                        )
+                    else:
+                        frame = self.schema.shape_empty(frame, destination, request)
+                if frame is not None:
+                    with span("hakiri.rules"):
+                        checked = check_rows(frame, self.spec.validate_.rules, label=label)
+                    keep = checked.quarantine if request.quarantine is not None else None
+                    with span("hakiri.stage"):
+                        staged = destination.stage(checked.clean, request, quarantine=keep)
             staged_at = time.monotonic()
-            with self._commit_locks[id(destination)], span("hakiri.commit"):
-                result = destination.commit(staged, request, crash_point)
+            if frame is None:
+                result = self._nothing_to_create(request)
+            else:
+                crash_point("after_stage")
+                with self._commit_locks[id(destination)], span("hakiri.commit"):
+                    result = destination.commit(staged, request, crash_point)
         except HakiriError as exc:
             self.catalog.mark_failed(self.spec.id, batch.batch_id, self.holder, exc.reason)
             raise

@@ -13,6 +13,7 @@ from typing import Any
 from hakiri.catalog.records import SchemaEvent
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination, LoadRequest
+from hakiri.engine.evidence import settle_unvalued, shape_like_target
 from hakiri.errors import SchemaIncompatible
 from hakiri.planner.evolution import SchemaRefused, decide
 from hakiri.spec.connections import destination_kind
@@ -50,10 +51,25 @@ class SchemaGuard:
         self._logged: set[tuple[str, str, str]] = set()  # (table, kind, column) logged this run
         self._key_checked = False  # the applied spec cannot change during a run: check it once
 
+    def shape_empty(self, frame: Any, destination: Destination, request: LoadRequest) -> Any:
+        """A batch with no data record and no declared types: the frame to stage, shaped like the
+        target (so it loads 0 rows as any empty batch does); None when there is no target yet,
+        since nothing in the batch says what its columns would be. Never a schema event."""
+        target = destination.target_columns(request)
+        if target is None:
+            return None
+        return shape_like_target(frame, target, self.kind)
+
     def discover(
-        self, table: str, frame: Any, destination: Destination, request: LoadRequest
+        self,
+        table: str,
+        frame: Any,
+        destination: Destination,
+        request: LoadRequest,
+        guessed: frozenset[str] = frozenset(),
     ) -> Any:
-        """The frame to stage (minus discarded columns), after evolving the target if needed."""
+        """The frame to stage (minus discarded columns), after evolving the target if needed.
+        `guessed` names the columns whose type Spark inferred from the batch's values."""
         if request.replay_of:
             return frame  # a replay loads rows in the target's own columns
         # `renames = {old = "new"}`: the column is `new` from now on, whatever the source calls it.
@@ -70,6 +86,8 @@ class SchemaGuard:
             return frame  # the first load creates the target with the batch's columns
         where = f"pipeline `{self.spec.id}`, table {table} -> {request.target_table}"
         self._check_key(where)
+        if guessed:
+            frame = settle_unvalued(frame, target, guessed, self.kind)
         source = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
         events = self.catalog.schema_events(self.spec.id)
         try:
@@ -81,6 +99,7 @@ class SchemaGuard:
                 renames=self.spec.renames,
                 accepted=accepted_changes(events, table),
                 where=where,
+                guessed=guessed,
             )
         except SchemaRefused as refused:
             # Recorded so `hakiri schema accept` knows what it accepts; raised again unchanged.

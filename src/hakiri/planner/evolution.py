@@ -101,10 +101,13 @@ def decide(
     renames: Mapping[str, str],
     accepted: set[tuple[str, str]],
     where: str,
+    guessed: frozenset[str] = frozenset(),
 ) -> SchemaDecision:
     """Compare the source's (name, Spark type) columns with an existing target's.
 
     Raises SchemaIncompatible, naming every blocked change, when any is not accepted.
+    `guessed` names source columns whose type was inferred from the batch's values: a type
+    change of one of them is refused with a hint to declare the types, never to accept it.
     """
     decision = SchemaDecision()
     by_name = {c.name: c for c in target}
@@ -155,12 +158,28 @@ def decide(
         raise SchemaRefused(
             f"{where}: the source's columns changed in a way the schema policy '{policy}' refuses: "
             + "; ".join(b.describe() for b in decision.blocked),
-            ("set schema_policy = 'evolve', " if policy == "freeze" else "")
-            + "cast the column in a transform, or accept the change deliberately with "
-            "`hakiri schema accept <pipeline>`",
+            _refusal_hint(decision.blocked, policy, guessed),
             decision.blocked,
         )
     return decision
+
+
+def _refusal_hint(blocked: Sequence[Blocked], policy: str, guessed: frozenset[str]) -> str:
+    retyped = [b.column for b in blocked if b.kind in ("incompatible", "widen")]
+    inferred = [column for column in retyped if column in guessed]
+    if inferred:
+        # Accepting would retype the target after a guess (a file of whole numbers reads as int,
+        # an empty or all-NULL column as string): the next file would disagree again.
+        return (
+            f"the source's type of {', '.join(inferred)} is inferred from this batch's values; "
+            "declare the column types in the source's `columns` (or cast them in a transform) "
+            "so every file reads the same way"
+        )
+    return (
+        ("set schema_policy = 'evolve', " if policy == "freeze" else "")
+        + "cast the column in a transform, or accept the change deliberately with "
+        "`hakiri schema accept <pipeline>`"
+    )
 
 
 def _gate(

@@ -138,3 +138,11 @@ def destination_type(spark_type: str, destination_kind: str) -> str | None:
     if destination_kind == "postgres":
         return spark_to_postgres(spark_type)
     return spark_to_delta(spark_type)
+
+
+def target_type_as_spark(destination_kind: str, type_name: str) -> str | None:
+    """A target column's type ('bigint', 'numeric(12,2)'; Delta's 'long', 'array<long>') in Spark
+    SQL terms; None when Spark has no equivalent (e.g. PostgreSQL's uuid or a domain)."""
+    if destination_kind == "postgres":
+        return source_type_as_spark("postgres", type_name)
+    return type_name

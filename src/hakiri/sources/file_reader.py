@@ -23,7 +23,9 @@ from hakiri.sources.base import SourceFile
 from hakiri.sources.files import (
     BOM,
     csv_names,
+    csv_rows,
     first_line,
+    has_records,
     json_keys,
     open_text,
     skip_separators,
@@ -33,7 +35,7 @@ from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
 __all__ = ["PROVENANCE_COLUMNS", "FileRead", "read_files", "with_provenance"]
 
@@ -80,6 +82,9 @@ class FileRead:
 
     frame: DataFrame
     malformed: int = 0  # records dropped under on_malformed = "drop"; always 0 under "fail"
+    # No file of the batch holds a data record (a header-only CSV, `[]`, a 0-row Parquet file):
+    # the frame has no rows, and its columns are the declared ones or none at all.
+    empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,10 +150,15 @@ def read_files(
         raise ValueError("read_files needs at least one file")
     root = Path(os.path.abspath(project_root))
     located = [_locate(root, file) for file in files]
+    charset = _spark_charset(spark, config) if config.format != "parquet" else ""
+    # A file without a data record adds no row, and its header or footer is no evidence of the
+    # columns' types (inferred, a header-only CSV is all strings): it is left out of the read.
+    located = [loc for loc in located if _has_records(config, loc)]
+    if not located:
+        return FileRead(_empty_frame(spark, config), empty=True)
     if config.format == "parquet":
         return FileRead(_read_parquet(spark, config, located))
 
-    charset = _spark_charset(spark, config)
     if config.format == "csv":
         parts = _csv_parts(spark, config, charset, located)
     else:
@@ -156,7 +166,7 @@ def read_files(
     malformed = sum(_count_malformed(config, part) for part in parts)
 
     if not parts:  # only empty CSV files: no header, no rows
-        return FileRead(_empty_frame(spark, config))
+        return FileRead(_empty_frame(spark, config), empty=True)
     frame = parts[0].frame()
     for part in parts[1:]:
         frame = frame.unionByName(part.frame(), allowMissingColumns=True)
@@ -306,24 +316,67 @@ def _csv_parts(
             parsed, columns = tuple(n for n, _ in fields), tuple(declared)
         else:
             inferred = _csv_reader(spark, config, charset).option("inferSchema", True).csv(paths)
-            schema = StructType([*inferred.schema.fields, StructField(_BAD, StringType())])
-            parsed = columns = tuple(inferred.columns)
+            fields = list(inferred.schema.fields)
+            if config.column_names is not None:  # header = false: the spec makes sure
+                fields = _named(config.column_names, fields)
+            schema = StructType([*fields, StructField(_BAD, StringType())])
+            parsed = columns = tuple(field.name for field in fields)
         raw = _csv_reader(spark, config, charset).schema(schema).csv(paths)
         parts.append(_Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True))
     return parts
 
 
+def _named(names: Sequence[str], inferred: Sequence[StructField]) -> list[StructField]:
+    """`column_names` over the types Spark inferred for _c0, _c1, … (string past the inferred ones).
+
+    Spark takes a header-less file's column count from its first record: with more names
+    than that the extra columns hold no value, with fewer every record has fields to spare;
+    either way each record is then malformed, as with declared `columns` that do not fit.
+    """
+    from pyspark.sql.types import StringType, StructField
+
+    return [
+        StructField(name, inferred[i].dataType if i < len(inferred) else StringType())
+        for i, name in enumerate(names)
+    ]
+
+
 def _csv_reader(spark: SparkSession, config: FilesConfig, charset: str) -> DataFrameReader:
-    return (
+    reader = (
         spark.read.option("header", config.header)
         .option("sep", config.delimiter)
         .option("encoding", charset)
-        # RFC 4180: a quote inside a quoted field is doubled, as Python's csv module reads it
-        # (Spark's default escape is a backslash, which misreads such fields without a word).
-        .option("escape", '"')
+        # "" turns quoting off; Spark spells that as the NUL character.
+        .option("quote", config.quote or "\u0000")
+        # The default escape is the quote itself (RFC 4180: a quote inside a quoted field is
+        # doubled, as Python's csv module reads it); Spark's own default, a backslash,
+        # misreads such fields without a word.
+        .option("escape", config.escape)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", _BAD)
     )
+    options = {
+        "comment": config.comment,
+        "nullValue": config.null_value,
+        "nanValue": config.nan_value,
+        **_datetime_options(config),
+    }
+    return reader.options(**{k: v for k, v in options.items() if v is not None})
+
+
+def _datetime_options(config: FilesConfig) -> dict[str, str]:
+    options = {"dateFormat": config.date_format, "timestampFormat": config.timestamp_format}
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def _has_records(config: FilesConfig, loc: _Located) -> bool:
+    try:
+        return has_records(config, loc.path, loc.shown)
+    except SourceUnreachable as exc:
+        # The bytes may not decode: name the line that has them, as a read would.
+        if config.format != "parquet":
+            _raise_if_undecodable(config, [loc])
+        raise SourceDataError(exc.reason, exc.hint) from None
 
 
 def _header_of(config: FilesConfig, loc: _Located) -> tuple[str, ...] | None:
@@ -358,7 +411,7 @@ def _json_parts(
     lines = [loc for loc in located if loc not in arrays]
     parts = []
     if lines:
-        reader = _json_reader(spark, charset)
+        reader = _json_reader(spark, config, charset)
         paths = [loc.spark_path for loc in lines]
         if config.columns is not None:
             raw = reader.schema(_schema(spark, [*config.columns.items(), (_BAD, "string")]))
@@ -374,8 +427,13 @@ def _json_parts(
     return parts
 
 
-def _json_reader(spark: SparkSession, charset: str) -> DataFrameReader:
+def _json_reader(spark: SparkSession, config: FilesConfig, charset: str) -> DataFrameReader:
     reader = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", _BAD)
+    reader = reader.options(**_datetime_options(config))
+    if config.timestamp_format is not None:
+        # Spark infers JSON timestamps only when asked to; a declared format asks for them.
+        # (It never infers JSON dates: date_format applies to columns declared as date.)
+        reader = reader.option("inferTimestamp", True)
     if charset != "UTF-8":
         # Outside UTF-8 Spark cannot find line ends without being told what they are.
         reader = reader.option("encoding", charset).option("lineSep", "\n")
@@ -406,7 +464,7 @@ def _json_array_part(
     if config.columns is not None:
         schema = _schema(spark, [*config.columns.items(), (_BAD, "string")])
     else:
-        reader = _json_reader(spark, charset).option("multiLine", True)
+        reader = _json_reader(spark, config, charset).option("multiLine", True)
         fields = [f for f in reader.json(paths).schema.fields if f.name != _BAD]
         schema = StructType([*fields, StructField(_BAD, StringType())])
     columns = tuple(f.name for f in schema.fields if f.name != _BAD)
@@ -421,7 +479,7 @@ def _json_array_part(
         array.isNull().alias(_BROKEN),
         F.posexplode_outer(array).alias(_POS, _ELEMENT),
     )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _BAD}
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _BAD, **_datetime_options(config)}
     record = F.from_json(F.col(_ELEMENT), schema, options).alias("_hakiri_record")
     raw = elements.select(_FILE, _BROKEN, _POS, record).select(
         _FILE, _BROKEN, _POS, "_hakiri_record.*"
@@ -671,7 +729,7 @@ def _array_element_line(config: FilesConfig, loc: _Located, index: int) -> int |
 
 def _why_csv(config: FilesConfig, record: str, expected: int) -> str:
     try:
-        fields = next(csv.reader([record], delimiter=config.delimiter), [])
+        fields = next(csv_rows(config, [record]), [])  # split as the source config says
     except csv.Error as exc:
         return f"cannot be split into fields ({exc})"
     if len(fields) != expected:

@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,7 +29,9 @@ from hakiri.spec.pipeline import FilesConfig, TableSpec
 __all__ = [
     "BOM",
     "csv_names",
+    "csv_rows",
     "first_line",
+    "has_records",
     "hash_file",
     "inspect_files",
     "json_keys",
@@ -156,19 +158,90 @@ def open_text(config: FilesConfig, path: Path, shown: str) -> IO[str]:
         raise _unreadable(shown, exc) from None
 
 
+def csv_rows(config: FilesConfig, lines: Iterable[str]) -> Iterator[list[str]]:
+    """The non-blank records of CSV text (a stream, or any lines) as the source config reads
+    them, the header too: its `delimiter`, `quote`, `escape` and `comment`, as Spark reads them.
+
+    Spark drops a line starting with `comment` before it parses any quote, so this does too.
+    One difference remains: Python honours `escape` outside quotes as well, where Spark keeps
+    it as data; it matters only to a file that escapes a delimiter in an unquoted field.
+    """
+    if config.comment is not None:
+        mark = config.comment
+        lines = (line for line in lines if not line.removeprefix(BOM).startswith(mark))
+    reader = csv.reader(lines, **_csv_dialect(config))
+    return (row for row in reader if row)
+
+
+def _csv_dialect(config: FilesConfig) -> dict[str, Any]:
+    if config.quote == "":
+        return {"delimiter": config.delimiter, "quoting": csv.QUOTE_NONE}
+    if config.escape == config.quote:  # RFC 4180: a quote inside quotes is doubled
+        return {"delimiter": config.delimiter, "quotechar": config.quote, "doublequote": True}
+    return {
+        "delimiter": config.delimiter,
+        "quotechar": config.quote,
+        "escapechar": config.escape,
+        "doublequote": False,
+    }
+
+
 def csv_names(config: FilesConfig, path: Path, shown: str) -> list[str] | None:
     with open_text(config, path, shown) as stream:
         try:
-            reader = csv.reader(stream, delimiter=config.delimiter)
-            first = next((row for row in reader if row), None)
+            first = next(csv_rows(config, stream), None)
         except (OSError, UnicodeError, csv.Error) as exc:
             raise _unreadable(shown, exc, config) from None
     if first is None:
         return None
     first[0] = first[0].removeprefix(BOM)
     if not config.header:
+        if config.column_names is not None:
+            return list(config.column_names)
         return [f"_c{i}" for i in range(len(first))]
     return _safe_header(first)
+
+
+def has_records(config: FilesConfig, path: Path, shown: str) -> bool:
+    """Does the file hold at least one data record? Reads only up to the first one.
+
+    A CSV file with a header and nothing under it, a JSON array `[]`, a JSON Lines file of
+    blank lines and a Parquet file of zero rows hold none: such a file carries no schema
+    evidence (DESIGN: an empty export is a day with no data, not a change of types).
+    A record that turns out malformed still counts: it is data, and the read judges it.
+    """
+    if config.format == "parquet":
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+        try:
+            return bool(pq.read_metadata(path).num_rows)
+        except (OSError, pa.ArrowException) as exc:
+            raise _unreadable(shown, exc) from None
+    with open_text(config, path, shown) as stream:
+        try:
+            if config.format == "csv":
+                rows = csv_rows(config, stream)
+                if config.header:
+                    next(rows, None)
+                return next(rows, None) is not None
+            head = skip_whitespace(stream)
+            if config.format == "json" and head.startswith("["):
+                return _after_bracket(stream, head) not in ("]", "")
+            return bool(head)
+        except (OSError, UnicodeError, csv.Error) as exc:
+            raise _unreadable(shown, exc, config) from None
+
+
+def _after_bracket(stream: IO[str], head: str) -> str:
+    """The first non-blank character after a JSON array's opening '[' ('' at the end of the file)."""
+    text = head[1:].lstrip(" \t\r\n")
+    while not text:
+        chunk = stream.read(_JSON_CHUNK)
+        if not chunk:
+            return ""
+        text = chunk.lstrip(" \t\r\n")
+    return text[0]
 
 
 def _safe_header(names: list[str]) -> list[str]:

@@ -132,6 +132,16 @@ def _explain(error: SchemaError) -> Iterator[tuple[KeyPath, str, str | None]]:
         )
         return
 
+    if error.validator in ("minLength", "maxLength") and isinstance(instance, str):
+        limit = error.validator_value
+        if error.validator == "minLength" and limit == 1:
+            yield path, "expected a non-empty string, got an empty one", None
+        else:
+            bound = "at least" if error.validator == "minLength" else "at most"
+            unit = "character" if limit == 1 else "characters"
+            yield path, f"expected {bound} {limit} {unit}, got {_describe(instance)}", None
+        return
+
     if error.validator == "pattern":
         what = schema.get("description") or f"text matching {error.validator_value}"
         yield (
@@ -203,6 +213,9 @@ def model_diagnostics(
         ctx = item.get("ctx") or {}
         if item["type"] == "mode_requires_key":
             path = (*path, "mode")
+        elif "at" in ctx:
+            # A check across keys of one table names the key the message is about.
+            path = (*path, ctx["at"])
         message = str(item["msg"]).removeprefix("Value error, ")
         full = (*base, *path)
         found.append(

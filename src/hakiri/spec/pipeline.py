@@ -5,10 +5,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from hakiri.spec.base import Duration, Name, PipelineId, SpecModel
+from hakiri.spec.datetime_patterns import pattern_problem
 from hakiri.spec.hooks import HooksSpec, SqlHook
 from hakiri.spec.load import LoadMode, LoadSpec
 from hakiri.spec.quality import QuarantineSpec, ValidateSpec
@@ -30,6 +31,48 @@ class FilesConfig(SpecModel):
     columns: dict[Name, str] | None = Field(
         None, description="Declared schema (column -> Spark SQL type); inferred when absent."
     )
+    column_names: list[Name] | None = Field(
+        None,
+        min_length=1,
+        description="csv with header = false: the columns' names, in file order (types are "
+        "still inferred); without it they are _c0, _c1, ...",
+    )
+    null_value: str | None = Field(
+        None,
+        min_length=1,
+        description="csv: the text that stands for NULL, e.g. 'NA' (Spark's nullValue); "
+        "an empty field is NULL either way.",
+    )
+    nan_value: str | None = Field(
+        None,
+        min_length=1,
+        description="csv: the text that stands for NaN in a floating-point column (Spark's "
+        "nanValue); 'NaN' when absent.",
+    )
+    quote: str = Field(
+        '"',
+        description='csv: the quote character (Spark\'s quote); "" reads every character as data.',
+    )
+    escape: str = Field(
+        '"',
+        description="csv: the character that escapes a quote inside a quoted field (Spark's "
+        'escape); the default \'"\' reads RFC 4180 doubled quotes, "\\\\" backslash escapes.',
+    )
+    comment: str | None = Field(
+        None, description="csv: lines starting with this character are skipped (Spark's comment)."
+    )
+    date_format: str | None = Field(
+        None,
+        min_length=1,
+        description="csv, json, jsonl: Spark datetime pattern of date values, e.g. 'dd/MM/yyyy' "
+        "(Spark's dateFormat).",
+    )
+    timestamp_format: str | None = Field(
+        None,
+        min_length=1,
+        description="csv, json, jsonl: Spark datetime pattern of timestamp values, e.g. "
+        '"dd/MM/yyyy HH:mm:ss" (Spark\'s timestampFormat).',
+    )
     on_malformed: Literal["fail", "drop"] = Field(
         "fail",
         description="fail names the file and line of the first bad record; drop skips and counts them.",
@@ -41,9 +84,114 @@ class FilesConfig(SpecModel):
     on_miss: Literal["ignore", "alert", "fail"] = Field(
         "ignore", description="What to do when the glob matches no file."
     )
+    on_empty: Literal["ignore", "alert", "fail"] = Field(
+        "ignore",
+        description="What to do with a file that holds no data record (a header-only CSV, an empty "
+        "JSON array, a 0-row Parquet file): ignore loads it as a batch of 0 rows, alert does that "
+        "and raises an empty_source alert, fail fails the batch.",
+    )
     provenance: bool = Field(
         False, description="Add _source_file_hash and _hakiri_batch_id columns to the target."
     )
+
+    @field_validator("quote", "escape", "comment")
+    @classmethod
+    def _one_character(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or len(value) == 1 or (info.field_name == "quote" and value == ""):
+            return value
+        allowed = (
+            'one character, or "" for no quoting' if info.field_name == "quote" else "one character"
+        )
+        raise _files_option(
+            f"`{info.field_name}` must be {allowed}, not {value!r}",
+            f'e.g. {info.field_name} = "{_EXAMPLE_CHARACTER[info.field_name]}"',
+        )
+
+    @field_validator("date_format", "timestamp_format")
+    @classmethod
+    def _spark_parses_with(cls, value: str | None, info: ValidationInfo) -> str | None:
+        problem = pattern_problem(value) if value is not None else None
+        if problem:
+            reason, hint = problem
+            raise _files_option(f"`{info.field_name}`: {reason}", hint)
+        return value
+
+    @field_validator("column_names")
+    @classmethod
+    def _distinct_names(cls, names: list[str] | None) -> list[str] | None:
+        seen: dict[str, str] = {}
+        for name in names or []:
+            if name.lower() in seen:
+                raise _files_option(
+                    f"`column_names` names {seen[name.lower()]!r} and {name!r}: Spark compares "
+                    "column names without case, so they are one column twice",
+                    "give every column a distinct name",
+                )
+            seen[name.lower()] = name
+        return names
+
+    @model_validator(mode="after")
+    def _options_fit_the_format(self) -> Self:
+        for key, formats in _FORMAT_ONLY.items():
+            # A key written out at its default changes nothing: a normalized spec (every key
+            # written out) must read back as it was.
+            default = type(self).model_fields[key].default
+            if getattr(self, key) != default and self.format not in formats:
+                raise _files_option(
+                    f"`{key}` applies to {' and '.join(formats)} files, and format is {self.format!r}",
+                    f"remove `{key}` from the source config",
+                    at=key,
+                )
+        for key in ("quote", "comment"):
+            if self.format == "csv" and getattr(self, key) == self.delimiter:
+                raise _files_option(
+                    f"`{key}` and `delimiter` are both {self.delimiter!r}",
+                    f"set `{key}` to the character the files use for it, which cannot be the delimiter",
+                    at=key,
+                )
+        if self.null_value is not None and self.null_value == self.nan_value:
+            raise _files_option(
+                f"`null_value` and `nan_value` are both {self.null_value!r}: a field cannot mean "
+                "NULL and NaN at once",
+                "keep the one the files mean",
+                at="nan_value",
+            )
+        if self.column_names is not None and self.header:
+            raise _files_option(
+                "`column_names` names the columns of a file without a header, and `header` is true",
+                "set header = false if the files have no header line; otherwise remove "
+                "`column_names` (the header names the columns)",
+                at="column_names",
+            )
+        if self.column_names is not None and self.columns is not None:
+            raise _files_option(
+                "`column_names` and `columns` both name the columns",
+                "remove `column_names`: with header = false, `columns` names and types the "
+                "columns in file order",
+                at="column_names",
+            )
+        return self
+
+
+# Keys that mean something to these formats only (the other formats store types or quoting).
+_FORMAT_ONLY: dict[str, tuple[str, ...]] = {
+    "column_names": ("csv",),
+    "null_value": ("csv",),
+    "nan_value": ("csv",),
+    "quote": ("csv",),
+    "escape": ("csv",),
+    "comment": ("csv",),
+    "date_format": ("csv", "json", "jsonl"),
+    "timestamp_format": ("csv", "json", "jsonl"),
+}
+_EXAMPLE_CHARACTER = {"quote": "'", "escape": "\\\\", "comment": "#"}
+
+
+def _files_option(reason: str, hint: str, *, at: str | None = None) -> PydanticCustomError:
+    # `hint` and `at` (the key to point at, for a check that spans keys) ride along in the
+    # context for the diagnostics; the reason is a placeholder so braces in it stay literal.
+    context = {"reason": reason, "hint": hint} | ({"at": at} if at else {})
+    return PydanticCustomError("files_option", "{reason}", context)
 
 
 class FilesSource(SpecModel):

@@ -139,3 +139,22 @@ def test_an_accept_is_used_up_by_the_change_it_allowed() -> None:
     assert accepted_changes(events, "other") == set()
     events.append(event("retype", column="c", **{"from": "integer", "to": "text"}))
     assert accepted_changes(events, "t") == {("add_column", "x")}
+
+
+def test_a_refused_change_of_an_inferred_type_says_to_declare_never_to_accept() -> None:
+    target = (TargetColumn("id", "bigint"), TargetColumn("amount", "double precision"))
+    with pytest.raises(SchemaRefused) as refused:
+        decide(
+            [("id", "bigint"), ("amount", "int")],
+            target,
+            destination_kind="postgres",
+            policy="evolve",
+            renames={},
+            accepted=set(),
+            where="pipeline `p`, table t -> t",
+            guessed=frozenset({"id", "amount"}),
+        )
+    hint = refused.value.hint or ""
+    assert "type of amount is inferred" in hint
+    assert "declare the column types in the source's `columns`" in hint
+    assert "accept" not in hint

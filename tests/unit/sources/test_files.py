@@ -11,7 +11,7 @@ import pytest
 
 from hakiri.errors import SourceUnreachable
 from hakiri.sources.base import SourceColumn
-from hakiri.sources.files import hash_file, inspect_files
+from hakiri.sources.files import has_records, hash_file, inspect_files
 from hakiri.spec.pipeline import FilesConfig, TableSpec
 
 
@@ -318,3 +318,42 @@ def test_wildcard_characters_in_the_project_directory_are_not_wildcards(tmp_path
     _write(project, "data/a.csv", "id\n1\n")
 
     assert [f.path for f in _inspect(project, "data/*.csv").files] == ["data/a.csv"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "content", "expected"),
+    [
+        ("csv", "id,name\n", False),
+        ("csv", "id,name\r\n\r\n", False),
+        ("csv", "\ufeffid,name\n1,a\n", True),
+        ("csv", "", False),
+        ("json", "[]", False),
+        ("json", " [\n\n ]\n", False),
+        ("json", '[{"id": 1}]', True),
+        ("json", "\n", False),
+        ("jsonl", "\n\n  \n", False),
+        ("jsonl", '{"id": 1}\n', True),
+        ("jsonl", "not json\n", True),  # a malformed record is still data: the read judges it
+    ],
+)
+def test_has_records_reads_only_up_to_the_first_record(
+    tmp_path: Path, fmt: str, content: str, expected: bool
+) -> None:
+    path = _write(tmp_path, f"f.{fmt}", content)
+    assert has_records(FilesConfig(path="f", format=fmt), path, "f") is expected
+
+
+def test_has_records_of_a_headerless_csv_counts_the_first_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "f.csv", "1,a\n")
+    assert has_records(FilesConfig(path="f", header=False), path, "f")
+
+
+def test_has_records_of_parquet_reads_the_footer(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": pa.array([], pa.int64())}), tmp_path / "e.parquet")
+    pq.write_table(pa.table({"id": [1]}), tmp_path / "f.parquet")
+    config = FilesConfig(path="x", format="parquet")
+    assert not has_records(config, tmp_path / "e.parquet", "e.parquet")
+    assert has_records(config, tmp_path / "f.parquet", "f.parquet")
