@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 help:
 	@echo "make check-prereqs  check Python >= 3.11, Java >= 17, PostgreSQL binaries, JDBC jar"
 	@echo "make run            install hakiri into $(VENV), apply the demo project into .hakiri/context"
-	@echo "make test           whole suite (unit + integration: starts PostgreSQL and Spark)"
+	@echo "make test           lint + layer contract + whole suite (starts PostgreSQL and Spark)"
 	@echo "make test-unit      fast tests only (no JVM, no PostgreSQL)"
 	@echo "make lint           ruff check, ruff format --check, import-linter layers"
 	@echo "make clean          remove $(VENV) and caches"
@@ -45,7 +45,11 @@ run: check-prereqs venv
 		$(BIN)/hakiri apply --project examples/postgres; \
 	fi
 
+# CI runs this: the linters and the import-layer contract first, then every test.
 test: check-prereqs venv-dev
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 test-unit: venv-dev
