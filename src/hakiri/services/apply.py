@@ -147,16 +147,21 @@ def destination_for(
 
         return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
     from hakiri.destinations.postgres import PostgresDestination as PostgresLoader
+    from hakiri.destinations.postgres.staging import JdbcStageWriter
 
     batch_size = (
         spec.destination.config.batch_size
         if isinstance(spec.destination, PostgresDestination)
         else 10_000
     )
+    url = destination_url(project.settings, spec, env)
     return PostgresLoader(
-        destination_url(project.settings, spec, env),
+        url,
         target.schema or "public",
         batch_size=batch_size,
+        stage_writer=JdbcStageWriter(url, batch_size=batch_size)
+        if spec.load.writer == "jdbc"
+        else None,  # COPY
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,6 +189,10 @@ def build_spark_session(
     user_options = settings.get("spark.driver.extraJavaOptions", "").strip()
     settings["spark.driver.extraJavaOptions"] = f"{log_option} {user_options}".strip()
 
+    # Python workers (the COPY writer's mapInArrow) must run an interpreter that has pyarrow,
+    # psycopg and hakiri: this one, not whatever `python3` the PATH finds. pyspark takes it
+    # from PYSPARK_PYTHON only (spark.pyspark.python is read by spark-submit, not here).
+    os.environ.setdefault("PYSPARK_PYTHON", settings.get("spark.pyspark.python", sys.executable))
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -8,7 +8,7 @@ need the live target's columns live in `hakiri.spec.rules`.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -67,6 +67,11 @@ class LoadSpec(SpecModel):
     )
     window_runs: int = Field(
         7, ge=3, le=1000, description="How many past successful runs the anomaly band averages."
+    )
+    writer: Literal["copy", "jdbc"] = Field(
+        "copy",
+        description="PostgreSQL destinations: how Spark stages the rows, with COPY from each "
+        "partition (copy) or Spark's JDBC writer (jdbc). The context store ignores it.",
     )
 
     @model_validator(mode="after")

@@ -35,6 +35,7 @@ from hakiri.destinations.base import (
     StagedBatch,
     TargetColumn,
 )
+from hakiri.destinations.postgres.copy_writer import CopyStageWriter
 from hakiri.destinations.postgres.evolve import evolve_target
 from hakiri.destinations.postgres.inspect import inspect_postgres_target, observe_targets
 from hakiri.destinations.postgres.ledger import LoadLedger, ensure_ledger_tables
@@ -69,7 +70,6 @@ from hakiri.destinations.postgres.sql_client import (
     translate_spark_write_error,
 )
 from hakiri.destinations.postgres.staging import (
-    JdbcStageWriter,
     StageWriter,
     create_staging_table,
     finish_staging_table,
@@ -101,8 +101,9 @@ WHERE n.nspname = %s AND c.relname = %s
 class PostgresDestination:
     """A PostgreSQL database as a hakiri destination (`hakiri.destinations.base.Destination`).
 
-    `schema` is used when a request names no target schema. `stage_writer` replaces
-    Spark's JDBC writer (e.g. by a COPY writer). `lock_timeout` bounds how long
+    `schema` is used when a request names no target schema. `stage_writer` is how
+    Spark writes the staging table: COPY from each partition unless told otherwise
+    (`JdbcStageWriter` for `writer = "jdbc"`). `lock_timeout` bounds how long
     blue_green's swap and schema evolution wait for the target; a transaction that
     times out is tried `commit_attempts` times in all, `retry_backoff_seconds` apart (growing).
     """
@@ -121,7 +122,7 @@ class PostgresDestination:
         self.url = url
         self.schema = schema
         self.batch_size = batch_size
-        self.stage_writer = stage_writer or JdbcStageWriter(url, batch_size=batch_size)
+        self.stage_writer = stage_writer or CopyStageWriter(url)
         self.lock_timeout = lock_timeout
         self.commit_attempts = max(1, commit_attempts)
         self.retry_backoff_seconds = retry_backoff_seconds
@@ -162,13 +163,13 @@ class PostgresDestination:
                 create_staging_table(conn, schema, name, columns, request)
                 conn.commit()
             try:
-                self.stage_writer.write(writable_frame(frame, columns), schema, name)
+                written = self.stage_writer.write(writable_frame(frame, columns), schema, name)
             except HakiriError:
                 raise
             except Exception as exc:
                 raise translate_spark_write_error(exc, where) from exc
             with driver_errors(where):
-                rows = finish_staging_table(conn, schema, name, columns)
+                rows = finish_staging_table(conn, schema, name, columns, written)
                 conn.commit()
         except BaseException:
             _drop_quietly(conn, schema, name)

@@ -40,6 +40,8 @@ CONNECT_TIMEOUT_SECONDS = 10
 _COLUMN_IN_MESSAGE = re.compile(r'column "((?:[^"]|"")+)"')
 _DENIED_FOR = re.compile(r"permission denied for (schema|table|relation|database|sequence) (.+)$")
 _PSQL_EXCEPTION = re.compile(r"org\.postgresql\.util\.PSQLException: (.+)")
+# The COPY writer's error, raised in a Spark Python worker: psycopg's class and first line.
+_PSYCOPG_ERROR = re.compile(r"^psycopg\.(?:errors\.)?\w+: (.+)$", re.MULTILINE)
 _UNREACHABLE_WORDS = (
     "Connection refused",
     "connection attempt failed",
@@ -215,12 +217,14 @@ def _one_line(text: str) -> str:
 
 
 def translate_spark_write_error(exc: BaseException, where: Where) -> HakiriError:
-    """A failed Spark JDBC write (a Py4J error with a Java stack) as one line from pgjdbc's own message."""
+    """A failed Spark write of the staging table as one line from the driver's own message:
+    pgjdbc's (the JDBC writer, a Py4J error with a Java stack) or psycopg's (the COPY
+    writer, raised in a Python worker)."""
     text = str(exc)
     password = password_of(where.url)
     if password:
         text = text.replace(password, "***")
-    found = _PSQL_EXCEPTION.findall(text)
+    found = _PSQL_EXCEPTION.findall(text) or _PSYCOPG_ERROR.findall(text)
     line = (
         _one_line(found[-1])
         if found

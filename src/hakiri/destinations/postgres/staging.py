@@ -2,8 +2,8 @@
 
 The staging table lives in the target's schema (same database), so the load from
 it into the target is one transaction. Spark writes the rows through a
-`StageWriter`; the JDBC writer is the default, and a faster one (COPY) can
-replace it without touching the rest.
+`StageWriter`: COPY from every partition by default (`copy_writer.py`), or Spark's
+JDBC writer (`JdbcStageWriter`, `writer = "jdbc"`).
 
 Spark's JDBC writer quotes column names without escaping embedded double quotes
 and matches them case-insensitively, so the table is created and written with
@@ -46,8 +46,9 @@ STAGING_PREFIX = "_hakiri_stg_"
 class StageWriter(Protocol):
     """Appends a DataFrame's rows to an existing table (Spark runs the write)."""
 
-    def write(self, frame: Any, schema: str, table: str) -> None:
-        """Append every row of `frame` to `schema.table`, whose columns have the frame's names and order."""
+    def write(self, frame: Any, schema: str, table: str) -> int | None:
+        """Append every row of `frame` to `schema.table`, whose columns have the frame's names and
+        order; the number of rows written, or None when the writer does not know it."""
         ...
 
 
@@ -162,9 +163,14 @@ def create_staging_table(
 
 
 def finish_staging_table(
-    conn: psycopg.Connection[Any], schema: str, table: str, columns: Sequence[TargetColumn]
+    conn: psycopg.Connection[Any],
+    schema: str,
+    table: str,
+    columns: Sequence[TargetColumn],
+    rows: int | None = None,
 ) -> int:
-    """Give the written columns their real names; the number of rows staged."""
+    """Give the written columns their real names; the number of rows staged (`rows` when the
+    writer counted them, else counted here)."""
     name = sql.Identifier(schema, table)
     for positional, column in zip(positional_names(columns), columns, strict=True):
         conn.execute(
@@ -172,5 +178,7 @@ def finish_staging_table(
                 name, sql.Identifier(positional), sql.Identifier(column.name)
             )
         )
+    if rows is not None:
+        return rows
     row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(name)).fetchone()
     return int(row[0]) if row else 0
