@@ -30,10 +30,16 @@ from hakiri.spec.pipeline import FilesSource, PipelineSpec, PostgresSource, Tabl
 __all__ = ["BatchRead", "SourceReader"]
 
 
+def _nothing_left_out() -> int:
+    return 0
+
+
 @dataclass
 class BatchRead:
     frame: Any  # a lazy Spark DataFrame
-    malformed: int = 0
+    # After the frame was consumed (staged): the malformed records the read left out, or raises
+    # (files: `FileRead.verify`; a table read leaves nothing out).
+    verify: Callable[[], int] = _nothing_left_out
     label: str = ""  # names the batch in messages: a file, or `table (predicate)`
     empty: bool = False  # files: no file of the batch holds a data record
     # False for an empty batch whose columns were not declared: it tells nothing of its columns.
@@ -165,7 +171,7 @@ class SourceReader:
         guessing = config.columns is None and config.format != "parquet"
         return BatchRead(
             frame,
-            read.malformed,
+            read.verify,
             batch.file_path or batch.table_name,
             empty=read.empty,
             evidence=evidence,
@@ -195,7 +201,7 @@ class SourceReader:
         label = f"{config.schema_name}.{batch.table_name}"
         if chunk is not None:
             label += f" ({chunk.describe()})"
-        return BatchRead(frame, 0, label)
+        return BatchRead(frame, label=label)
 
     def _split(self, table: str, chunk: CursorRange | None) -> Any:
         from hakiri.sources.table_reader import PartitionSplit

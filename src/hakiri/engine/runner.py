@@ -63,6 +63,16 @@ def chunk_predicate(batch: Batch) -> str | None:
     return batch.file_path
 
 
+def _verified(read: Any, destination: Destination, staged: Any) -> int:
+    """The read's verdict on what it left out, judged from the staging pass (a batch with
+    malformed records under on_malformed = "fail" is discarded, not committed)."""
+    try:
+        return int(read.verify())
+    except BaseException:
+        destination.discard(staged)
+        raise
+
+
 class PipelineRunner:
     def __init__(
         self,
@@ -611,6 +621,7 @@ class PipelineRunner:
 
         destination, request = self._request(batch, run_id)
         checked = None
+        malformed = 0
         label = batch.file_path or batch.table_name
         started = time.monotonic()
         try:
@@ -640,6 +651,7 @@ class PipelineRunner:
                     keep = checked.quarantine if request.quarantine is not None else None
                     with span("hakiri.stage"):
                         staged = destination.stage(checked.clean, request, quarantine=keep)
+                    malformed = _verified(read, destination, staged)
             staged_at = time.monotonic()
             if frame is None:
                 result = self._nothing_to_create(request)
@@ -674,4 +686,4 @@ class PipelineRunner:
                 self.catalog.add_alert(
                     "warning", "validator", probe.message, pipeline_id=self.spec.id, run_id=run_id
                 )
-        return result.rows_loaded, read.malformed
+        return result.rows_loaded, malformed

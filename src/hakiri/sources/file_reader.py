@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from hakiri.errors import SourceDataError, SourceUnreachable
@@ -78,13 +78,23 @@ _MALFORMED_HINT = 'fix the file, or set `on_malformed = "drop"` in the source co
 
 @dataclass(frozen=True)
 class FileRead:
-    """One batch of files as a lazy DataFrame, and what reading it left out."""
+    """One batch of files as a lazy DataFrame, and how to judge what reading it left out.
+
+    The malformed-record accounting rides along the one pass that consumes the frame
+    (Spark's observed metrics): call `verify()` after that pass (the staging write).
+    """
 
     frame: DataFrame
-    malformed: int = 0  # records dropped under on_malformed = "drop"; always 0 under "fail"
     # No file of the batch holds a data record (a header-only CSV, `[]`, a 0-row Parquet file):
     # the frame has no rows, and its columns are the declared ones or none at all.
     empty: bool = False
+    checks: tuple[_Check, ...] = ()  # one per Spark read of the batch
+
+    def verify(self) -> int:
+        """The records left out under on_malformed = "drop" (0 under "fail"), once the frame was
+        consumed. Raises SourceDataError for malformed records under "fail" (naming the file and
+        line of the first), for bytes the encoding cannot decode and for a broken JSON array."""
+        return sum(check.judge() for check in self.checks)
 
 
 @dataclass(frozen=True)
@@ -109,13 +119,17 @@ class _Part:
     kind: str  # "csv" | "jsonl" | "json-array"
     has_bad: bool
 
-    def frame(self) -> DataFrame:
+    def frame(self, observation: Any = None) -> DataFrame:
+        """The part's good records in the batch's columns; with `observation`, the counts
+        `_Check` judges are taken as the records pass (no pass of their own)."""
         from pyspark.sql import functions as F
 
         if not self.columns:
             # Every record was malformed (nothing else to infer columns from): no rows.
             return self.raw.sparkSession.range(0).select()
         rows = self.raw
+        if observation is not None:
+            rows = rows.observe(observation, *_metrics(self))
         if self.kind == "json-array":
             rows = rows.where(~F.col(_BROKEN) & F.col(_POS).isNotNull())
         if self.has_bad:
@@ -138,13 +152,14 @@ def read_files(
     Malformed records (wrong number of CSV fields, a value that does not parse as
     its column's type, a line that is not a JSON object) fail the read under
     `on_malformed = "fail"`, with the file and line of the first one; under
-    "drop" they are left out and counted. A CSV or JSON batch is parsed once here
-    to count them (an inferred CSV schema costs one more pass); the frame is
-    lazy and parses again when staged. Nothing is collected but counts.
+    "drop" they are left out and counted. Both happen in the one pass that
+    consumes the frame (an inferred CSV schema costs one more pass): the counts are
+    Spark's observed metrics, judged by `FileRead.verify()` after that pass. Nothing
+    is collected but counts.
 
-    Raises SourceDataError for a missing file, an unknown or wrong encoding, a
-    declared column the file lacks, a declared type Spark does not know, and
-    malformed records under "fail".
+    Raises SourceDataError for a missing file, an unknown encoding, a declared
+    column the file lacks and a declared type Spark does not know; `verify()`
+    raises for malformed records under "fail" and bytes the encoding cannot decode.
     """
     if not files:
         raise ValueError("read_files needs at least one file")
@@ -163,16 +178,16 @@ def read_files(
         parts = _csv_parts(spark, config, charset, located)
     else:
         parts = _json_parts(spark, config, charset, located)
-    malformed = sum(_count_malformed(config, part) for part in parts)
-
     if not parts:  # only empty CSV files: no header, no rows
         return FileRead(_empty_frame(spark, config), empty=True)
-    frame = parts[0].frame()
-    for part in parts[1:]:
-        frame = frame.unionByName(part.frame(), allowMissingColumns=True)
+    checks = tuple(_Check(config, part) for part in parts)
+    frames = [check.frame() for check in checks]
+    frame = frames[0]
+    for more in frames[1:]:
+        frame = frame.unionByName(more, allowMissingColumns=True)
     if config.format != "csv" and config.columns is None:
         frame = _in_file_order(config, located, frame)
-    return FileRead(frame, malformed if config.on_malformed == "drop" else 0)
+    return FileRead(frame, checks=checks)
 
 
 # ---------------------------------------------------------------- files and options
@@ -471,7 +486,7 @@ def _json_array_part(
 
     content = spark.read.format("binaryFile").load(paths)
     # A cast keeps bytes that are not UTF-8 (decode() would fail the whole read);
-    # the replacement check in _count_malformed then finds them.
+    # the replacement count in _metrics then finds them.
     text = F.col("content").cast("string") if charset == "UTF-8" else F.decode("content", charset)
     array = F.from_json(F.regexp_replace(text, "^\ufeff", ""), "array<string>")
     elements = content.select(
@@ -561,35 +576,57 @@ def _nanosecond_columns(loc: _Located) -> dict[str, bool]:
 # ---------------------------------------------------------------- malformed records
 
 
-def _count_malformed(config: FilesConfig, part: _Part) -> int:
-    """Parse the part once: count malformed records, and raise what `on_malformed = "fail"` asks for."""
+class _Check:
+    """The malformed-record verdict of one part, from counts observed while its rows pass."""
+
+    def __init__(self, config: FilesConfig, part: _Part) -> None:
+        self.config, self.part = config, part
+        self.observation: Any = None
+        if part.has_bad and part.columns:  # a part without columns delivers no rows to observe
+            from pyspark.sql import Observation
+
+            self.observation = Observation()
+
+    def frame(self) -> DataFrame:
+        return self.part.frame(self.observation)
+
+    def judge(self) -> int:
+        part = self.part
+        if not part.has_bad:
+            return 0  # inferred JSON Lines without a corrupt-record column: nothing is malformed
+        if self.observation is not None:
+            counts = self.observation.get
+        elif part.parsed or part.kind == "json-array":
+            counts = part.raw.agg(*_metrics(part)).first().asDict()  # type: ignore[union-attr]
+        else:
+            # Spark refuses a query of the corrupt-record column alone; with no other column
+            # every record is malformed (the frame delivered none): count them.
+            counts = {"malformed": part.raw.count(), "replaced": 0, "broken": 0}
+        malformed, replaced, broken = counts["malformed"], counts["replaced"], counts["broken"]
+        return _verdict(self.config, part, int(malformed), int(replaced), int(broken))
+
+
+def _metrics(part: _Part) -> list[Column]:
+    """What `_Check` judges: malformed records, strings with U+FFFD, broken arrays."""
     from pyspark.sql import functions as F
 
-    if not part.has_bad:
-        return 0  # inferred JSON Lines without a corrupt-record column: nothing is malformed
-    bad = F.col(_BAD)
-    if not part.parsed and part.kind != "json-array":
-        # Spark refuses a query of the corrupt-record column alone; with no other
-        # column every record is malformed.
-        malformed, replaced, broken = part.raw.count(), 0, 0
-    else:
-        strings = [_col(name) for name, type_ in part.raw.dtypes if type_ == "string"]
-        replaced_expr = F.lit(False)
-        for string in strings:
-            replaced_expr = replaced_expr | (F.instr(string, _REPLACEMENT) > 0)
-        counts = [
-            F.count(bad).alias("malformed"),
-            F.count(F.when(replaced_expr, 1)).alias("replaced"),
-            F.count(F.when(F.col(_BROKEN), 1)).alias("broken")
-            if part.kind == "json-array"
-            else F.lit(0).alias("broken"),
-            # Counting every column makes Spark parse every column of every record.
-            *[F.count(_col(name)).alias(f"_c{i}") for i, name in enumerate(part.parsed)],
-        ]
-        row = part.raw.agg(*counts).first()
-        assert row is not None
-        malformed, replaced, broken = row["malformed"], row["replaced"], row["broken"]
+    replaced_expr = F.lit(False)
+    for name, type_ in part.raw.dtypes:
+        if type_ == "string":
+            replaced_expr = replaced_expr | (F.instr(_col(name), _REPLACEMENT) > 0)
+    return [
+        F.count(F.col(_BAD)).alias("malformed") if part.has_bad else F.lit(0).alias("malformed"),
+        F.count(F.when(replaced_expr, 1)).alias("replaced"),
+        F.count(F.when(F.col(_BROKEN), 1)).alias("broken")
+        if part.kind == "json-array"
+        else F.lit(0).alias("broken"),
+        # Referencing every column makes Spark parse every column of every record.
+        *[F.count(_col(name)).alias(f"_c{i}") for i, name in enumerate(part.parsed)],
+    ]
 
+
+def _verdict(config: FilesConfig, part: _Part, malformed: int, replaced: int, broken: int) -> int:
+    """Raise what `on_malformed = "fail"` (and a wrong encoding) asks for; else the count dropped."""
     if replaced or broken or (malformed and config.on_malformed == "fail"):
         # Wrong bytes for the encoding show up as U+FFFD or as malformed records;
         # say which line has them rather than blaming the records.
@@ -598,7 +635,7 @@ def _count_malformed(config: FilesConfig, part: _Part) -> int:
         raise _broken_array(config, part.files)
     if malformed and config.on_malformed == "fail":
         raise _first_malformed(config, part, malformed)
-    return int(malformed)
+    return malformed if config.on_malformed == "drop" else 0
 
 
 def _raise_if_undecodable(config: FilesConfig, files: Sequence[_Located]) -> None:

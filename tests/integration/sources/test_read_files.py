@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,9 +27,18 @@ def _write(root: Path, relative: str, content: str | bytes, encoding: str = "utf
     path.write_bytes(content.encode(encoding) if isinstance(content, str) else content)
 
 
-def _read(spark: SparkSession, root: Path, *names: str, **config: Any) -> FileRead:
+@dataclass(frozen=True)
+class Read:
+    frame: DataFrame
+    malformed: int  # what the read's verdict said once its frame was consumed
+
+
+def _read(spark: SparkSession, root: Path, *names: str, **config: Any) -> Read:
+    """Read the files, consume the frame once (as staging does), then take the read's verdict."""
     files = [SourceFile(n, (root / n).stat().st_size, hash_file(root / n)) for n in names]
-    return read_files(spark, root, FilesConfig(path="data/*", **config), files)
+    read: FileRead = read_files(spark, root, FilesConfig(path="data/*", **config), files)
+    read.frame.write.format("noop").mode("overwrite").save()
+    return Read(read.frame, read.verify())
 
 
 def _rows(frame: DataFrame) -> list[tuple[Any, ...]]:

@@ -1,0 +1,37 @@
+"""What Spark read while a piece of work ran: rows produced by the scan nodes of its SQL executions.
+
+The SQL status store (what Spark's SQL UI shows) keeps every execution's plan graph
+and metrics; a scan node's "number of output rows" says how many rows it read.
+Summed over the executions a piece of work started, it tells how often the source
+was read: once per batch is the rows of the batch, twice is twice that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def rows_scanned(spark: Any, work: Callable[[], Any], scan: str = "Scan csv") -> int:
+    """Rows the `scan` nodes (e.g. "Scan csv", "Scan parquet") produced while `work` ran."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    first = store.executionsList().size()
+    work()
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    executions = store.executionsList()
+    total = 0
+    for k in range(first, executions.size()):
+        execution_id = executions.apply(k).executionId()
+        values = store.executionMetrics(execution_id)
+        nodes = store.planGraph(execution_id).allNodes()
+        for n in range(nodes.size()):
+            node = nodes.apply(n)
+            if not node.name().startswith(scan):
+                continue
+            metrics = node.metrics()
+            for m in range(metrics.size()):
+                metric = metrics.apply(m)
+                value = values.get(metric.accumulatorId())
+                if metric.name() == "number of output rows" and value.isDefined():
+                    total += int(str(value.get()).replace(",", ""))
+    return total
