@@ -20,6 +20,7 @@ from hakiri.destinations.base import Destination
 from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
+from hakiri.spark.class_sharing import start_warm_up
 from hakiri.spec.connections import Target, context_store_path, destination_url
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
@@ -191,5 +192,8 @@ class LazySpark:
 
     def stop(self) -> None:
         if self.session is not None and self.owned:
+            options = self.session.sparkContext.getConf().get("spark.driver.extraJavaOptions", "")
             self.session.stop()
+            # This run paid for a cold JVM: let the next ones start from an archive of its classes.
+            start_warm_up(options or "")
         self.session = None

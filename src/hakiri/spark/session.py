@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, unquote
 
 from hakiri.errors import SparkSetupError
+from hakiri.spark.class_sharing import class_sharing_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -187,7 +188,9 @@ def build_spark_session(
     # setLogLevel call can run, so the start-up chatter has to be silenced here.
     log_option = shlex.quote(f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}")
     user_options = settings.get("spark.driver.extraJavaOptions", "").strip()
-    settings["spark.driver.extraJavaOptions"] = f"{log_option} {user_options}".strip()
+    # The driver starts from an archive of Spark's classes when one was written (class_sharing).
+    sharing = class_sharing_options(user_options)
+    settings["spark.driver.extraJavaOptions"] = f"{log_option} {sharing} {user_options}".strip()
 
     # Python workers (the COPY writer's mapInArrow) must run an interpreter that has pyarrow,
     # psycopg and hakiri: this one, not whatever `python3` the PATH finds. pyspark takes it
