@@ -1,14 +1,17 @@
-"""Benchmark: staging 1,000,000 rows into PostgreSQL with Spark's JDBC writer, against `psql \\copy`.
+"""Benchmark: staging 1,000,000 rows into PostgreSQL with hakiri's COPY writer and Spark's JDBC writer, against `psql \\copy`.
 
 Run by hand (a minute or two on the reference machine):
 
     .venv/bin/python bench/stage_throughput.py [--rows 1000000] [--repeat 1] [--pg-url URL]
 
-Both paths land the same rows (bigint id, text name, double amount, timestamp
-at, boolean flag) in an UNLOGGED table, as hakiri's staging tables are:
+All paths land the same rows (bigint id, text name, double amount, timestamp
+at, boolean flag) in an UNLOGGED table, as hakiri's staging tables are; the rows
+are cached in Spark first, so only the write is timed, with a warm session (as
+`hakiri serve` runs it):
 
-- JDBC: Spark's writer, 2 partitions, batchsize 10000, reWriteBatchedInserts=true;
-  the rows are cached in Spark first, so only the write is timed.
+- COPY: hakiri's CopyStageWriter (the default): each of the 2 partitions streams
+  its Arrow batches, encoded as CSV by pyarrow, into `COPY … FROM STDIN`.
+- JDBC: Spark's writer, 2 partitions, batchsize 10000, reWriteBatchedInserts=true.
 - COPY: Spark writes the rows to one CSV file (coalesce(1), not timed), then
   `psql \\copy ... FROM file (FORMAT csv)` loads it (timed, psql start-up included).
 
@@ -32,11 +35,14 @@ import psycopg
 from psycopg import sql
 from tests.support.postgres import TestPostgres
 
+from hakiri.destinations.postgres.copy_writer import CopyStageWriter
 from hakiri.spark.session import build_spark_session, jdbc_url_from_postgres_url, resolve_jdbc_jars
 
 COLUMNS = "id bigint, name text, amount double precision, at timestamptz, flag boolean"
 JDBC_TABLE = "bench_stage_jdbc"
 COPY_TABLE = "bench_stage_copy"
+WRITER_TABLE = "bench_stage_writer"
+TABLES = (JDBC_TABLE, COPY_TABLE, WRITER_TABLE)
 
 
 def main() -> None:
@@ -61,7 +67,7 @@ def run(url: str, rows: int, repeat: int, master: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         server_version = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
-        for table in (JDBC_TABLE, COPY_TABLE):
+        for table in TABLES:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
             conn.execute(
                 sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(
@@ -95,9 +101,14 @@ def run(url: str, rows: int, repeat: int, master: str) -> None:
         (csv_file,) = (workdir / "csv").glob("part-*.csv")
 
         jdbc_url, props = jdbc_url_from_postgres_url(url)
-        jdbc_times, copy_times = [], []
+        jdbc_times, copy_times, writer_times = [], [], []
+        writer = CopyStageWriter(url)
         for _ in range(repeat):
             _truncate(url)
+            began = time.monotonic()
+            assert writer.write(frame, "public", WRITER_TABLE) == rows
+            writer_times.append(time.monotonic() - began)
+
             began = time.monotonic()
             (
                 frame.write.format("jdbc")
@@ -131,23 +142,28 @@ def run(url: str, rows: int, repeat: int, master: str) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
         spark.stop()
 
-    jdbc, copy = min(jdbc_times), min(copy_times)
+    jdbc, copy, writer_best = min(jdbc_times), min(copy_times), min(writer_times)
     print(f"rows: {rows:,} x 5 columns; PostgreSQL {server_version}; Spark {spark.version}")
     print(f"SparkSession start: {spark_start:.1f} s; CSV written by Spark: {csv_write:.1f} s")
+    print(
+        f"COPY writer : {writer_best:6.2f} s  {rows / writer_best:>10,.0f} rows/s  "
+        f"(runs: {_fmt(writer_times)})"
+    )
     print(f"JDBC writer : {jdbc:6.2f} s  {rows / jdbc:>10,.0f} rows/s  (runs: {_fmt(jdbc_times)})")
     print(f"psql \\copy  : {copy:6.2f} s  {rows / copy:>10,.0f} rows/s  (runs: {_fmt(copy_times)})")
-    print(f"ratio JDBC/COPY (rows/s): {copy / jdbc:.2f}")
+    print(f"ratio COPY writer / psql \\copy (rows/s): {copy / writer_best:.2f}")
+    print(f"ratio JDBC writer / psql \\copy (rows/s): {copy / jdbc:.2f}")
 
 
 def _truncate(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        for table in (JDBC_TABLE, COPY_TABLE):
+        for table in TABLES:
             conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(table)))
 
 
 def _check_counts(url: str, rows: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        for table in (JDBC_TABLE, COPY_TABLE):
+        for table in TABLES:
             got = conn.execute(
                 sql.SQL("SELECT count(*), count(DISTINCT id) FROM {}").format(sql.Identifier(table))
             ).fetchone()
