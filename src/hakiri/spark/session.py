@@ -155,6 +155,8 @@ def default_spark_conf() -> dict[str, str]:
         # uses is bad, so the rows `on_malformed = "drop"` counts and the rows it
         # drops could differ; parse every column, every time.
         "spark.sql.csv.parser.columnPruning.enabled": "false",
+        # The COPY writer encodes Arrow batches: fewer, larger ones cost less per row.
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     }
 
 

@@ -8,8 +8,9 @@ Python one at a time, and the driver receives one count per partition.
 The CSV keeps every value the JDBC writer would: NULL is an unquoted empty field
 and an empty string a quoted one (`""`), which COPY tells apart; quotes are
 doubled, delimiters, newlines and backslashes stay inside quotes as data;
-numbers are written in their shortest exact form; timestamps with a zone carry
-`Z` (UTC); dates are proleptic Gregorian as in Spark and PostgreSQL. Binary
+numbers are written in their shortest exact form; timestamps with a zone are
+written as UTC wall times into a session whose time zone is UTC (pyarrow formats
+zoned ones 30 times slower); dates are proleptic Gregorian as in Spark and PostgreSQL. Binary
 columns become `\\x…` hex text first, which bytea reads as bytes.
 
 One connection and one transaction per partition, opened on the first row: a task
@@ -79,16 +80,33 @@ def copy_partition(url: str, statement: str) -> Callable[[Iterator[Any]], Iterat
         rows = 0
         if first is not None:  # an empty partition opens no connection
             # Leaving the connection's block commits; an error on the way rolls back.
-            with (
-                psycopg.connect(url) as conn,
-                conn.cursor() as cursor,
-                cursor.copy(statement) as copying,
-            ):
-                for batch in itertools.chain((first,), filled):
-                    sink = pa.BufferOutputStream()
-                    pacsv.write_csv(batch, sink, options)
-                    copying.write(memoryview(sink.getvalue()))
-                    rows += batch.num_rows
+            with psycopg.connect(url) as conn, conn.cursor() as cursor:
+                # Timestamps with a zone are written as UTC wall times without one (pyarrow
+                # formats those 30x faster), which this session then reads as UTC.
+                cursor.execute("SET TIME ZONE 'UTC'")
+                with cursor.copy(statement) as copying:
+                    for batch in itertools.chain((first,), filled):
+                        sink = pa.BufferOutputStream()
+                        pacsv.write_csv(_zone_free(batch), sink, options)
+                        copying.write(memoryview(sink.getvalue()))
+                        rows += batch.num_rows
         yield pa.RecordBatch.from_pydict({"rows": [rows]}, pa.schema([("rows", pa.int64())]))
 
     return copy
+
+
+def _zone_free(batch: Any) -> Any:
+    """The batch with every zoned timestamp column as the same instants in UTC, unzoned."""
+    import pyarrow as pa
+
+    zoned = [
+        i
+        for i, field in enumerate(batch.schema)
+        if pa.types.is_timestamp(field.type) and field.type.tz
+    ]
+    if not zoned:
+        return batch
+    columns = list(batch.columns)
+    for i in zoned:
+        columns[i] = columns[i].cast(pa.timestamp(columns[i].type.unit))
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
