@@ -11,6 +11,7 @@ Tests that use any of these are marked `integration` automatically, so
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 INTEGRATION_FIXTURES = frozenset({"pg_url", "spark"})
+
+# The suite's files are small: under `writer = "auto"` they would all stage through JDBC.
+# Every run here stages through COPY instead, the writer large runs use (processes the
+# tests start inherit this); tests/unit/destinations checks the choice itself.
+os.environ.setdefault("HAKIRI_COPY_MIN_RUN_BYTES", "0")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -137,6 +137,10 @@ class LoadRequest:
     # `hakiri replay`: the run whose quarantined rows this batch reloads. The staged frame then has
     # a REPLAY_ROW_COLUMN (the quarantined JSON); those records get `replayed_by` in the same commit.
     replay_of: str | None = None
+    # Bytes of input the whole run reads (its pending file batches); None when unknown (tables).
+    # A destination may pick how it stages by it (PostgreSQL: JDBC for a small run, see
+    # `PostgresDestination`).
+    run_bytes: int | None = None
 
 
 @dataclass(frozen=True)

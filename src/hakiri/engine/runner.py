@@ -100,6 +100,7 @@ class PipelineRunner:
         self.schema = SchemaGuard(project, spec, catalog)
         self._lock = threading.Lock()  # guards outcome, quality and claims across chunk workers
         self._commit_locks: dict[int, threading.Lock] = {}  # per destination: one commit at a time
+        self._run_bytes: int | None = None  # input of the pending batches, when all are files
         backfill = spec.backfill
         self.bucket = (
             TokenBucket(parse_rate(backfill.rate_budget))
@@ -129,6 +130,8 @@ class PipelineRunner:
             self._plan_table(table, outcome)
         pending = self.catalog.batches(self.spec.id, status=BatchStatus.PENDING)
         pending = [b for b in pending if not self._already_in_ledger(b, outcome)]
+        sizes = [b.size_bytes for b in pending]
+        self._run_bytes = None if None in sizes else sum(s or 0 for s in sizes)
         draining = self.controls.stopping()  # then a requested run stays pending for later
         if pending and not draining:
             self._load(outcome, total=len(pending), run_id=requested)
@@ -329,6 +332,7 @@ class PipelineRunner:
             post_hook=self._in_swap_post_hook(target),
             validators=tuple(self.spec.validate_.dataset),
             quarantine=quarantine_table(self.spec, table, target),
+            run_bytes=self._run_bytes,
         )
         return self._destination(target), request
 

@@ -148,7 +148,6 @@ def destination_for(
 
         return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
     from hakiri.destinations.postgres import PostgresDestination as PostgresLoader
-    from hakiri.destinations.postgres.staging import JdbcStageWriter
 
     batch_size = (
         spec.destination.config.batch_size
@@ -160,10 +159,38 @@ def destination_for(
         url,
         target.schema or "public",
         batch_size=batch_size,
-        stage_writer=JdbcStageWriter(url, batch_size=batch_size)
-        if spec.load.writer == "jdbc"
-        else None,  # COPY
+        stage_writer=_forced_writer(spec.load.writer, url, batch_size),
+        copy_min_run_bytes=_copy_min_run_bytes(env),
     )
+
+
+def _copy_min_run_bytes(env: Mapping[str, str]) -> int:
+    """HAKIRI_COPY_MIN_RUN_BYTES tunes when `writer = "auto"` switches to COPY."""
+    from hakiri.destinations.postgres.client import COPY_MIN_RUN_BYTES
+
+    text = env.get(COPY_MIN_RUN_BYTES_ENV, "").strip()
+    try:
+        return max(0, int(text)) if text else COPY_MIN_RUN_BYTES
+    except ValueError:
+        raise HakiriError(
+            f"{COPY_MIN_RUN_BYTES_ENV}={text!r} is not a number of bytes",
+            f"set {COPY_MIN_RUN_BYTES_ENV} to an integer such as 67108864, or unset it",
+        ) from None
+
+
+def _forced_writer(writer: str, url: str, batch_size: int) -> Any:
+    """The stage writer `[pipeline.load] writer` insists on; None lets the destination pick."""
+    from hakiri.destinations.postgres.copy_writer import CopyStageWriter
+    from hakiri.destinations.postgres.staging import JdbcStageWriter
+
+    if writer == "jdbc":
+        return JdbcStageWriter(url, batch_size=batch_size)
+    if writer == "copy":
+        return CopyStageWriter(url)
+    return None
+
+
+COPY_MIN_RUN_BYTES_ENV = "HAKIRI_COPY_MIN_RUN_BYTES"
 
 
 class LazySpark:

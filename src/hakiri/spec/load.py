@@ -68,10 +68,11 @@ class LoadSpec(SpecModel):
     window_runs: int = Field(
         7, ge=3, le=1000, description="How many past successful runs the anomaly band averages."
     )
-    writer: Literal["copy", "jdbc"] = Field(
-        "copy",
-        description="PostgreSQL destinations: how Spark stages the rows, with COPY from each "
-        "partition (copy) or Spark's JDBC writer (jdbc). The context store ignores it.",
+    writer: Literal["auto", "copy", "jdbc"] = Field(
+        "auto",
+        description="PostgreSQL destinations: how Spark stages the rows: COPY from each "
+        "partition (copy), Spark's JDBC writer (jdbc), or COPY except for a run that reads "
+        "under 64 MiB of files (auto). The context store ignores it.",
     )
 
     @model_validator(mode="after")
