@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -35,6 +36,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.support
+
+from tests.support.spark_scans import rows_scanned_since
 
 from hakiri.quality.rules import check_rows, compile_rules
 from hakiri.spark.session import build_spark_session
@@ -178,30 +183,9 @@ def measure(spark: SparkSession, group: str, rows: int, work: Any) -> PathRun:
     return PathRun(
         seconds=elapsed,
         jobs=len(sc.statusTracker().getJobIdsForGroup(group)),
-        source_reads=parquet_rows_read(store, first_execution) / rows,
+        source_reads=rows_scanned_since(store, first_execution, "Scan parquet") / rows,
         result=result,
     )
-
-
-def parquet_rows_read(store: Any, first_execution: int) -> int:
-    """Rows produced by `Scan parquet` nodes in the SQL executions since `first_execution`."""
-    executions = store.executionsList()
-    total = 0
-    for k in range(first_execution, executions.size()):
-        execution_id = executions.apply(k).executionId()
-        values = store.executionMetrics(execution_id)
-        nodes = store.planGraph(execution_id).allNodes()
-        for n in range(nodes.size()):
-            node = nodes.apply(n)
-            if not node.name().startswith("Scan parquet"):
-                continue
-            metrics = node.metrics()
-            for m in range(metrics.size()):
-                metric = metrics.apply(m)
-                value = values.get(metric.accumulatorId())
-                if metric.name() == "number of output rows" and value.isDefined():
-                    total += int(str(value.get()).replace(",", ""))
-    return total
 
 
 def print_plan(frame: DataFrame, name: str) -> None:

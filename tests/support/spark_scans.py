@@ -18,9 +18,14 @@ def rows_scanned(spark: Any, work: Callable[[], Any], scan: str = "Scan csv") ->
     first = store.executionsList().size()
     work()
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    return rows_scanned_since(store, first, scan)
+
+
+def rows_scanned_since(store: Any, first_execution: int, scan: str) -> int:
+    """Rows the `scan` nodes produced in the SQL executions from index `first_execution` on."""
     executions = store.executionsList()
     total = 0
-    for k in range(first, executions.size()):
+    for k in range(first_execution, executions.size()):
         execution_id = executions.apply(k).executionId()
         values = store.executionMetrics(execution_id)
         nodes = store.planGraph(execution_id).allNodes()
