@@ -25,6 +25,8 @@ from hakiri.spec.connections import Target, context_store_path, destination_url
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
 
+COPY_MIN_RUN_BYTES_ENV = "HAKIRI_COPY_MIN_RUN_BYTES"
+
 
 def apply_project(
     root: Path,
@@ -159,7 +161,7 @@ def destination_for(
         url,
         target.schema or "public",
         batch_size=batch_size,
-        stage_writer=_forced_writer(spec.load.writer, url, batch_size),
+        writer=spec.load.writer,
         copy_min_run_bytes=_copy_min_run_bytes(env),
     )
 
@@ -176,21 +178,6 @@ def _copy_min_run_bytes(env: Mapping[str, str]) -> int:
             f"{COPY_MIN_RUN_BYTES_ENV}={text!r} is not a number of bytes",
             f"set {COPY_MIN_RUN_BYTES_ENV} to an integer such as 67108864, or unset it",
         ) from None
-
-
-def _forced_writer(writer: str, url: str, batch_size: int) -> Any:
-    """The stage writer `[pipeline.load] writer` insists on; None lets the destination pick."""
-    from hakiri.destinations.postgres.copy_writer import CopyStageWriter
-    from hakiri.destinations.postgres.staging import JdbcStageWriter
-
-    if writer == "jdbc":
-        return JdbcStageWriter(url, batch_size=batch_size)
-    if writer == "copy":
-        return CopyStageWriter(url)
-    return None
-
-
-COPY_MIN_RUN_BYTES_ENV = "HAKIRI_COPY_MIN_RUN_BYTES"
 
 
 class LazySpark:

@@ -178,8 +178,6 @@ def read_files(
         parts = _csv_parts(spark, config, charset, located)
     else:
         parts = _json_parts(spark, config, charset, located)
-    if not parts:  # only empty CSV files: no header, no rows
-        return FileRead(_empty_frame(spark, config), empty=True)
     checks = tuple(_Check(config, part) for part in parts)
     frames = [check.frame() for check in checks]
     frame = frames[0]
@@ -615,7 +613,7 @@ def _metrics(part: _Part) -> list[Column]:
         if type_ == "string":
             replaced_expr = replaced_expr | (F.instr(_col(name), _REPLACEMENT) > 0)
     return [
-        F.count(F.col(_BAD)).alias("malformed") if part.has_bad else F.lit(0).alias("malformed"),
+        F.count(F.col(_BAD)).alias("malformed"),  # judged only for parts that have _BAD
         F.count(F.when(replaced_expr, 1)).alias("replaced"),
         F.count(F.when(F.col(_BROKEN), 1)).alias("broken")
         if part.kind == "json-array"

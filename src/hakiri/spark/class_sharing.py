@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -155,17 +156,11 @@ def _fingerprint(classpath: list[Path]) -> str:
     if release is not None and release.is_file():
         digest.update(release.read_bytes())
     else:
-        digest.update(str(Path(_which("java") or "java").resolve()).encode())
+        digest.update(str(Path(shutil.which("java") or "java").resolve()).encode())
     for jar in classpath:
         stat = jar.stat()
         digest.update(f"{jar}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return "spark-" + digest.hexdigest()[:20]
-
-
-def _which(name: str) -> str | None:
-    import shutil
-
-    return shutil.which(name)
 
 
 def _cache_root(env: Mapping[str, str]) -> Path:

@@ -106,11 +106,12 @@ WHERE n.nspname = %s AND c.relname = %s
 class PostgresDestination:
     """A PostgreSQL database as a hakiri destination (`hakiri.destinations.base.Destination`).
 
-    `schema` is used when a request names no target schema. `stage_writer` is how
-    Spark writes the staging table; without one the choice is made per request: COPY
-    from each partition, except for a run that reads less than `copy_min_run_bytes`
-    of files, which Spark's JDBC writer stages sooner (COPY's Python workers take
-    about a second to start; measured in docs/performance.md). `lock_timeout` bounds how long
+    `schema` is used when a request names no target schema. `writer` is how Spark
+    writes the staging table (`[pipeline.load] writer`): "copy" from each partition,
+    "jdbc" with Spark's JDBC writer, or "auto": COPY, except for a run that reads less
+    than `copy_min_run_bytes` of files, which JDBC stages sooner (COPY's Python
+    workers take about a second to start; measured in docs/performance.md).
+    `stage_writer`, when given, replaces that choice. `lock_timeout` bounds how long
     blue_green's swap and schema evolution wait for the target; a transaction that
     times out is tried `commit_attempts` times in all, `retry_backoff_seconds` apart (growing).
     """
@@ -121,8 +122,9 @@ class PostgresDestination:
         schema: str,
         *,
         batch_size: int = 10_000,
-        stage_writer: StageWriter | None = None,
+        writer: str = "auto",
         copy_min_run_bytes: int = COPY_MIN_RUN_BYTES,
+        stage_writer: StageWriter | None = None,
         lock_timeout: str = "5s",
         commit_attempts: int = 3,
         retry_backoff_seconds: float = 0.5,
@@ -131,6 +133,7 @@ class PostgresDestination:
         self.schema = schema
         self.batch_size = batch_size
         self.stage_writer = stage_writer
+        self.writer = writer
         self.copy_min_run_bytes = copy_min_run_bytes
         self._copy, self._jdbc = CopyStageWriter(url), JdbcStageWriter(url, batch_size=batch_size)
         self.lock_timeout = lock_timeout
@@ -190,11 +193,13 @@ class PostgresDestination:
         return name, rows, columns
 
     def writer_for(self, request: LoadRequest) -> StageWriter:
-        """The stage writer for this request: the one given, else COPY unless the run is small."""
+        """The stage writer for this request: the one given, else as `writer` says."""
         if self.stage_writer is not None:
             return self.stage_writer
-        small = request.run_bytes is not None and request.run_bytes < self.copy_min_run_bytes
-        return self._jdbc if small else self._copy
+        if self.writer == "auto":
+            small = request.run_bytes is not None and request.run_bytes < self.copy_min_run_bytes
+            return self._jdbc if small else self._copy
+        return self._jdbc if self.writer == "jdbc" else self._copy
 
     def discard(self, staged: StagedBatch) -> None:
         """Drop a batch's staging tables when it will not be committed (no error if they are gone)."""
