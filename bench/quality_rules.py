@@ -1,26 +1,31 @@
-"""Benchmark: 5 row rules over 1,000,000 rows read from parquet, against the same rows without rules.
+"""Benchmark: a load with 5 row rules against the same load without rules, 1,000,000 rows into PostgreSQL.
 
-Run by hand (about a minute on the reference machine):
+Run by hand (a minute or two on the reference machine):
 
-    .venv/bin/python bench/quality_rules.py [--rows 1000000] [--repeat 3] [--master local[2]]
+    .venv/bin/python bench/quality_rules.py [--rows 1000000] [--repeat 3] [--pg-url URL]
 
 Spark generates the rows (6 columns, deterministic, from spark.range) and writes
-them to parquet in a temp dir (not timed); every path reads that parquet back:
+them to parquet in a temp dir (not timed); every path reads that parquet back and
+loads it with `PostgresDestination` as `hakiri apply` does: stage (Spark writes the
+staging table), judge the rules, commit (truncate into the target, the quarantine
+records into `<target>_quarantine`, one transaction). Warm session, as `hakiri
+serve` runs it. Four paths, alternating:
 
-- no rules: `frame.write.format("noop")` — one full read, nothing else.
-- 5 rules: `check_rows` with not_null, regex, range, max_length and field_type
-  (warn and skip), then the clean rows and the quarantine records both written
-  with the noop format, then `release()`. This is what a hakiri batch does
-  before staging, minus the JDBC write.
-- rules, no cache (a diagnostic, not a usable path): the annotated frame (the
-  rules' one projection) written with noop: what evaluating the rules costs
-  without caching, counting or splitting the rows.
+- COPY, no rules / COPY, 5 rules: the default writer. With rules, the one pass
+  that reads the parquet also evaluates the rules, counts their violations
+  (Spark observed metrics) and writes the kept rows and the quarantine records.
+- JDBC, no rules / JDBC, 5 rules: `writer = "jdbc"`. Spark's JDBC writer writes one
+  table per job, so the rules are evaluated once into a cache (one counting job),
+  then the rows and the records are written from it (the context store does the same).
 
-For each path it reports the wall time (first run and best of all runs), rows/s,
-the Spark jobs the path ran (from the job group's status tracker) and how often
-the parquet source was read: the rows that the `Scan parquet` nodes produced in
-the path's SQL executions (Spark's own SQL status store, as the SQL UI shows
-them), divided by the row count. A scan served from the cache produces 0 rows.
+The rules: not_null, regex, range, max_length and field_type (warn and skip), with
+a quarantine. For each path: wall time (first and best), rows/s, the Spark jobs it
+ran, and how often the parquet was read (rows the `Scan parquet` nodes produced in
+the path's SQL executions, Spark's SQL status store, divided by the row count; a
+scan served from the cache produces 0 rows) with the number of such scan nodes.
+
+Without --pg-url it starts a throwaway PostgreSQL (tests.support.postgres, the
+test suite's server: fsync off) and stops it afterwards.
 """
 
 from __future__ import annotations
@@ -31,7 +36,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,15 +43,22 @@ from pydantic import TypeAdapter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.support
 
-from tests.support.spark_scans import rows_scanned_since
+import psycopg
+from psycopg import sql
+from tests.support.postgres import TestPostgres
+from tests.support.spark_scans import rows_scanned_since, scan_nodes_since
 
-from hakiri.quality.rules import check_rows, compile_rules
-from hakiri.spark.session import build_spark_session
+from hakiri.destinations.base import LoadRequest, QuarantineTable
+from hakiri.destinations.postgres.client import PostgresDestination
+from hakiri.quality.rules import RuleCheck
+from hakiri.spark.session import build_spark_session, resolve_jdbc_jars
+from hakiri.spec.load import LoadMode, LoadSpec
 from hakiri.spec.quality import RowRule
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+SCHEMA = "bench_rules"
 RULES = [
     {"type": "not_null", "column": "email", "on_fail": "skip"},
     {"type": "regex", "column": "email", "pattern": "^[^@]+@[^@]+$", "on_fail": "warn"},
@@ -55,6 +66,7 @@ RULES = [
     {"type": "max_length", "column": "code", "max": 8, "on_fail": "warn"},
     {"type": "field_type", "column": "qty", "expected": "integer", "on_fail": "skip"},
 ]
+PATHS = ("copy, no rules", "copy, 5 rules", "jdbc, no rules", "jdbc, 5 rules")
 
 
 @dataclass
@@ -62,7 +74,10 @@ class PathRun:
     seconds: float
     jobs: int
     source_reads: float  # rows read from parquet / rows in the source
-    result: Any = None  # what the timed work returned (the rule report)
+    scan_nodes: int
+    loaded: int
+    quarantined: int
+    report: Any
 
 
 def main() -> None:
@@ -70,60 +85,68 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each path")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--pg-url", help="an existing PostgreSQL (default: start a throwaway one)")
     args = parser.parse_args()
 
+    server = None if args.pg_url else TestPostgres().start()
+    url = args.pg_url or server.url  # type: ignore[union-attr]
     began = time.monotonic()
     spark = build_spark_session(
-        master=args.master, conf={"spark.ui.enabled": "false"}, app_name="bench-rules"
+        master=args.master,
+        conf={"spark.ui.enabled": "false"},
+        jars=list(resolve_jdbc_jars(None).jars),
+        app_name="bench-rules",
     )
     spark_start = time.monotonic() - began
     workdir = Path(tempfile.mkdtemp(prefix="hakiri-bench-"))
     try:
-        run(spark, workdir, args.rows, args.repeat, spark_start)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(SCHEMA)))
+        run(spark, url, workdir, args.rows, args.repeat, spark_start)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         spark.stop()
+        if server is not None:
+            server.stop()
 
 
-def run(spark: SparkSession, workdir: Path, rows: int, repeat: int, spark_start: float) -> None:
+def run(
+    spark: SparkSession, url: str, workdir: Path, rows: int, repeat: int, spark_start: float
+) -> None:
     began = time.monotonic()
     generate(spark, rows).write.parquet(str(workdir / "rows"))
     written = time.monotonic() - began
     frame = spark.read.parquet(str(workdir / "rows"))
     rules = [TypeAdapter(RowRule).validate_python(r) for r in RULES]
 
-    plain: list[PathRun] = []
-    ruled: list[PathRun] = []
-    bare: list[PathRun] = []
-    annotated = compile_rules(frame, rules).annotated
+    runs: dict[str, list[PathRun]] = {name: [] for name in PATHS}
     for n in range(repeat):
-        plain.append(measure(spark, f"plain-{n}", rows, partial(noop, frame)))
-        last = n == repeat - 1
-        ruled.append(measure(spark, f"rules-{n}", rows, partial(rules_path, frame, rules, last)))
-        bare.append(measure(spark, f"bare-{n}", rows, partial(noop, annotated)))
-    report = ruled[-1].result[0]
+        for name in PATHS:
+            writer = name.split(",")[0]
+            with_rules = rules if "5 rules" in name else []
+            runs[name].append(measure(spark, url, frame, with_rules, writer, f"{n}-{name}", rows))
 
     print(
-        f"rows: {rows:,} x 6 columns (parquet, {size_mb(workdir / 'rows'):.0f} MB); Spark {spark.version}"
+        f"rows: {rows:,} x 6 columns (parquet, {size_mb(workdir / 'rows'):.0f} MB); "
+        f"Spark {spark.version}, {spark.sparkContext.master}"
     )
     print(f"SparkSession start: {spark_start:.1f} s; parquet written: {written:.1f} s")
-    print(f"report: {report}")
-    for name, runs in (("no rules", plain), ("5 rules ", ruled), ("rules, no cache", bare)):
-        best = min(r.seconds for r in runs)
+    print(f"report: {runs['copy, 5 rules'][-1].report}")
+    for name, path_runs in runs.items():
+        best = min(r.seconds for r in path_runs)
+        last = path_runs[-1]
         print(
-            f"{name}: first {runs[0].seconds:5.2f} s, best {best:5.2f} s, "
-            f"{rows / best:>10,.0f} rows/s; jobs {[r.jobs for r in runs]}; "
-            f"source read {[round(r.source_reads, 2) for r in runs]} times"
+            f"{name:15}: first {path_runs[0].seconds:5.2f} s, best {best:5.2f} s, "
+            f"{rows / best:>10,.0f} rows/s; jobs {[r.jobs for r in path_runs]}; "
+            f"source read {[round(r.source_reads, 2) for r in path_runs]} times by "
+            f"{last.scan_nodes} scan node(s); loaded {last.loaded:,}, quarantined {last.quarantined:,}"
         )
-    for run_ in ruled:
-        check, clean, quarantine = run_.result[1]
-        print(
-            f"  5 rules, by step: check_rows {check:.2f} s (one query: rules, cache, counts), "
-            f"clean {clean:.2f} s, quarantine {quarantine:.2f} s"
-        )
-    first = ruled[0].seconds / plain[0].seconds
-    best = min(r.seconds for r in ruled) / min(r.seconds for r in plain)
-    print(f"ratio rules / no rules (time): first {first:.2f}, best {best:.2f}")
+    for writer in ("copy", "jdbc"):
+        plain, ruled = runs[f"{writer}, no rules"], runs[f"{writer}, 5 rules"]
+        first = ruled[0].seconds / plain[0].seconds
+        best = min(r.seconds for r in ruled) / min(r.seconds for r in plain)
+        print(f"ratio 5 rules / no rules, {writer}: first {first:.2f}, best {best:.2f}")
 
 
 def generate(spark: SparkSession, rows: int) -> DataFrame:
@@ -146,36 +169,44 @@ def generate(spark: SparkSession, rows: int) -> DataFrame:
     )
 
 
-def rules_path(frame: DataFrame, rules: list[Any], show_plan: bool) -> tuple[Any, list[float]]:
-    """check_rows, then both outputs written; returns the report and the three steps' times."""
-    began = time.monotonic()
-    batch = check_rows(frame, rules, label="bench")
-    steps = [time.monotonic() - began]
+def load(url: str, frame: DataFrame, rules: list[Any], writer: str, batch: str) -> tuple[Any, Any]:
+    """Stage, judge the rules, commit (truncate): as the engine loads one batch."""
+    destination = PostgresDestination(url, SCHEMA, writer=writer)
+    request = LoadRequest(
+        project="bench",
+        pipeline_id="bench_rules",
+        run_id=batch,
+        batch_id=batch,
+        target_schema=SCHEMA,
+        target_table="t",
+        load=LoadSpec(mode=LoadMode.TRUNCATE),
+        quarantine=QuarantineTable(SCHEMA, "t_quarantine", "t"),
+    )
+    checked = RuleCheck(frame, rules, label="bench")
     try:
-        for output in (batch.clean, batch.quarantine):
-            began = time.monotonic()
-            noop(output)  # type: ignore[arg-type]
-            steps.append(time.monotonic() - began)
-        if show_plan:
-            print_plan(batch.clean, "clean")
-            print_plan(batch.quarantine, "quarantine")  # type: ignore[arg-type]
+        staged = destination.stage(checked, request)
+        report = checked.finish()
+        return destination.commit(staged, request, lambda _: None), report
     finally:
-        batch.release()
-    return batch.report, steps
+        checked.release()
 
 
-def noop(frame: DataFrame) -> None:
-    frame.write.format("noop").mode("overwrite").save()
-
-
-def measure(spark: SparkSession, group: str, rows: int, work: Any) -> PathRun:
+def measure(
+    spark: SparkSession,
+    url: str,
+    frame: DataFrame,
+    rules: list[Any],
+    writer: str,
+    group: str,
+    rows: int,
+) -> PathRun:
     sc = spark.sparkContext
     store = spark._jsparkSession.sharedState().statusStore()
     first_execution = store.executionsList().size()
     sc.setJobGroup(group, group)
     began = time.monotonic()
     try:
-        result = work()
+        result, report = load(url, frame, rules, writer, group)
     finally:
         elapsed = time.monotonic() - began
         sc.setJobGroup("", "")
@@ -184,19 +215,11 @@ def measure(spark: SparkSession, group: str, rows: int, work: Any) -> PathRun:
         seconds=elapsed,
         jobs=len(sc.statusTracker().getJobIdsForGroup(group)),
         source_reads=rows_scanned_since(store, first_execution, "Scan parquet") / rows,
-        result=result,
+        scan_nodes=scan_nodes_since(store, first_execution, "Scan parquet"),
+        loaded=result.rows_loaded,
+        quarantined=result.quarantined,
+        report=report,
     )
-
-
-def print_plan(frame: DataFrame, name: str) -> None:
-    """The physical plan lines that show where the rows come from."""
-    plan = frame._jdf.queryExecution().executedPlan().toString()
-    print(f"physical plan of {name} (scan lines):")
-    for line in plan.splitlines():
-        if any(
-            word in line for word in ("InMemoryTableScan", "InMemoryRelation", "FileScan", "Scan ")
-        ):
-            print("   ", line[:140])
 
 
 def size_mb(path: Path) -> float:

@@ -14,29 +14,45 @@ from typing import Any
 
 def rows_scanned(spark: Any, work: Callable[[], Any], scan: str = "Scan csv") -> int:
     """Rows the `scan` nodes (e.g. "Scan csv", "Scan parquet") produced while `work` ran."""
+    return scans(spark, work, scan)[0]
+
+
+def scans(spark: Any, work: Callable[[], Any], scan: str = "Scan csv") -> tuple[int, int]:
+    """(rows the `scan` nodes produced, how many such nodes ran) while `work` ran."""
     store = spark._jsparkSession.sharedState().statusStore()
     first = store.executionsList().size()
     work()
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
-    return rows_scanned_since(store, first, scan)
+    return rows_scanned_since(store, first, scan), scan_nodes_since(store, first, scan)
+
+
+def _scan_nodes(store: Any, first_execution: int, scan: str) -> list[tuple[int, Any]]:
+    executions = store.executionsList()
+    found = []
+    for k in range(first_execution, executions.size()):
+        execution_id = executions.apply(k).executionId()
+        nodes = store.planGraph(execution_id).allNodes()
+        for n in range(nodes.size()):
+            node = nodes.apply(n)
+            if node.name().startswith(scan):
+                found.append((execution_id, node))
+    return found
+
+
+def scan_nodes_since(store: Any, first_execution: int, scan: str) -> int:
+    """How many `scan` nodes the SQL executions from index `first_execution` on ran."""
+    return len(_scan_nodes(store, first_execution, scan))
 
 
 def rows_scanned_since(store: Any, first_execution: int, scan: str) -> int:
     """Rows the `scan` nodes produced in the SQL executions from index `first_execution` on."""
-    executions = store.executionsList()
     total = 0
-    for k in range(first_execution, executions.size()):
-        execution_id = executions.apply(k).executionId()
+    for execution_id, node in _scan_nodes(store, first_execution, scan):
         values = store.executionMetrics(execution_id)
-        nodes = store.planGraph(execution_id).allNodes()
-        for n in range(nodes.size()):
-            node = nodes.apply(n)
-            if not node.name().startswith(scan):
-                continue
-            metrics = node.metrics()
-            for m in range(metrics.size()):
-                metric = metrics.apply(m)
-                value = values.get(metric.accumulatorId())
-                if metric.name() == "number of output rows" and value.isDefined():
-                    total += int(str(value.get()).replace(",", ""))
+        metrics = node.metrics()
+        for m in range(metrics.size()):
+            metric = metrics.apply(m)
+            value = values.get(metric.accumulatorId())
+            if metric.name() == "number of output rows" and value.isDefined():
+                total += int(str(value.get()).replace(",", ""))
     return total

@@ -13,6 +13,7 @@ from hakiri.spec.load import LoadSpec
 from hakiri.spec.quality import DatasetValidator
 
 if TYPE_CHECKING:  # kept out of import time: `plan` imports this module and must stay light
+    from hakiri.quality.rules import RuleCheck
     from hakiri.quality.validators import ProbeResult
     from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
 
@@ -177,10 +178,11 @@ Checkpoint = Callable[[str], None]
 class Destination(Protocol):
     """Stage a DataFrame, then commit it under a load spec in ONE destination transaction."""
 
-    def stage(self, frame: Any, request: LoadRequest, quarantine: Any = None) -> StagedBatch:
-        """Write the DataFrame's rows into a fresh staging table (Spark runs the write); with
-        `quarantine` (a frame of rule violations: rule_id, on_fail, dropped, row), stage those too,
-        to be committed into `request.quarantine` in the same transaction as the rows."""
+    def stage(self, rows: RuleCheck, request: LoadRequest) -> StagedBatch:
+        """Write the rows that pass the rules into a fresh staging table (Spark runs the write)
+        and, when `request.quarantine` is set, the rule violations (rule_id, on_fail, dropped,
+        row) too, to be committed into it in the same transaction as the rows. The rules are
+        judged by `rows.finish()` after this returns."""
         ...
 
     def commit(

@@ -46,7 +46,7 @@ from hakiri.observability import (
     span,
 )
 from hakiri.quality.anomaly import check_row_count
-from hakiri.quality.rules import check_rows
+from hakiri.quality.rules import RuleCheck, check_rows
 from hakiri.sources.cursors import CursorRange
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
@@ -63,11 +63,14 @@ def chunk_predicate(batch: Batch) -> str | None:
     return batch.file_path
 
 
-def _verified(read: Any, destination: Destination, staged: Any) -> int:
-    """The read's verdict on what it left out, judged from the staging pass (a batch with
-    malformed records under on_malformed = "fail" is discarded, not committed)."""
+def _verified(read: Any, checked: RuleCheck, destination: Destination, staged: Any) -> int:
+    """The read's verdict on what it left out and the rules' report, both judged from the
+    staging pass (a batch with malformed records under on_malformed = "fail", or rows that
+    broke an abort rule, is discarded, not committed); the malformed records dropped."""
     try:
-        return int(read.verify())
+        malformed = int(read.verify())
+        checked.finish()
+        return malformed
     except BaseException:
         destination.discard(staged)
         raise
@@ -222,7 +225,7 @@ class PipelineRunner:
                     outcome.notes.append(f"{table.name}: no quarantine table yet")
                     return
                 checked = check_rows(frame, rules, label=f"the quarantined rows of run {of_run}")
-                staged = destination.stage(checked.clean, request)
+                staged = destination.stage(RuleCheck.unchecked(checked.clean), request)
             if staged.rows == 0:
                 destination.discard(staged)
             else:
@@ -630,8 +633,8 @@ class PipelineRunner:
         started = time.monotonic()
         try:
             # Spark is lazy: reading fails only when staging runs the job, so one block covers both.
-            # For the same reason `hakiri.read` only plans the read: the source rows are read by
-            # the first Spark job, in `hakiri.rules` when there are rules, else in `hakiri.stage`.
+            # For the same reason `hakiri.read` only plans the read: the source rows are read,
+            # checked and staged by the Spark job(s) inside `hakiri.stage`.
             with spark_errors(f"loading {label} into {request.target_table}"):
                 with span("hakiri.read"):
                     read = self.reader.read(self.spark(), batch)
@@ -650,12 +653,12 @@ class PipelineRunner:
                     else:
                         frame = self.schema.shape_empty(frame, destination, request)
                 if frame is not None:
-                    with span("hakiri.rules"):
-                        checked = check_rows(frame, self.spec.validate_.rules, label=label)
-                    keep = checked.quarantine if request.quarantine is not None else None
+                    # The rules are compiled here and evaluated by the staging pass (or, for a
+                    # writer that needs them first, by a cached evaluation inside `stage`).
+                    checked = RuleCheck(frame, self.spec.validate_.rules, label=label)
                     with span("hakiri.stage"):
-                        staged = destination.stage(checked.clean, request, quarantine=keep)
-                    malformed = _verified(read, destination, staged)
+                        staged = destination.stage(checked, request)
+                    malformed = _verified(read, checked, destination, staged)
             staged_at = time.monotonic()
             if frame is None:
                 result = self._nothing_to_create(request)

@@ -1,11 +1,20 @@
 """Row rules compiled to Spark Column predicates and evaluated in one pass over a batch.
 
-`check_rows(frame, rules, label=...)` is the whole interface. It compiles every
-rule into one boolean "violated" Column, adds one projection carrying the
-indices of the rules a row violates (an array, empty for a clean row),
-persists that annotated frame and runs ONE aggregation job for the report.
-The clean rows and the quarantine records are then both derived from the
-cached frame, so staging them reads neither the source nor the rules again.
+Every rule compiles into one boolean "violated" Column, and one projection
+carries the indices of the rules a row violates (an array, empty for a clean
+row). The source is read once either way:
+
+- `RuleCheck.tagged()`, for a writer that stages clean rows and quarantine
+  records from one pass (PostgreSQL's COPY writer): each row carries whether it
+  is dropped, which warn/skip rules it broke and, only then, itself as JSON; the
+  counts are Spark observed metrics of that pass, judged by `RuleCheck.finish()`
+  after it (an abort rule that failed raises there, and the staged rows are
+  discarded). No cache, no job of its own.
+- `RuleCheck.split()` (and `check_rows`), for writers that write the two outputs
+  separately: the annotated frame is persisted and ONE aggregation job makes the
+  report (an abort rule raises before anything is staged); the clean rows and the
+  quarantine records are both derived from the cached frame.
+
 Rows never reach the driver: only counts, and for an abort one sample row.
 
 What each rule treats as a violation (NULL passes every rule but not_null;
@@ -55,7 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hakiri.errors import HakiriError, RuleViolation, SourceDataError
 from hakiri.spec.quality import (
@@ -71,7 +80,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-__all__ = ["CheckedBatch", "RuleReport", "check_rows"]
+__all__ = ["CheckedBatch", "RuleCheck", "RuleReport", "TaggedRows", "check_rows"]
 
 _VIOLATED = "_hakiri_violated"  # the internal array<int> column, unless a column has that name
 _SAMPLE_CHARS = 300
@@ -117,6 +126,128 @@ class CheckedBatch:
         cached, self._cached = self._cached, None
         if cached is not None:
             cached.unpersist()
+
+
+@dataclass(frozen=True)
+class TaggedRows:
+    """A batch's rows for a one-pass writer: the data columns first (`width` of them), then
+
+    - `dropped` (boolean): the row broke a skip rule, so it is not loaded;
+    - `aside` (array<int>, only with `keep_quarantine`): the warn/skip rules it broke, as
+      indices into `rule_ids`/`on_fails`, one quarantine record each (empty for most rows);
+    - `row` (string, only with `keep_quarantine`): the original row as a JSON object when
+      `aside` is not empty, else NULL.
+    """
+
+    frame: DataFrame
+    width: int
+    dropped: str
+    aside: str | None
+    row: str | None
+    rule_ids: tuple[str, ...]
+    on_fails: tuple[str, ...]
+
+
+class RuleCheck:
+    """A batch and its row rules, compiled but not evaluated: no Spark job runs until a
+    writer consumes `tagged()` or `split()`. Call `finish()` after the write for the report
+    (it raises `RuleViolation` when an abort rule failed), and `release()` at the end."""
+
+    def __init__(self, frame: DataFrame, rules: Sequence[RowRule], *, label: str) -> None:
+        self.frame, self.label = frame, label
+        self.compiled = compile_rules(frame, rules) if rules else None
+        self._checked: CheckedBatch | None = None
+        self._observation: Any = None
+        self._report: RuleReport | None = None
+
+    @classmethod
+    def unchecked(cls, frame: DataFrame) -> RuleCheck:
+        """Rows that need no rule (every row is clean)."""
+        return cls(frame, (), label="")
+
+    @property
+    def has_rules(self) -> bool:
+        return self.compiled is not None
+
+    @property
+    def report(self) -> RuleReport | None:
+        """What the rules found, once `finish()` ran; None without rules."""
+        return self._report
+
+    def split(self) -> tuple[DataFrame, DataFrame | None]:
+        """(clean rows, quarantine records or None), both over the persisted annotated rows."""
+        if self.compiled is None:
+            return self.frame, None
+        if self._checked is None:
+            self._checked = _evaluate(self.compiled, self.label)
+            self._report = self._checked.report
+        return self._checked.clean, self._checked.quarantine
+
+    def tagged(self, *, keep_quarantine: bool) -> TaggedRows:
+        """The rows tagged for a one-pass writer (see `TaggedRows`), counted as they pass."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        compiled = self.compiled
+        if compiled is None:
+            raise ValueError("tagged() needs rules; stage `frame` as it is")
+        rules = compiled.rules
+        skip, aside = compiled.indices("skip"), compiled.indices("warn", "skip")
+        violated = F.col(_quoted(compiled.violated))
+        dropped = _any_of(violated, skip)
+        self._observation = Observation()
+        counted = compiled.annotated.observe(
+            self._observation,
+            F.count(F.lit(1)).alias("rows_in"),
+            F.count_if(~dropped).alias("rows_kept"),
+            (F.sum(F.size(_only(violated, aside))) if aside else F.lit(0)).alias("aside"),
+            *[F.count_if(F.array_contains(violated, i)).alias(f"r{i}") for i in range(len(rules))],
+        )
+        data = [F.col(_quoted(name)) for name in self.frame.columns]
+        taken = [*self.frame.columns, compiled.violated]
+        dropped_name = _free_name(taken, "_hakiri_dropped")
+        tags = [dropped.alias(dropped_name)]
+        aside_name = row_name = None
+        if keep_quarantine and aside:
+            aside_name = _free_name([*taken, dropped_name], "_hakiri_aside")
+            row_name = _free_name([*taken, dropped_name, aside_name], "_hakiri_row")
+            broke = _only(violated, aside)
+            tags += [
+                broke.alias(aside_name),
+                F.when(F.size(broke) > 0, _row_json(self.frame)).alias(row_name),
+            ]
+        return TaggedRows(
+            counted.select(*data, *tags),
+            len(data),
+            dropped_name,
+            aside_name,
+            row_name,
+            tuple(rule.rule_id for rule in rules),
+            tuple(rule.on_fail for rule in rules),
+        )
+
+    def finish(self) -> RuleReport | None:
+        """The report, once the rows were written; raises RuleViolation for a failed abort rule."""
+        compiled = self.compiled
+        if compiled is None or self._observation is None:
+            return self._report  # no rules, or split() judged them already
+        totals = self._observation.get
+        rules = compiled.rules
+        counts = [int(totals.get(f"r{i}") or 0) for i in range(len(rules))]
+        failing = [i for i in compiled.indices("abort") if counts[i]]
+        if failing:
+            raise _rule_violation(compiled.annotated, compiled, failing, counts, self.label)
+        self._report = RuleReport(
+            rows_in=int(totals.get("rows_in") or 0),
+            rows_kept=int(totals.get("rows_kept") or 0),
+            counts={rule.rule_id: counts[i] for i, rule in enumerate(rules)},
+            quarantined=int(totals.get("aside") or 0),
+        )
+        return self._report
+
+    def release(self) -> None:
+        if self._checked is not None:
+            self._checked.release()
 
 
 def check_rows(frame: DataFrame, rules: Sequence[RowRule], *, label: str) -> CheckedBatch:
@@ -316,9 +447,8 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _free_name(columns: Sequence[str]) -> str:
+def _free_name(columns: Sequence[str], name: str = _VIOLATED) -> str:
     taken = {c.lower() for c in columns}
-    name = _VIOLATED
     while name.lower() in taken:
         name = "_" + name
     return name

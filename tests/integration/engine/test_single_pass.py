@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.project import postgres_project
-from tests.support.spark_scans import rows_scanned
+from tests.support.spark_scans import scans
 
 ROWS = 3000
 DECLARED = 'columns = { id = "bigint", email = "string", amount = "double" }'
@@ -45,16 +45,20 @@ def _csv(malformed: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("rules", [False, True], ids=["no-rules", "rules"])
+@pytest.mark.parametrize(
+    ("rules", "writer"),
+    [(False, "copy"), (True, "copy"), (True, "jdbc")],
+    ids=["no-rules", "rules", "rules-jdbc"],
+)
 def test_a_batch_is_read_once(
-    tmp_path: Path, pg_url: str, pg_schema: str, spark, rules: bool
+    tmp_path: Path, pg_url: str, pg_schema: str, spark, rules: bool, writer: str
 ) -> None:
     project = postgres_project(
         tmp_path,
         pg_url,
         pg_schema,
         source=f'{{ path = "data/*.csv", {DECLARED}, on_malformed = "drop" }}',
-        body='load = { mode = "append" }' + (RULES if rules else ""),
+        body=f'load = {{ mode = "append", writer = "{writer}" }}' + (RULES if rules else ""),
     )
     project.write("data/a.csv", _csv(malformed=2))
     outcome: dict = {}
@@ -64,9 +68,25 @@ def test_a_batch_is_read_once(
         assert result.exit_code == 0, result.stderr
         outcome.update(json.loads(result.stdout)[0])
 
-    scanned = rows_scanned(spark, apply)
+    scanned, scan_nodes = scans(spark, apply)
 
     assert scanned == ROWS + 2  # every record of the file, once; the 2 malformed ones too
+    if writer == "copy":
+        # Rows, rule counts, the quarantine and the malformed count: one scan, no cache.
+        assert scan_nodes == 1
     assert outcome["malformed"] == 2
     loaded = project.query(f'SELECT count(*) FROM "{pg_schema}".t')[0][0]
-    assert loaded == (ROWS - ROWS // 100 if rules else ROWS)
+    nameless = len(range(0, ROWS, 100))  # broke both skip rules
+    assert loaded == (ROWS - nameless if rules else ROWS)
+    if rules:
+        negative = len(range(0, ROWS, 50))  # amount -1: broke the warn rule
+        records = project.query(
+            f'SELECT rule_id, on_fail, dropped, count(*) FROM "{pg_schema}".t_quarantine '
+            "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        )
+        assert records == [
+            ("not_null:email", "skip", True, nameless),
+            ("range:amount", "warn", False, negative - nameless),
+            ("range:amount", "warn", True, nameless),
+        ]
+        assert outcome["quarantined"] == nameless + negative

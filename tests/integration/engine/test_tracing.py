@@ -146,7 +146,7 @@ def test_a_backfill_is_one_run_span_with_a_chunk_span_per_batch(
 
     for chunk in chunks:
         stages = {s.name: s for s in telemetry.children(chunk)}
-        assert sorted(stages) == ["hakiri.commit", "hakiri.read", "hakiri.rules", "hakiri.stage"]
+        assert sorted(stages) == ["hakiri.commit", "hakiri.read", "hakiri.stage"]
         [validate] = telemetry.children(stages["hakiri.commit"])
         assert validate.name == "hakiri.validate"
 

@@ -77,7 +77,7 @@ def people(tmp_path: Path, pg_url: str, pg_schema: str, spark):
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
-def test_abort_fails_the_run_before_anything_is_staged(people, rule: str) -> None:
+def test_abort_fails_the_run_and_leaves_nothing_staged(people, rule: str) -> None:
     project = people(rule, "abort")
     result = project.cli("apply")
     assert result.exit_code == 1

@@ -87,6 +87,7 @@ from hakiri.destinations.context.watermark import (
 from hakiri.destinations.gates import check_cdc_mirror, check_empty_source
 from hakiri.errors import HakiriError, HookError, LoadError, ValidationFailed
 from hakiri.observability import span
+from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
@@ -134,19 +135,19 @@ class ContextDestination:
 
     # ------------------------------------------------------------------ staging
 
-    def stage(self, frame: Any, request: LoadRequest, quarantine: Any = None) -> StagedBatch:
-        """Spark writes the frame as Parquet into a fresh `<store>/_staging/<16 hex>/rows/`, and the
-        rule violations (if any), already in the quarantine table's columns, into `.../quarantine/`.
+    def stage(self, rows: RuleCheck, request: LoadRequest) -> StagedBatch:
+        """Spark writes the rows as Parquet into a fresh `<store>/_staging/<16 hex>/rows/`, and the
+        rule violations (with a quarantine), already in the quarantine table's columns, into
+        `.../quarantine/`: two writes, both from the rules' cached evaluation.
 
         incremental_watermark filters here: only rows past the current mark are staged."""
         check_cdc_mirror(request.load)
         _refuse_unsupported(request)
         location = self._location(request.target_table, "target table")
-        if quarantine is not None and request.quarantine is None:
-            raise LoadError(
-                "rule violations were staged without a quarantine table", "report this as a bug"
-            )
-        if request.quarantine is not None:
+        frame, quarantine = rows.split()
+        if request.quarantine is None:
+            quarantine = None
+        else:
             check_table_name(request.quarantine.table, "quarantine table")
         frame = writable_frame(frame)
         columns = staged_columns(frame.schema)

@@ -35,7 +35,11 @@ from hakiri.destinations.base import (
     StagedBatch,
     TargetColumn,
 )
-from hakiri.destinations.postgres.copy_writer import CopyStageWriter
+from hakiri.destinations.postgres.copy_writer import (
+    CopyStageWriter,
+    QuarantineSplit,
+    copy_statement,
+)
 from hakiri.destinations.postgres.evolve import evolve_target
 from hakiri.destinations.postgres.inspect import inspect_postgres_target, observe_targets
 from hakiri.destinations.postgres.ledger import LoadLedger, ensure_ledger_tables
@@ -56,6 +60,7 @@ from hakiri.destinations.postgres.load_modes import (
 )
 from hakiri.destinations.postgres.names import check_identifier
 from hakiri.destinations.postgres.quarantine import (
+    QUARANTINE_STAGED,
     insert_quarantined,
     mark_replayed,
     quarantine_location,
@@ -74,6 +79,7 @@ from hakiri.destinations.postgres.staging import (
     StageWriter,
     create_staging_table,
     finish_staging_table,
+    positional_names,
     staged_columns,
     staging_name,
     writable_frame,
@@ -82,6 +88,7 @@ from hakiri.destinations.postgres.swap import load_blue_green
 from hakiri.errors import HakiriError, LoadError, ValidationFailed
 from hakiri.hooks.runner import SqlLikeHook, run_sql_hooks
 from hakiri.observability import span
+from hakiri.quality.rules import RuleCheck, TaggedRows
 from hakiri.quality.validators import ProbeResult, probe_staged
 from hakiri.spec.load import LoadMode
 
@@ -142,55 +149,120 @@ class PostgresDestination:
 
     # ------------------------------------------------------------------ staging
 
-    def stage(self, frame: Any, request: LoadRequest, quarantine: Any = None) -> StagedBatch:
-        """Write the frame into a fresh UNLOGGED `_hakiri_stg_…` table in the target schema, and
-        the rule violations (if any) into a second one, committed with the rows."""
+    def stage(self, rows: RuleCheck, request: LoadRequest) -> StagedBatch:
+        """Write the rows into a fresh UNLOGGED `_hakiri_stg_…` table in the target schema, and
+        their rule violations (with a quarantine) into a second one, committed with the rows.
+
+        The COPY writer sorts rows and violations in the one pass that reads them; the JDBC
+        writer writes the two from the rules' cached evaluation."""
         check_cdc_mirror(request.load)
         schema = self._schema(request)
         check_identifier(request.target_table, "target table")
-        if quarantine is not None and request.quarantine is None:
-            raise LoadError(
-                "rule violations were staged without a quarantine table", "report this as a bug"
-            )
-        name, rows, columns = self._stage_frame(frame, request, schema)
-        if quarantine is None:
-            return StagedBatch(request.batch_id, schema, name, rows, columns)
+        keep = request.quarantine is not None
+        writer = self.writer_for(request)
+        if rows.has_rules and isinstance(writer, CopyStageWriter):
+            return self._stage_tagged(rows.tagged(keep_quarantine=keep), request, schema, writer)
+        frame, quarantine = rows.split()
+        name, count, columns = self._stage_frame(frame, request, schema)
+        if quarantine is None or not keep:
+            return StagedBatch(request.batch_id, schema, name, count, columns)
         try:
             q_name, q_rows, _ = self._stage_frame(quarantine, request, schema)
         except BaseException:
             self._discard_quietly(
-                StagedBatch(request.batch_id, schema, name, rows, columns), schema
+                StagedBatch(request.batch_id, schema, name, count, columns), schema
             )
             raise
-        return StagedBatch(request.batch_id, schema, name, rows, columns, q_name, q_rows)
+        return StagedBatch(request.batch_id, schema, name, count, columns, q_name, q_rows)
 
     def _stage_frame(
         self, frame: Any, request: LoadRequest, schema: str
     ) -> tuple[str, int, tuple[TargetColumn, ...]]:
         columns = staged_columns(frame.schema)
         name = staging_name(request)
+        writer = self.writer_for(request)
+
+        def write() -> list[int | None]:
+            return [writer.write(writable_frame(frame, columns), schema, name)]
+
+        (rows,) = self._stage_tables(request, schema, [(name, columns)], write)
+        return name, rows, columns
+
+    def _stage_tagged(
+        self, tagged: TaggedRows, request: LoadRequest, schema: str, writer: CopyStageWriter
+    ) -> StagedBatch:
+        from pyspark.sql.types import StructType
+
+        fields = tagged.frame.schema.fields
+        columns = staged_columns(StructType(fields[: tagged.width]))
+        names = [field.name for field in fields]
+        name = staging_name(request)
+        tables = [(name, columns)]
+        q_name = None
+        if tagged.aside is not None:
+            q_name = staging_name(request)
+            tables.append((q_name, QUARANTINE_STAGED))
+        split = QuarantineSplit(
+            width=tagged.width,
+            dropped=names.index(tagged.dropped),
+            aside=names.index(tagged.aside) if tagged.aside else None,
+            row=names.index(tagged.row) if tagged.row else None,
+            rule_ids=tagged.rule_ids,
+            on_fails=tagged.on_fails,
+            statement=copy_statement(schema, q_name, positional_names(QUARANTINE_STAGED))
+            if q_name
+            else None,
+        )
+
+        def write() -> list[int | None]:
+            frame = writable_frame(tagged.frame, columns)
+            rows, records = writer.write_tagged(
+                frame, schema, name, positional_names(columns), split
+            )
+            return [rows, records] if q_name else [rows]
+
+        counts = self._stage_tables(request, schema, tables, write)
+        if q_name is None:
+            return StagedBatch(request.batch_id, schema, name, counts[0], columns)
+        return StagedBatch(request.batch_id, schema, name, counts[0], columns, q_name, counts[1])
+
+    def _stage_tables(
+        self,
+        request: LoadRequest,
+        schema: str,
+        tables: list[tuple[str, tuple[TargetColumn, ...]]],
+        write: Callable[[], list[int | None]],
+    ) -> list[int]:
+        """Create the staging tables, run `write` (Spark fills them; the rows each got, when the
+        writer counts them), give their columns the real names; the rows in each. Any failure
+        drops them all."""
         conn = connect(self.url)
-        where = Where(self.url, schema, name, "create a staging table", conn.info.user)
+        first = tables[0][0]
+        where = Where(self.url, schema, first, "create a staging table", conn.info.user)
         try:
             with driver_errors(where):
-                create_staging_table(conn, schema, name, columns, request)
+                for name, columns in tables:
+                    create_staging_table(conn, schema, name, columns, request)
                 conn.commit()
             try:
-                writer = self.writer_for(request)
-                written = writer.write(writable_frame(frame, columns), schema, name)
+                written = write()
             except HakiriError:
                 raise
             except Exception as exc:
                 raise translate_spark_write_error(exc, where) from exc
             with driver_errors(where):
-                rows = finish_staging_table(conn, schema, name, columns, written)
+                counts = [
+                    finish_staging_table(conn, schema, name, columns, rows)
+                    for (name, columns), rows in zip(tables, written, strict=True)
+                ]
                 conn.commit()
         except BaseException:
-            _drop_quietly(conn, schema, name)
+            for name, _ in tables:
+                _drop_quietly(conn, schema, name)
             raise
         finally:
             conn.close()
-        return name, rows, columns
+        return counts
 
     def writer_for(self, request: LoadRequest) -> StageWriter:
         """The stage writer for this request: the one given, else as `writer` says."""

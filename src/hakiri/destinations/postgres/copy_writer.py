@@ -13,6 +13,11 @@ written as UTC wall times into a session whose time zone is UTC (pyarrow formats
 zoned ones 30 times slower); dates are proleptic Gregorian as in Spark and PostgreSQL. Binary
 columns become `\\x…` hex text first, which bytea reads as bytes.
 
+With row rules (`write_tagged`), the same pass also sorts each batch: rows a skip
+rule dropped stay out of the staging table, and the quarantine records (one per
+row and warn/skip rule broken) are spooled by the task and copied into a second
+staging table after the rows, in the same transaction.
+
 One connection and one transaction per partition, opened on the first row: a task
 that fails leaves no row behind (its transaction rolls back) and Spark runs it
 again. On a cluster the executors import this module (hakiri, psycopg and pyarrow
@@ -22,14 +27,33 @@ installed on the workers) and must reach the database.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
 
-__all__ = ["CopyStageWriter"]
+__all__ = ["CopyStageWriter", "QuarantineSplit"]
 
-_ROWS_SCHEMA = "rows long"
+_ROWS_SCHEMA = "rows long, quarantined long"
+_SPOOL_IN_MEMORY = 64 * 1024 * 1024  # quarantine records a task keeps in memory before a temp file
+
+
+@dataclass(frozen=True)
+class QuarantineSplit:
+    """How a task sorts tagged rows (`hakiri.quality.rules.TaggedRows`, by column position):
+    the first `width` columns are the data, `dropped` a boolean column; with `aside` (the
+    indices of the warn/skip rules a row broke) and `row` (its JSON), each index becomes one
+    record (rule_id, on_fail, dropped, row) copied by `statement` into the quarantine staging table."""
+
+    width: int
+    dropped: int
+    aside: int | None
+    row: int | None
+    rule_ids: tuple[str, ...]
+    on_fails: tuple[str, ...]
+    statement: str | None  # COPY … FROM STDIN into the quarantine staging table
 
 
 class CopyStageWriter:
@@ -39,17 +63,39 @@ class CopyStageWriter:
         self.url = url
 
     def write(self, frame: Any, schema: str, table: str) -> int:
+        return self._run(frame, copy_statement(schema, table, frame.columns), None)[0]
+
+    def write_tagged(
+        self,
+        frame: Any,
+        schema: str,
+        table: str,
+        columns: Sequence[str],
+        split: QuarantineSplit,
+    ) -> tuple[int, int]:
+        """Rows not dropped into `table` (its columns `columns`, the frame's first ones), and the
+        quarantine records as `split` says, from one pass; (rows written, records written)."""
+        return self._run(frame, copy_statement(schema, table, columns), split)
+
+    def _run(self, frame: Any, statement: str, split: QuarantineSplit | None) -> tuple[int, int]:
         from pyspark.sql import functions as F
 
-        columns = sql.SQL(", ").join(sql.Identifier(name) for name in frame.columns)
-        statement = (
-            sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)")
-            .format(sql.Identifier(schema, table), columns)
-            .as_string()
+        counts = _copyable(frame).mapInArrow(
+            copy_partition(self.url, statement, split), _ROWS_SCHEMA
         )
-        counts = _copyable(frame).mapInArrow(copy_partition(self.url, statement), _ROWS_SCHEMA)
-        total = counts.agg(F.sum("rows")).first()
-        return int(total[0] or 0) if total is not None else 0
+        total = counts.agg(F.sum("rows"), F.sum("quarantined")).first()
+        if total is None:
+            return 0, 0
+        return int(total[0] or 0), int(total[1] or 0)
+
+
+def copy_statement(schema: str, table: str, columns: Sequence[str]) -> str:
+    names = sql.SQL(", ").join(sql.Identifier(name) for name in columns)
+    return (
+        sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)")
+        .format(sql.Identifier(schema, table), names)
+        .as_string()
+    )
 
 
 def _copyable(frame: Any) -> Any:
@@ -65,9 +111,11 @@ def _copyable(frame: Any) -> Any:
     )
 
 
-def copy_partition(url: str, statement: str) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The function each Spark task runs over its partition's Arrow batches: COPY them, then
-    yield one batch holding the number of rows written."""
+def copy_partition(
+    url: str, statement: str, split: QuarantineSplit | None = None
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The function each Spark task runs over its partition's Arrow batches: COPY them (sorted
+    by `split` when given), then yield one batch with the rows and records written."""
 
     def copy(batches: Iterator[Any]) -> Iterator[Any]:
         import psycopg
@@ -77,22 +125,74 @@ def copy_partition(url: str, statement: str) -> Callable[[Iterator[Any]], Iterat
         options = pacsv.WriteOptions(include_header=False)
         filled = (batch for batch in batches if batch.num_rows)
         first = next(filled, None)
-        rows = 0
+        rows = records = 0
         if first is not None:  # an empty partition opens no connection
             # Leaving the connection's block commits; an error on the way rolls back.
-            with psycopg.connect(url) as conn, conn.cursor() as cursor:
+            with (
+                tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY) as spool,
+                psycopg.connect(url) as conn,
+                conn.cursor() as cursor,
+            ):
                 # Timestamps with a zone are written as UTC wall times without one (pyarrow
                 # formats those 30x faster), which this session then reads as UTC.
                 cursor.execute("SET TIME ZONE 'UTC'")
                 with cursor.copy(statement) as copying:
                     for batch in itertools.chain((first,), filled):
+                        if split is not None:
+                            aside = _quarantine_records(batch, split)
+                            if aside is not None:
+                                sink = pa.BufferOutputStream()
+                                pacsv.write_csv(aside, sink, options)
+                                spool.write(memoryview(sink.getvalue()))
+                                records += aside.num_rows
+                            batch = _kept(batch, split)
                         sink = pa.BufferOutputStream()
                         pacsv.write_csv(_zone_free(batch), sink, options)
                         copying.write(memoryview(sink.getvalue()))
                         rows += batch.num_rows
-        yield pa.RecordBatch.from_pydict({"rows": [rows]}, pa.schema([("rows", pa.int64())]))
+                if records and split is not None and split.statement is not None:
+                    spool.seek(0)
+                    with cursor.copy(split.statement) as copying:
+                        while chunk := spool.read(1024 * 1024):
+                            copying.write(chunk)
+        schema = pa.schema([("rows", pa.int64()), ("quarantined", pa.int64())])
+        yield pa.RecordBatch.from_pydict({"rows": [rows], "quarantined": [records]}, schema)
 
     return copy
+
+
+def _kept(batch: Any, split: QuarantineSplit) -> Any:
+    """The data columns of the rows no skip rule dropped."""
+    import pyarrow.compute as pc
+
+    data = batch.select(list(range(split.width)))
+    dropped = batch.column(split.dropped)
+    return data.filter(pc.invert(dropped)) if pc.any(dropped).as_py() else data
+
+
+def _quarantine_records(batch: Any, split: QuarantineSplit) -> Any:
+    """One record (rule_id, on_fail, dropped, row) per warn/skip rule each row broke; None if none."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if split.aside is None or split.row is None:
+        return None
+    broke = batch.column(split.aside)
+    which = pc.greater(pc.list_value_length(broke), 0)
+    if not pc.any(which).as_py():
+        return None
+    broke = broke.filter(which)
+    rules = pc.list_flatten(broke)
+    owner = pc.list_parent_indices(broke)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(split.rule_ids, pa.string()).take(rules),
+            pa.array(split.on_fails, pa.string()).take(rules),
+            batch.column(split.dropped).filter(which).take(owner),
+            batch.column(split.row).filter(which).take(owner),
+        ],
+        names=["rule_id", "on_fail", "dropped", "row"],
+    )
 
 
 def _zone_free(batch: Any) -> Any:

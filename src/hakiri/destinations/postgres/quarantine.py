@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
-from hakiri.destinations.base import LoadRequest, QuarantinedRow, QuarantineTable
+from hakiri.destinations.base import LoadRequest, QuarantinedRow, QuarantineTable, TargetColumn
 from hakiri.destinations.postgres.names import check_identifier, derived_name
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "QUARANTINE_COLUMNS",
+    "QUARANTINE_STAGED",
     "ensure_quarantine_table",
     "insert_quarantined",
     "mark_replayed",
@@ -32,6 +33,13 @@ __all__ = [
 
 # The staged violations: what `hakiri.quality.rules` produces, in this order.
 QUARANTINE_COLUMNS = ("rule_id", "on_fail", "dropped", "row")
+# Their staging table, as the COPY writer fills it in the rows' own pass.
+QUARANTINE_STAGED = (
+    TargetColumn("rule_id", "text", True),
+    TargetColumn("on_fail", "text", True),
+    TargetColumn("dropped", "boolean", True),
+    TargetColumn("row", "text", True),
+)
 
 
 def quarantine_location(target: QuarantineTable, default_schema: str) -> tuple[str, str]:

@@ -128,13 +128,14 @@ def positional_names(columns: Sequence[TargetColumn]) -> list[str]:
 
 
 def writable_frame(frame: Any, columns: Sequence[TargetColumn]) -> Any:
-    """The frame with positional column names, and all-NULL (void) columns cast to string,
+    """The frame with positional column names for its first `len(columns)` columns (any after
+    those, a one-pass writer's tags, keep theirs), and all-NULL (void) columns cast to string,
     which Spark's JDBC writer cannot write otherwise."""
     names = positional_names(columns)
-    renamed = frame.toDF(*names)
+    renamed = frame.toDF(*names, *frame.columns[len(names) :])
     void = [
         n
-        for n, f in zip(names, frame.schema.fields, strict=True)
+        for n, f in zip(names, frame.schema.fields[: len(names)], strict=True)
         if f.dataType.simpleString() == "void"
     ]
     if void:

@@ -15,8 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from hakiri.destinations.base import LoadRequest, LoadResult, QuarantineTable
 from hakiri.destinations.context.client import ContextDestination
+from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode, LoadSpec
-from hakiri.spec.quality import DatasetValidator
+from hakiri.spec.quality import DatasetValidator, RowRule
 
 PROJECT = "shop"
 PIPELINE = "orders_pipe"
@@ -59,12 +60,17 @@ def load(
     rows: DataFrame,
     req: LoadRequest,
     *,
-    quarantine: DataFrame | None = None,
+    rules: Sequence[RowRule] = (),
     checkpoint: Any = None,
 ) -> LoadResult:
-    """stage + commit, as the engine does."""
-    staged = dest.stage(rows, req, quarantine=quarantine)
-    return dest.commit(staged, req, checkpoint or no_checkpoint)
+    """stage + commit, as the engine does (the row rules judged between the two)."""
+    checked = RuleCheck(rows, rules, label="the test batch")
+    try:
+        staged = dest.stage(checked, req)
+        checked.finish()
+        return dest.commit(staged, req, checkpoint or no_checkpoint)
+    finally:
+        checked.release()
 
 
 def table_rows(path: Path, version: int | None = None) -> list[dict[str, Any]]:

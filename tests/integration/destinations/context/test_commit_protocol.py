@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from hakiri.destinations.context.client import ContextDestination
 from hakiri.destinations.context.commit import MovedFiles, app_id
 from hakiri.errors import HakiriError, HookError, LoadError
+from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode
 from tests.integration.destinations.context.support import (
     Crash,
@@ -59,7 +60,7 @@ def test_committing_a_batch_twice_loads_it_once(
 ) -> None:
     load(dest, frame(spark, ORDERS, [(1, "a")]), request("orders", mode, batch="seed", **options))
     req = request("orders", mode, **options)
-    staged = dest.stage(frame(spark, ORDERS, [(2, "b"), (3, "c")]), req)
+    staged = dest.stage(RuleCheck.unchecked(frame(spark, ORDERS, [(2, "b"), (3, "c")])), req)
     first = dest.commit(staged, req, Recorder())
     expected = table_rows(store / "orders")
     version = version_of(store / "orders")
@@ -68,7 +69,8 @@ def test_committing_a_batch_twice_loads_it_once(
     again = Recorder()
     second = dest.commit(staged, req, again)
     restaged = dest.stage(
-        frame(spark, ORDERS, [(2, "b"), (3, "c")]), request("orders", mode, run="run-2", **options)
+        RuleCheck.unchecked(frame(spark, ORDERS, [(2, "b"), (3, "c")])),
+        request("orders", mode, run="run-2", **options),
     )
     third = dest.commit(restaged, request("orders", mode, run="run-2", **options), again)
 
@@ -185,7 +187,7 @@ def test_a_crash_before_the_first_commit_creates_no_table(
 def test_discard_deletes_the_staging_area_and_tolerates_a_missing_one(
     dest: ContextDestination, store: Path, spark: SparkSession
 ) -> None:
-    staged = dest.stage(frame(spark, ORDERS, [(1, "a")]), request("orders"))
+    staged = dest.stage(RuleCheck.unchecked(frame(spark, ORDERS, [(1, "a")])), request("orders"))
     assert staging_dirs(store) == [staged.staging_table]
     assert len(staged.staging_table) == 16
 
@@ -204,7 +206,7 @@ def test_a_failed_stage_leaves_no_staging_area(
     bad = frame(spark, "id string", [("1",), ("x",)]).select(F.col("id").cast("int").alias("id"))
 
     with pytest.raises(HakiriError):  # ANSI mode: the cast fails while Spark writes
-        dest.stage(bad, request("orders"))
+        dest.stage(RuleCheck.unchecked(bad), request("orders"))
 
     assert staging_dirs(store) == []
 
@@ -212,7 +214,7 @@ def test_a_failed_stage_leaves_no_staging_area(
 def test_a_commit_whose_staging_area_is_gone_says_so(
     dest: ContextDestination, spark: SparkSession
 ) -> None:
-    staged = dest.stage(frame(spark, ORDERS, [(1, "a")]), request("orders"))
+    staged = dest.stage(RuleCheck.unchecked(frame(spark, ORDERS, [(1, "a")])), request("orders"))
     dest.discard(staged)
 
     with pytest.raises(LoadError, match=r"the staging area .* of batch batch-1 is gone"):
@@ -257,7 +259,7 @@ def test_blue_green_with_an_in_swap_post_hook_is_refused(
     req = replace(request("orders", LoadMode.BLUE_GREEN), post_hook=lambda conn: None)
 
     with pytest.raises(HookError, match="the context store has no SQL engine"):
-        dest.stage(frame(spark, ORDERS, [(1, "a")]), req)
+        dest.stage(RuleCheck.unchecked(frame(spark, ORDERS, [(1, "a")])), req)
 
 
 def test_replay_is_refused_loudly(dest: ContextDestination, spark: SparkSession) -> None:
@@ -276,7 +278,9 @@ def test_timestamps_need_spark_to_write_microseconds(
     spark.conf.set(setting, "INT96")
     try:
         with pytest.raises(LoadError, match="needs Spark to write timestamps as TIMESTAMP_MICROS"):
-            dest.stage(frame(spark, "at timestamp", [(None,)]), request("orders"))
+            dest.stage(
+                RuleCheck.unchecked(frame(spark, "at timestamp", [(None,)])), request("orders")
+            )
     finally:
         spark.conf.set(setting, "TIMESTAMP_MICROS")
     assert staging_dirs(store) == []

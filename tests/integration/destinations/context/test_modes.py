@@ -13,6 +13,7 @@ from hakiri.destinations.context.client import ContextDestination
 from hakiri.destinations.context.inspect import inspect_context_target
 from hakiri.destinations.gates import STREAMING_ENV
 from hakiri.errors import EmptySource, LoadError
+from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode
 from tests.integration.destinations.context.support import (
     PIPELINE,
@@ -77,7 +78,7 @@ def test_staging_reports_rows_from_the_footers_and_delta_types(
         ],
     ).repartition(3)  # some part files hold no row
 
-    staged = dest.stage(rows, request("typed"))
+    staged = dest.stage(RuleCheck.unchecked(rows), request("typed"))
 
     assert staged.rows == 1 and staged.staging_schema is None and staged.quarantine_table is None
     assert [(c.name, c.type) for c in staged.columns] == [
@@ -186,7 +187,9 @@ def test_replacing_modes_refuse_an_empty_source(
     dest: ContextDestination, store: Path, spark: SparkSession, mode: LoadMode
 ) -> None:
     load(dest, frame(spark, ORDERS, [(1, "a")]), request("orders", mode))
-    staged = dest.stage(frame(spark, ORDERS, []), request("orders", mode, batch="batch-2"))
+    staged = dest.stage(
+        RuleCheck.unchecked(frame(spark, ORDERS, [])), request("orders", mode, batch="batch-2")
+    )
     assert staged.rows == 0
 
     with pytest.raises(EmptySource) as caught:
@@ -338,7 +341,8 @@ def test_incremental_later_runs_skip_rows_at_or_below_the_mark(
     load(dest, frame(spark, EVENTS, [(1, "a"), (3, "c")]), _incremental("b1"))
 
     staged = dest.stage(
-        frame(spark, EVENTS, [(2, "late"), (3, "c"), (4, "d"), (5, "e")]), _incremental("b2")
+        RuleCheck.unchecked(frame(spark, EVENTS, [(2, "late"), (3, "c"), (4, "d"), (5, "e")])),
+        _incremental("b2"),
     )
     assert staged.rows == 2  # filtered when staged: only 4 and 5 are past the mark
     result = dest.commit(staged, _incremental("b2"), lambda _: None)
@@ -400,9 +404,9 @@ def test_incremental_refuses_a_missing_or_unordered_watermark_column(
     dest: ContextDestination, spark: SparkSession
 ) -> None:
     with pytest.raises(LoadError, match="watermark_column 'seq' is not among the rows to load"):
-        dest.stage(frame(spark, "id bigint", [(1,)]), _incremental("b1"))
+        dest.stage(RuleCheck.unchecked(frame(spark, "id bigint", [(1,)])), _incremental("b1"))
     with pytest.raises(LoadError, match="has type boolean, which has no order"):
-        dest.stage(frame(spark, "seq boolean", [(True,)]), _incremental("b1"))
+        dest.stage(RuleCheck.unchecked(frame(spark, "seq boolean", [(True,)])), _incremental("b1"))
 
 
 # ---------------------------------------------------------------- refusals
@@ -466,8 +470,8 @@ def test_cdc_mirror_is_gated_like_in_postgresql(
     cdc = request("orders", "cdc_mirror", cdc_source="orders_cdc")
 
     with pytest.raises(LoadError) as at_stage:
-        dest.stage(frame(spark, ORDERS, [(1, "a")]), cdc)
-    staged = dest.stage(frame(spark, ORDERS, [(1, "a")]), request("orders"))
+        dest.stage(RuleCheck.unchecked(frame(spark, ORDERS, [(1, "a")])), cdc)
+    staged = dest.stage(RuleCheck.unchecked(frame(spark, ORDERS, [(1, "a")])), request("orders"))
     with pytest.raises(LoadError) as at_commit:
         dest.commit(staged, cdc, lambda _: None)
 
@@ -481,4 +485,4 @@ def test_a_table_name_that_is_not_one_directory_is_refused(
 ) -> None:
     for name in ("../escape", "a/b", "_staging", ".hidden"):
         with pytest.raises(LoadError, match="cannot be a table of the context store"):
-            dest.stage(frame(spark, ORDERS, [(1, "a")]), request(name))
+            dest.stage(RuleCheck.unchecked(frame(spark, ORDERS, [(1, "a")])), request(name))

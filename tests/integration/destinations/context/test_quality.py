@@ -12,10 +12,12 @@ from pyspark.sql import DataFrame, SparkSession
 from hakiri.destinations.base import QuarantineTable
 from hakiri.destinations.context.client import ContextDestination
 from hakiri.errors import ValidationFailed
+from hakiri.quality.rules import RuleCheck
 from hakiri.spec.quality import (
     CardinalityValidator,
     DuplicateKeyValidator,
     FkIntegrityValidator,
+    NotNullRule,
     RowCountValidator,
 )
 from tests.integration.destinations.context.support import (
@@ -33,15 +35,15 @@ from tests.integration.destinations.context.support import (
 
 ORDERS = "id bigint, name string"
 DLQ = QuarantineTable(None, "orders_quarantine", "orders")
-VIOLATIONS = "rule_id string, on_fail string, dropped boolean, row string"
 
 
-def _violations(spark: SparkSession, *ids: int) -> DataFrame:
-    return frame(
-        spark,
-        VIOLATIONS,
-        [("not_null:name", "skip", True, json.dumps({"id": i, "name": None})) for i in ids],
-    )
+# A skip rule that quarantines (and drops) every row whose name is NULL.
+NAMED = NotNullRule(type="not_null", column="name", on_fail="skip")
+
+
+def _with_nameless(spark: SparkSession, rows: list[tuple[int, str]], *ids: int) -> DataFrame:
+    """`rows`, plus one row without a name per id in `ids` (each one quarantine record under NAMED)."""
+    return frame(spark, ORDERS, [*rows, *[(i, None) for i in ids]])
 
 
 def _dlq_rows(store: Path) -> list[dict]:
@@ -55,7 +57,8 @@ def test_quarantine_records_land_in_their_delta_table_with_the_batch(
     dest: ContextDestination, store: Path, spark: SparkSession
 ) -> None:
     req = request("orders", quarantine=DLQ)
-    staged = dest.stage(frame(spark, ORDERS, [(1, "a")]), req, quarantine=_violations(spark, 7, 8))
+    checked = RuleCheck(_with_nameless(spark, [(1, "a")], 7, 8), [NAMED], label="orders")
+    staged = dest.stage(checked, req)
     assert staged.quarantined == 2 and staged.quarantine_table == staged.staging_table
 
     result = dest.commit(staged, req, lambda _: None)
@@ -79,13 +82,13 @@ def test_quarantine_records_land_in_their_delta_table_with_the_batch(
 def test_a_retried_batch_writes_its_quarantine_records_once(
     dest: ContextDestination, store: Path, spark: SparkSession
 ) -> None:
-    rows = frame(spark, ORDERS, [(1, "a")])
+    rows = _with_nameless(spark, [(1, "a")], 7)
     with pytest.raises(Crash):
         load(
             dest,
             rows,
             request("orders", quarantine=DLQ),
-            quarantine=_violations(spark, 7),
+            rules=[NAMED],
             checkpoint=Recorder("before_dest_commit"),
         )
     # Delta has no transaction across tables: the records are in, the rows are not.
@@ -93,8 +96,8 @@ def test_a_retried_batch_writes_its_quarantine_records_once(
     assert not (store / "orders" / "_delta_log").exists()
 
     retry = request("orders", run="run-2", quarantine=DLQ)
-    result = load(dest, rows, retry, quarantine=_violations(spark, 7))
-    again = load(dest, rows, retry, quarantine=_violations(spark, 7))
+    result = load(dest, rows, retry, rules=[NAMED])
+    again = load(dest, rows, retry, rules=[NAMED])
 
     assert result.rows_loaded == 1 and result.quarantined == 0  # written by the first attempt
     assert again.already_committed
@@ -111,9 +114,9 @@ def test_quarantined_pages_newest_first(
     for n, ids in enumerate([(1, 2), (3, 4, 5)], start=1):
         load(
             dest,
-            frame(spark, ORDERS, [(100 + n, "x")]),
+            _with_nameless(spark, [(100 + n, "x")], *ids),
             request("orders", batch=f"b{n}", run=f"run-{n}", quarantine=DLQ),
-            quarantine=_violations(spark, *ids),
+            rules=[NAMED],
         )
 
     everything = dest.quarantined(DLQ, PIPELINE)
@@ -148,9 +151,9 @@ def test_an_abort_validator_that_fails_commits_nothing_at_all(
     with pytest.raises(ValidationFailed) as caught:
         load(
             dest,
-            frame(spark, ORDERS, [(2, "b"), (3, "c")]),
+            _with_nameless(spark, [(2, "b"), (3, "c")], 9),
             req,
-            quarantine=_violations(spark, 9),
+            rules=[NAMED],
             checkpoint=seen,
         )
 

@@ -24,6 +24,7 @@ from psycopg import sql
 from hakiri.destinations.postgres.copy_writer import CopyStageWriter
 from hakiri.destinations.postgres.staging import JdbcStageWriter
 from hakiri.errors import LoadError
+from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode
 from tests.integration.destinations.load.support import destination, request
 
@@ -127,7 +128,7 @@ def test_a_value_postgresql_refuses_is_one_line_naming_the_staging_table(
     frame = spark.createDataFrame([("a\x00b",)], "note string")
     dest = destination(pg_url, pg_schema)
     with pytest.raises(LoadError) as caught:
-        dest.stage(frame, request(pg_schema, "t", LoadMode.APPEND))
+        dest.stage(RuleCheck.unchecked(frame), request(pg_schema, "t", LoadMode.APPEND))
     reason = caught.value.reason
     assert reason.startswith(f"Spark could not write the staging table {pg_schema}.")
     assert reason.endswith('invalid byte sequence for encoding "UTF8": 0x00')

@@ -11,6 +11,7 @@ from psycopg import sql
 
 from hakiri.destinations.postgres.ledger import ensure_ledger_tables
 from hakiri.errors import DestinationUnreachable, LoadError
+from hakiri.quality.rules import RuleCheck
 from tests.integration.destinations.load.support import (
     create_table,
     destination,
@@ -151,7 +152,9 @@ def test_staging_without_permission_on_the_schema_names_the_grant(
             )
         )
         with pytest.raises(LoadError) as caught:
-            destination(url_as(pg_url, role), pg_schema).stage(frame, request(pg_schema, "t"))
+            destination(url_as(pg_url, role), pg_schema).stage(
+                RuleCheck.unchecked(frame), request(pg_schema, "t")
+            )
 
     assert caught.value.reason == (
         f"no permission to create a staging table on schema {pg_schema} (role {role})"

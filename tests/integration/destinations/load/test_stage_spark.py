@@ -13,6 +13,7 @@ from psycopg import sql
 from hakiri.destinations.postgres.names import parse_marker
 from hakiri.destinations.postgres.staging import JdbcStageWriter
 from hakiri.errors import DestinationUnreachable, LoadError
+from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode
 from tests.integration.destinations.load.support import (
     PROJECT,
@@ -50,7 +51,7 @@ def test_a_dataframe_is_staged_unlogged_and_committed_into_an_auto_created_targe
     dest = destination(pg_url, pg_schema, batch_size=1)
     req = request(pg_schema, "Orders", LoadMode.UPSERT, upsert_key=["Order Id"], run="run-spark")
 
-    staged = dest.stage(frame, req)
+    staged = dest.stage(RuleCheck.unchecked(frame), req)
 
     assert staged.rows == 2 and staged.batch_id == "batch-1" and staged.staging_schema == pg_schema
     assert staged.staging_table.startswith("_hakiri_stg_") and len(staged.staging_table) == 28
@@ -98,7 +99,7 @@ def test_an_all_null_column_stages_as_text(
     frame = spark.range(3).withColumn("nothing", F.lit(None))
     dest = destination(pg_url, pg_schema)
 
-    staged = dest.stage(frame, request(pg_schema, "t"))
+    staged = dest.stage(RuleCheck.unchecked(frame), request(pg_schema, "t"))
 
     assert [(c.name, c.type) for c in staged.columns] == [("id", "bigint"), ("nothing", "text")]
     assert staged.rows == 3
@@ -112,7 +113,7 @@ def test_a_type_hakiri_cannot_load_is_refused_before_anything_is_created(
     frame = spark.createDataFrame([(1, [1, 2])], "id INT, tags ARRAY<INT>")
 
     with pytest.raises(LoadError) as caught:
-        destination(pg_url, pg_schema).stage(frame, request(pg_schema, "t"))
+        destination(pg_url, pg_schema).stage(RuleCheck.unchecked(frame), request(pg_schema, "t"))
 
     assert caught.value.reason == (
         "column 'tags' has Spark type array<int>, which hakiri cannot load into PostgreSQL"
@@ -130,7 +131,7 @@ def test_a_failed_spark_write_drops_the_staging_table_and_says_why_in_one_line(
     dest = destination(pg_url, pg_schema, stage_writer=writer)
 
     with pytest.raises(DestinationUnreachable) as caught:
-        dest.stage(frame, request(pg_schema, "t"))
+        dest.stage(RuleCheck.unchecked(frame), request(pg_schema, "t"))
 
     assert caught.value.reason.startswith("Spark cannot connect to PostgreSQL at ")
     assert "\n" not in caught.value.reason and "s3cret" not in caught.value.reason
