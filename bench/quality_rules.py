@@ -35,6 +35,7 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -121,11 +122,17 @@ def run(
     rules = [TypeAdapter(RowRule).validate_python(r) for r in RULES]
 
     runs: dict[str, list[PathRun]] = {name: [] for name in PATHS}
+    sitting = uuid.uuid4().hex[:8]  # batch ids the load ledger has not seen
     for n in range(repeat):
         for name in PATHS:
             writer = name.split(",")[0]
             with_rules = rules if "5 rules" in name else []
-            runs[name].append(measure(spark, url, frame, with_rules, writer, f"{n}-{name}", rows))
+            group = f"{sitting}-{n}-{name}"
+            path_run = measure(spark, url, frame, with_rules, writer, group, rows)
+            expected = rows if not with_rules else path_run.report.rows_kept
+            if path_run.loaded != expected:
+                raise SystemExit(f"{name}: loaded {path_run.loaded:,} rows, expected {expected:,}")
+            runs[name].append(path_run)
 
     print(
         f"rows: {rows:,} x 6 columns (parquet, {size_mb(workdir / 'rows'):.0f} MB); "

@@ -5,11 +5,11 @@ carries the indices of the rules a row violates (an array, empty for a clean
 row). The source is read once either way:
 
 - `RuleCheck.tagged()`, for a writer that stages clean rows and quarantine
-  records from one pass (PostgreSQL's COPY writer): each row carries whether it
-  is dropped, which warn/skip rules it broke and, only then, itself as JSON; the
-  counts are Spark observed metrics of that pass, judged by `RuleCheck.finish()`
-  after it (an abort rule that failed raises there, and the staged rows are
-  discarded). No cache, no job of its own.
+  records from one pass (PostgreSQL's COPY writer): each row carries the rules it
+  broke as the bits of one bigint and, only when it is quarantined, itself as
+  JSON; the writer counts rows and bits as they pass and `RuleCheck.finish()`
+  judges the totals after it (an abort rule that failed raises there, and the
+  staged rows are discarded). No cache, no job of its own.
 - `RuleCheck.split()` (and `check_rows`), for writers that write the two outputs
   separately: the annotated frame is persisted and ONE aggregation job makes the
   report (an abort rule raises before anything is staged); the clean rows and the
@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hakiri.errors import HakiriError, RuleViolation, SourceDataError
 from hakiri.spec.quality import (
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-__all__ = ["CheckedBatch", "RuleCheck", "RuleReport", "TaggedRows", "check_rows"]
+__all__ = ["TAGGABLE_RULES", "CheckedBatch", "RuleCheck", "RuleReport", "TaggedRows", "check_rows"]
 
 _VIOLATED = "_hakiri_violated"  # the internal array<int> column, unless a column has that name
 _SAMPLE_CHARS = 300
@@ -128,22 +128,30 @@ class CheckedBatch:
             cached.unpersist()
 
 
+# Rules a one-pass writer can tell apart: one bit each of a bigint.
+TAGGABLE_RULES = 62
+
+
 @dataclass(frozen=True)
 class TaggedRows:
     """A batch's rows for a one-pass writer: the data columns first (`width` of them), then
 
-    - `dropped` (boolean): the row broke a skip rule, so it is not loaded;
-    - `aside` (array<int>, only with `keep_quarantine`): the warn/skip rules it broke, as
-      indices into `rule_ids`/`on_fails`, one quarantine record each (empty for most rows);
-    - `row` (string, only with `keep_quarantine`): the original row as a JSON object when
-      `aside` is not empty, else NULL.
+    - `broke` (bigint): bit i set when the row broke rule i (`rule_ids[i]`, `on_fails[i]`);
+      the row is dropped when it broke a rule of `skip_bits`, and each rule of
+      `aside_bits` it broke is one quarantine record (`aside_bits` is 0 without a quarantine);
+    - `row` (string, only with a quarantine): the original row as a JSON object when it
+      broke a rule of `aside_bits`, else NULL.
+
+    The writer counts the rows and the bits as they pass and hands the totals to
+    `RuleCheck.counted()`.
     """
 
     frame: DataFrame
     width: int
-    dropped: str
-    aside: str | None
+    broke: str
     row: str | None
+    skip_bits: int
+    aside_bits: int
     rule_ids: tuple[str, ...]
     on_fails: tuple[str, ...]
 
@@ -157,7 +165,8 @@ class RuleCheck:
         self.frame, self.label = frame, label
         self.compiled = compile_rules(frame, rules) if rules else None
         self._checked: CheckedBatch | None = None
-        self._observation: Any = None
+        self._tagged = False
+        self._totals: tuple[int, int, tuple[int, ...], int] | None = None
         self._report: RuleReport | None = None
 
     @classmethod
@@ -183,65 +192,67 @@ class RuleCheck:
             self._report = self._checked.report
         return self._checked.clean, self._checked.quarantine
 
-    def tagged(self, *, keep_quarantine: bool) -> TaggedRows:
-        """The rows tagged for a one-pass writer (see `TaggedRows`), counted as they pass."""
-        from pyspark.sql import Observation
+    def tagged(self, *, keep_quarantine: bool) -> TaggedRows | None:
+        """The rows tagged for a one-pass writer (see `TaggedRows`); None when there are more
+        rules than bits to tell them apart (stage `split()` instead)."""
         from pyspark.sql import functions as F
 
         compiled = self.compiled
         if compiled is None:
             raise ValueError("tagged() needs rules; stage `frame` as it is")
         rules = compiled.rules
-        skip, aside = compiled.indices("skip"), compiled.indices("warn", "skip")
-        violated = F.col(_quoted(compiled.violated))
-        dropped = _any_of(violated, skip)
-        self._observation = Observation()
-        counted = compiled.annotated.observe(
-            self._observation,
-            F.count(F.lit(1)).alias("rows_in"),
-            F.count_if(~dropped).alias("rows_kept"),
-            (F.sum(F.size(_only(violated, aside))) if aside else F.lit(0)).alias("aside"),
-            *[F.count_if(F.array_contains(violated, i)).alias(f"r{i}") for i in range(len(rules))],
-        )
+        if len(rules) > TAGGABLE_RULES:
+            return None
+        skip = _bits(compiled.indices("skip"))
+        aside = _bits(compiled.indices("warn", "skip")) if keep_quarantine else 0
+        taken = list(self.frame.columns)
+        broke_name = _free_name(taken, "_hakiri_broke")
+        broke = F.col(_quoted(broke_name))
+        # One projection computes every rule's verdict once, as bits: no aggregation, no cache.
+        mask = F.lit(0).cast("bigint")
+        for i, violation in enumerate(compiled.violations):
+            mask = mask + F.when(violation, F.lit(1 << i)).otherwise(F.lit(0)).cast("bigint")
+        marked = self.frame.select("*", mask.alias(broke_name))
         data = [F.col(_quoted(name)) for name in self.frame.columns]
-        taken = [*self.frame.columns, compiled.violated]
-        dropped_name = _free_name(taken, "_hakiri_dropped")
-        tags = [dropped.alias(dropped_name)]
-        aside_name = row_name = None
-        if keep_quarantine and aside:
-            aside_name = _free_name([*taken, dropped_name], "_hakiri_aside")
-            row_name = _free_name([*taken, dropped_name, aside_name], "_hakiri_row")
-            broke = _only(violated, aside)
-            tags += [
-                broke.alias(aside_name),
-                F.when(F.size(broke) > 0, _row_json(self.frame)).alias(row_name),
-            ]
+        tags = [broke]
+        row_name = None
+        if aside:
+            row_name = _free_name([*taken, broke_name], "_hakiri_row")
+            row = F.when(broke.bitwiseAND(aside) != 0, _row_json(self.frame))
+            tags.append(row.alias(row_name))
+        self._tagged = True
         return TaggedRows(
-            counted.select(*data, *tags),
+            marked.select(*data, *tags),
             len(data),
-            dropped_name,
-            aside_name,
+            broke_name,
             row_name,
+            skip,
+            aside,
             tuple(rule.rule_id for rule in rules),
             tuple(rule.on_fail for rule in rules),
         )
 
+    def counted(self, rows_in: int, rows_kept: int, broke: Sequence[int], quarantined: int) -> None:
+        """What a one-pass writer counted: rows in, rows kept, rows that broke each rule, records."""
+        self._totals = (rows_in, rows_kept, tuple(broke), quarantined)
+
     def finish(self) -> RuleReport | None:
         """The report, once the rows were written; raises RuleViolation for a failed abort rule."""
         compiled = self.compiled
-        if compiled is None or self._observation is None:
+        if compiled is None or not self._tagged:
             return self._report  # no rules, or split() judged them already
-        totals = self._observation.get
+        if self._totals is None:
+            raise RuntimeError("the rows were tagged for the rules, but no writer counted them")
+        rows_in, rows_kept, counts, quarantined = self._totals
         rules = compiled.rules
-        counts = [int(totals.get(f"r{i}") or 0) for i in range(len(rules))]
         failing = [i for i in compiled.indices("abort") if counts[i]]
         if failing:
-            raise _rule_violation(compiled.annotated, compiled, failing, counts, self.label)
+            raise _rule_violation(compiled.annotated, compiled, failing, list(counts), self.label)
         self._report = RuleReport(
-            rows_in=int(totals.get("rows_in") or 0),
-            rows_kept=int(totals.get("rows_kept") or 0),
+            rows_in=rows_in,
+            rows_kept=rows_kept,
             counts={rule.rule_id: counts[i] for i, rule in enumerate(rules)},
-            quarantined=int(totals.get("aside") or 0),
+            quarantined=quarantined,
         )
         return self._report
 
@@ -273,6 +284,7 @@ class CompiledRules:
     original: DataFrame
     annotated: DataFrame  # the original columns + `violated`
     violated: str  # name of the array<int> column of violated rule indices
+    violations: tuple[Column, ...]  # per rule, over `original`: True when a row violates it
 
     def indices(self, *on_fail: str) -> list[int]:
         return [i for i, rule in enumerate(self.rules) if rule.on_fail in on_fail]
@@ -290,7 +302,7 @@ def compile_rules(frame: DataFrame, rules: Sequence[RowRule]) -> CompiledRules:
     indices = F.array(*[F.when(v, F.lit(i)) for i, v in enumerate(violated)])
     name = _free_name(frame.columns)
     annotated = frame.select("*", F.array_compact(indices).alias(name))
-    return CompiledRules(tuple(rules), frame, annotated, name)
+    return CompiledRules(tuple(rules), frame, annotated, name, tuple(violated))
 
 
 def _violation(rule: RowRule, dtype: DataType) -> Column:
@@ -586,6 +598,10 @@ def _rule_violation(
 
 # Set functions, not lambdas (exists/filter): these compile into Spark's generated code,
 # higher-order functions are interpreted row by row. `violated` holds no NULLs.
+def _bits(indices: list[int]) -> int:
+    return sum(1 << i for i in indices)
+
+
 def _any_of(violated: Column, indices: list[int]) -> Column:
     from pyspark.sql import functions as F
 

@@ -161,7 +161,9 @@ class PostgresDestination:
         keep = request.quarantine is not None
         writer = self.writer_for(request)
         if rows.has_rules and isinstance(writer, CopyStageWriter):
-            return self._stage_tagged(rows.tagged(keep_quarantine=keep), request, schema, writer)
+            tagged = rows.tagged(keep_quarantine=keep)
+            if tagged is not None:
+                return self._stage_tagged(rows, tagged, request, schema, writer)
         frame, quarantine = rows.split()
         name, count, columns = self._stage_frame(frame, request, schema)
         if quarantine is None or not keep:
@@ -189,7 +191,12 @@ class PostgresDestination:
         return name, rows, columns
 
     def _stage_tagged(
-        self, tagged: TaggedRows, request: LoadRequest, schema: str, writer: CopyStageWriter
+        self,
+        rows: RuleCheck,
+        tagged: TaggedRows,
+        request: LoadRequest,
+        schema: str,
+        writer: CopyStageWriter,
     ) -> StagedBatch:
         from pyspark.sql.types import StructType
 
@@ -199,14 +206,15 @@ class PostgresDestination:
         name = staging_name(request)
         tables = [(name, columns)]
         q_name = None
-        if tagged.aside is not None:
+        if tagged.aside_bits:
             q_name = staging_name(request)
             tables.append((q_name, QUARANTINE_STAGED))
         split = QuarantineSplit(
             width=tagged.width,
-            dropped=names.index(tagged.dropped),
-            aside=names.index(tagged.aside) if tagged.aside else None,
+            broke=names.index(tagged.broke),
             row=names.index(tagged.row) if tagged.row else None,
+            skip_bits=tagged.skip_bits,
+            aside_bits=tagged.aside_bits,
             rule_ids=tagged.rule_ids,
             on_fails=tagged.on_fails,
             statement=copy_statement(schema, q_name, positional_names(QUARANTINE_STAGED))
@@ -216,10 +224,9 @@ class PostgresDestination:
 
         def write() -> list[int | None]:
             frame = writable_frame(tagged.frame, columns)
-            rows, records = writer.write_tagged(
-                frame, schema, name, positional_names(columns), split
-            )
-            return [rows, records] if q_name else [rows]
+            counts = writer.write_tagged(frame, schema, name, positional_names(columns), split)
+            rows.counted(counts.rows_in, counts.rows, counts.broke, counts.quarantined)
+            return [counts.rows, counts.quarantined] if q_name else [counts.rows]
 
         counts = self._stage_tables(request, schema, tables, write)
         if q_name is None:

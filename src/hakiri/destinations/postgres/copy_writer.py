@@ -34,26 +34,38 @@ from typing import Any
 
 from psycopg import sql
 
-__all__ = ["CopyStageWriter", "QuarantineSplit"]
+__all__ = ["CopyCounts", "CopyStageWriter", "QuarantineSplit"]
 
-_ROWS_SCHEMA = "rows long, quarantined long"
+_COUNTS_SCHEMA = "rows long, quarantined long, rows_in long, broke array<long>"
 _SPOOL_IN_MEMORY = 64 * 1024 * 1024  # quarantine records a task keeps in memory before a temp file
 
 
 @dataclass(frozen=True)
 class QuarantineSplit:
     """How a task sorts tagged rows (`hakiri.quality.rules.TaggedRows`, by column position):
-    the first `width` columns are the data, `dropped` a boolean column; with `aside` (the
-    indices of the warn/skip rules a row broke) and `row` (its JSON), each index becomes one
-    record (rule_id, on_fail, dropped, row) copied by `statement` into the quarantine staging table."""
+    the first `width` columns are the data and `broke` the bits of the rules each row broke.
+    A row with a bit of `skip_bits` is left out; each bit of `aside_bits` is one record
+    (rule_id, on_fail, dropped, row, the JSON in column `row`) that `statement` copies into
+    the quarantine staging table."""
 
     width: int
-    dropped: int
-    aside: int | None
+    broke: int
     row: int | None
+    skip_bits: int
+    aside_bits: int
     rule_ids: tuple[str, ...]
     on_fails: tuple[str, ...]
     statement: str | None  # COPY … FROM STDIN into the quarantine staging table
+
+
+@dataclass(frozen=True)
+class CopyCounts:
+    """What the tasks of one COPY pass counted, summed."""
+
+    rows: int  # rows written into the staging table
+    quarantined: int = 0  # quarantine records written
+    rows_in: int = 0  # rows the pass received (tagged rows: kept or dropped)
+    broke: tuple[int, ...] = ()  # tagged rows: per rule, the rows that broke it
 
 
 class CopyStageWriter:
@@ -63,7 +75,7 @@ class CopyStageWriter:
         self.url = url
 
     def write(self, frame: Any, schema: str, table: str) -> int:
-        return self._run(frame, copy_statement(schema, table, frame.columns), None)[0]
+        return self._run(frame, copy_statement(schema, table, frame.columns), None).rows
 
     def write_tagged(
         self,
@@ -72,21 +84,26 @@ class CopyStageWriter:
         table: str,
         columns: Sequence[str],
         split: QuarantineSplit,
-    ) -> tuple[int, int]:
+    ) -> CopyCounts:
         """Rows not dropped into `table` (its columns `columns`, the frame's first ones), and the
-        quarantine records as `split` says, from one pass; (rows written, records written)."""
+        quarantine records as `split` says, from one pass; what the pass counted."""
         return self._run(frame, copy_statement(schema, table, columns), split)
 
-    def _run(self, frame: Any, statement: str, split: QuarantineSplit | None) -> tuple[int, int]:
-        from pyspark.sql import functions as F
-
-        counts = _copyable(frame).mapInArrow(
-            copy_partition(self.url, statement, split), _ROWS_SCHEMA
+    def _run(self, frame: Any, statement: str, split: QuarantineSplit | None) -> CopyCounts:
+        tasks = _copyable(frame).mapInArrow(
+            copy_partition(self.url, statement, split), _COUNTS_SCHEMA
         )
-        total = counts.agg(F.sum("rows"), F.sum("quarantined")).first()
-        if total is None:
-            return 0, 0
-        return int(total[0] or 0), int(total[1] or 0)
+        # One small row per task (counts only) reaches the driver.
+        width = len(split.rule_ids) if split is not None else 0
+        rows = quarantined = rows_in = 0
+        broke = [0] * width
+        for task in tasks.collect():
+            rows += task["rows"]
+            quarantined += task["quarantined"]
+            rows_in += task["rows_in"]
+            for i, count in enumerate(task["broke"] or ()):
+                broke[i] += count
+        return CopyCounts(rows, quarantined, rows_in, tuple(broke))
 
 
 def copy_statement(schema: str, table: str, columns: Sequence[str]) -> str:
@@ -125,7 +142,8 @@ def copy_partition(
         options = pacsv.WriteOptions(include_header=False)
         filled = (batch for batch in batches if batch.num_rows)
         first = next(filled, None)
-        rows = records = 0
+        rows = records = rows_in = 0
+        broke = [0] * (len(split.rule_ids) if split is not None else 0)
         if first is not None:  # an empty partition opens no connection
             # Leaving the connection's block commits; an error on the way rolls back.
             with (
@@ -139,6 +157,8 @@ def copy_partition(
                 with cursor.copy(statement) as copying:
                     for batch in itertools.chain((first,), filled):
                         if split is not None:
+                            rows_in += batch.num_rows
+                            _count_bits(batch.column(split.broke), broke)
                             aside = _quarantine_records(batch, split)
                             if aside is not None:
                                 sink = pa.BufferOutputStream()
@@ -155,10 +175,36 @@ def copy_partition(
                     with cursor.copy(split.statement) as copying:
                         while chunk := spool.read(1024 * 1024):
                             copying.write(chunk)
-        schema = pa.schema([("rows", pa.int64()), ("quarantined", pa.int64())])
-        yield pa.RecordBatch.from_pydict({"rows": [rows], "quarantined": [records]}, schema)
+        counts = {"rows": [rows], "quarantined": [records], "rows_in": [rows_in], "broke": [broke]}
+        yield pa.RecordBatch.from_pydict(counts, _counts_arrow_schema())
 
     return copy
+
+
+def _counts_arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("rows", pa.int64()),
+            ("quarantined", pa.int64()),
+            ("rows_in", pa.int64()),
+            ("broke", pa.list_(pa.int64())),
+        ]
+    )
+
+
+def _count_bits(broke: Any, counts: list[int]) -> None:
+    """Add to counts[i] the rows of the batch with bit i of `broke` set (few rows have any)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    flagged = broke.filter(pc.not_equal(broke, 0))
+    if not len(flagged):
+        return
+    for i in range(len(counts)):
+        hits = pc.not_equal(pc.bit_wise_and(flagged, pa.scalar(1 << i, pa.int64())), 0)
+        counts[i] += pc.sum(hits.cast(pa.int64())).as_py() or 0
 
 
 def _kept(batch: Any, split: QuarantineSplit) -> Any:
@@ -166,7 +212,9 @@ def _kept(batch: Any, split: QuarantineSplit) -> Any:
     import pyarrow.compute as pc
 
     data = batch.select(list(range(split.width)))
-    dropped = batch.column(split.dropped)
+    if not split.skip_bits:
+        return data
+    dropped = _any_bit(batch.column(split.broke), split.skip_bits)
     return data.filter(pc.invert(dropped)) if pc.any(dropped).as_py() else data
 
 
@@ -175,24 +223,42 @@ def _quarantine_records(batch: Any, split: QuarantineSplit) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if split.aside is None or split.row is None:
+    if not split.aside_bits or split.row is None:
         return None
-    broke = batch.column(split.aside)
-    which = pc.greater(pc.list_value_length(broke), 0)
+    broke = batch.column(split.broke)
+    which = _any_bit(broke, split.aside_bits)
     if not pc.any(which).as_py():
         return None
-    broke = broke.filter(which)
-    rules = pc.list_flatten(broke)
-    owner = pc.list_parent_indices(broke)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(split.rule_ids, pa.string()).take(rules),
-            pa.array(split.on_fails, pa.string()).take(rules),
-            batch.column(split.dropped).filter(which).take(owner),
-            batch.column(split.row).filter(which).take(owner),
-        ],
-        names=["rule_id", "on_fail", "dropped", "row"],
-    )
+    broke, rows = broke.filter(which), batch.column(split.row).filter(which)
+    dropped = _any_bit(broke, split.skip_bits)
+    parts = []
+    for i in range(len(split.rule_ids)):
+        if not split.aside_bits & (1 << i):
+            continue
+        hit = _any_bit(broke, 1 << i)
+        count = pc.sum(hit.cast(pa.int64())).as_py() or 0
+        if not count:
+            continue
+        parts.append(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array([split.rule_ids[i]] * count, pa.string()),
+                    pa.array([split.on_fails[i]] * count, pa.string()),
+                    dropped.filter(hit),
+                    rows.filter(hit),
+                ],
+                names=["rule_id", "on_fail", "dropped", "row"],
+            )
+        )
+    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+
+
+def _any_bit(broke: Any, bits: int) -> Any:
+    """Per row: does `broke` have any of `bits`?"""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.not_equal(pc.bit_wise_and(broke, pa.scalar(bits, pa.int64())), 0)
 
 
 def _zone_free(batch: Any) -> Any:
