@@ -19,6 +19,8 @@ PostgreSQL (ratios to `psql \\copy`):
   `INSERT ... ON CONFLICT (l_orderkey, l_linenumber) DO UPDATE SET <every other column>`.
 - dlt-merge: dlt, write_disposition merge (delete-insert) on the same key.
 - hakiri-upsert: `hakiri apply`, load mode upsert on the same key.
+- hakiri-blue-green: `hakiri apply`, load mode blue_green, replacing a full typed
+  table (with the primary key) by a new one.
 
 The Delta context store (ratios to deltars-direct):
 - hakiri-context: `hakiri apply`, load mode truncate, into the context store.
@@ -125,10 +127,19 @@ BENCH_SCHEMAS = (
     SLING_SCHEMA,
 )
 
-PG_PATHS = ("psql", "dlt", "sling", "hakiri-truncate", "hand-upsert", "dlt-merge", "hakiri-upsert")
+PG_PATHS = (
+    "psql",
+    "dlt",
+    "sling",
+    "hakiri-truncate",
+    "hand-upsert",
+    "dlt-merge",
+    "hakiri-upsert",
+    "hakiri-blue-green",
+)
 CONTEXT_PATHS = ("hakiri-context", "deltars-direct")
 ALL_PATHS = PG_PATHS + CONTEXT_PATHS
-HAKIRI_PATHS = ("hakiri-truncate", "hakiri-upsert", "hakiri-context")
+HAKIRI_PATHS = ("hakiri-truncate", "hakiri-upsert", "hakiri-blue-green", "hakiri-context")
 PEER_PATHS = ("dlt", "sling", "dlt-merge", "deltars-direct")
 BASE = {"postgres": "psql", "context": "deltars-direct"}
 
@@ -753,7 +764,7 @@ class HakiriLoad(LoadPath):
     def prepare(self) -> Command:
         bench = self.bench
         if self.group == "postgres":
-            if self.mode == "upsert":
+            if self.mode in ("upsert", "blue_green"):
                 self.before = refill(bench, self.table, self.name)
             else:
                 with connect(bench.url) as conn:
@@ -783,7 +794,7 @@ class HakiriLoad(LoadPath):
     def verify(self, where: str) -> None:
         if self.group == "postgres":
             verify_pg(self.bench, SCHEMA, self.table, where)
-            if self.mode == "upsert":
+            if self.mode in ("upsert", "blue_green"):
                 verify_rewritten(self.bench.url, SCHEMA, self.table, self.before, where)
         else:
             verify_delta(self.bench, self.project / ".hakiri" / "context" / "lineitem", where)
@@ -829,7 +840,7 @@ def write_hakiri_project(
     if mode == "upsert":
         load = f'{{ mode = "upsert", upsert_key = {json.dumps(list(KEY))} }}'
     else:
-        load = '{ mode = "truncate" }'
+        load = f'{{ mode = "{mode}" }}'
     if url is None:
         connection = ""
         destination = '{ connector = "context" }'
@@ -902,6 +913,7 @@ def build_paths(
         "hand-upsert": "hand-written: `\\copy` to staging + `INSERT … ON CONFLICT` (every row updates)",
         "dlt-merge": f"dlt {dlt} merge (delete-insert)",
         "hakiri-upsert": "`hakiri apply`, upsert into the full table",
+        "hakiri-blue-green": "`hakiri apply`, blue_green replacing the full table",
         "hakiri-context": "`hakiri apply`, truncate into the context store",
         "deltars-direct": "pyarrow CSV stream → delta-rs `write_deltalake`, overwrite",
     }
@@ -919,10 +931,13 @@ def build_paths(
         if name in HAKIRI_PATHS:
             for variant in variants:
                 path = HakiriLoad(name + variant.suffix, labels[name] + variant.note, group, bench)
-                path.mode = "upsert" if name == "hakiri-upsert" else "truncate"
+                path.mode = {"hakiri-upsert": "upsert", "hakiri-blue-green": "blue_green"}.get(
+                    name, "truncate"
+                )
                 path.variant = variant
                 if group == "postgres":
-                    create_typed_table(bench.url, path.table, keyed=path.mode == "upsert")
+                    keyed = path.mode in ("upsert", "blue_green")
+                    create_typed_table(bench.url, path.table, keyed=keyed)
                 paths.append(path)
         else:
             path = simple[name](name, labels[name], group, bench)

@@ -155,6 +155,8 @@ class StagedBatch:
     columns: tuple[TargetColumn, ...]  # staged columns with destination types
     quarantine_table: str | None = None  # staged rule violations, committed with the rows
     quarantined: int = 0
+    # The staging table was created like the target (blue_green can swap it in as it is).
+    like_target: bool = False
 
 
 @dataclass(frozen=True)

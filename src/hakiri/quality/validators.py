@@ -6,8 +6,9 @@ here in Python on that one result row. The probes run on the caller's
 connection, in its open transaction, under a savepoint that is released on
 success: they never commit, roll back the caller's work, or change the session.
 
-Text columns are read as `NULLIF(col, '')`, because that is what the load
-publishes: a probe sees the rows as they will land in the target.
+Text columns are read as `NULLIF(col, '')`, as the load publishes them (the
+destination stages an empty string bound for a text column as NULL already; the
+NULLIF keeps probes of any staging table to that rule).
 
 A probe that cannot run (a missing column or ref_table, a freshness column that
 is not a timestamp) raises `ValidationFailed` naming the validator and the

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from psycopg import sql
@@ -77,7 +78,9 @@ from hakiri.destinations.postgres.sql_client import (
 from hakiri.destinations.postgres.staging import (
     JdbcStageWriter,
     StageWriter,
+    blank_as_null,
     create_staging_table,
+    create_table_like,
     finish_staging_table,
     positional_names,
     staged_columns,
@@ -150,36 +153,95 @@ class PostgresDestination:
     # ------------------------------------------------------------------ staging
 
     def stage(self, rows: RuleCheck, request: LoadRequest) -> StagedBatch:
-        """Write the rows into a fresh UNLOGGED `_hakiri_stg_…` table in the target schema, and
-        their rule violations (with a quarantine) into a second one, committed with the rows.
+        """Write the rows into a fresh `_hakiri_stg_…` table in the target schema, and their rule
+        violations (with a quarantine) into a second one, committed with the rows.
 
-        The COPY writer sorts rows and violations in the one pass that reads them; the JDBC
-        writer writes the two from the rules' cached evaluation."""
+        The staging table is UNLOGGED with the rows' columns, except for blue_green into an
+        existing target with the COPY writer: then it is created like the target and becomes
+        the target at the swap, so the commit copies nothing. An empty string in a column the
+        target stores as text is staged as NULL. The COPY writer sorts rows and violations in
+        the one pass that reads them; the JDBC writer writes the two from the rules' cached
+        evaluation."""
         check_cdc_mirror(request.load)
         schema = self._schema(request)
         check_identifier(request.target_table, "target table")
         keep = request.quarantine is not None
         writer = self.writer_for(request)
+        target = self.target_columns(request)
         if rows.has_rules and isinstance(writer, CopyStageWriter):
             tagged = rows.tagged(keep_quarantine=keep)
             if tagged is not None:
-                return self._stage_tagged(rows, tagged, request, schema, writer)
+                return self._stage_tagged(rows, tagged, request, schema, writer, target)
         frame, quarantine = rows.split()
-        name, count, columns = self._stage_frame(frame, request, schema)
+        layout = self._layout(frame.schema.fields, request, schema, writer, target)
+        staged = self._stage_layout(frame, layout, request, schema, writer)
         if quarantine is None or not keep:
-            return StagedBatch(request.batch_id, schema, name, count, columns)
+            return staged
         try:
             q_name, q_rows, _ = self._stage_frame(quarantine, request, schema)
         except BaseException:
-            self._discard_quietly(
-                StagedBatch(request.batch_id, schema, name, count, columns), schema
-            )
+            self._discard_quietly(staged, schema)
             raise
-        return StagedBatch(request.batch_id, schema, name, count, columns, q_name, q_rows)
+        return replace(staged, quarantine_table=q_name, quarantined=q_rows)
+
+    def _layout(
+        self,
+        fields: Sequence[Any],
+        request: LoadRequest,
+        schema: str,
+        writer: StageWriter,
+        target: tuple[TargetColumn, ...] | None,
+    ) -> _Layout:
+        """How the rows with these Spark fields are staged for this target (see `_Layout`)."""
+        from pyspark.sql.types import StructType
+
+        columns = staged_columns(StructType(list(fields)))
+        types = {column.name: column.type for column in target or ()}
+        blank = tuple(
+            c.name
+            for c in columns
+            if c.type == "text" and (c.name not in types or is_text_type(types[c.name]))
+        )
+        like = None
+        if (
+            request.load.mode is LoadMode.BLUE_GREEN
+            and isinstance(writer, CopyStageWriter)
+            and target is not None
+            and not request.replay_of
+        ):
+            shared = tuple(c for c in columns if c.name in types)
+            if shared and all(_copies_into(c.type, types[c.name]) for c in shared):
+                columns = shared
+                like = sql.Identifier(schema, request.target_table)
+        return _Layout(columns, blank, like)
+
+    def _stage_layout(
+        self, frame: Any, layout: _Layout, request: LoadRequest, schema: str, writer: StageWriter
+    ) -> StagedBatch:
+        name = staging_name(request)
+
+        def write() -> list[int | None]:
+            data = frame.select(*[_spark_col(c.name) for c in layout.columns])
+            writable = writable_frame(blank_as_null(data, layout.blank), layout.columns)
+            if layout.like is None:
+                return [writer.write(writable, schema, name)]
+            assert isinstance(writer, CopyStageWriter)  # _layout chose a table like the target
+            return [writer.write_into(writable, schema, name, [c.name for c in layout.columns])]
+
+        (count,) = self._stage_tables(request, schema, [(name, layout.columns, layout.like)], write)
+        return StagedBatch(
+            request.batch_id,
+            schema,
+            name,
+            count,
+            layout.columns,
+            like_target=layout.like is not None,
+        )
 
     def _stage_frame(
         self, frame: Any, request: LoadRequest, schema: str
     ) -> tuple[str, int, tuple[TargetColumn, ...]]:
+        """The frame as it is, into a fresh UNLOGGED staging table (the JDBC path's quarantine)."""
         columns = staged_columns(frame.schema)
         name = staging_name(request)
         writer = self.writer_for(request)
@@ -187,7 +249,7 @@ class PostgresDestination:
         def write() -> list[int | None]:
             return [writer.write(writable_frame(frame, columns), schema, name)]
 
-        (rows,) = self._stage_tables(request, schema, [(name, columns)], write)
+        (rows,) = self._stage_tables(request, schema, [(name, columns, None)], write)
         return name, rows, columns
 
     def _stage_tagged(
@@ -197,20 +259,22 @@ class PostgresDestination:
         request: LoadRequest,
         schema: str,
         writer: CopyStageWriter,
+        target: tuple[TargetColumn, ...] | None,
     ) -> StagedBatch:
-        from pyspark.sql.types import StructType
-
         fields = tagged.frame.schema.fields
-        columns = staged_columns(StructType(fields[: tagged.width]))
-        names = [field.name for field in fields]
+        layout = self._layout(fields[: tagged.width], request, schema, writer, target)
+        tags = [_spark_col(field.name) for field in fields[tagged.width :]]
+        data = tagged.frame.select(*[_spark_col(c.name) for c in layout.columns], *tags)
+        data = blank_as_null(data, layout.blank)
+        names = data.columns
         name = staging_name(request)
-        tables = [(name, columns)]
+        tables = [(name, layout.columns, layout.like)]
         q_name = None
         if tagged.aside_bits:
             q_name = staging_name(request)
-            tables.append((q_name, QUARANTINE_STAGED))
+            tables.append((q_name, QUARANTINE_STAGED, None))
         split = QuarantineSplit(
-            width=tagged.width,
+            width=len(layout.columns),
             broke=names.index(tagged.broke),
             row=names.index(tagged.row) if tagged.row else None,
             skip_bits=tagged.skip_bits,
@@ -221,35 +285,46 @@ class PostgresDestination:
             if q_name
             else None,
         )
+        into = [c.name for c in layout.columns] if layout.like else positional_names(layout.columns)
 
         def write() -> list[int | None]:
-            frame = writable_frame(tagged.frame, columns)
-            counts = writer.write_tagged(frame, schema, name, positional_names(columns), split)
+            frame = writable_frame(data, layout.columns)
+            counts = writer.write_tagged(frame, schema, name, into, split)
             rows.counted(counts.rows_in, counts.rows, counts.broke, counts.quarantined)
             return [counts.rows, counts.quarantined] if q_name else [counts.rows]
 
         counts = self._stage_tables(request, schema, tables, write)
-        if q_name is None:
-            return StagedBatch(request.batch_id, schema, name, counts[0], columns)
-        return StagedBatch(request.batch_id, schema, name, counts[0], columns, q_name, counts[1])
+        return StagedBatch(
+            request.batch_id,
+            schema,
+            name,
+            counts[0],
+            layout.columns,
+            q_name,
+            counts[1] if q_name else 0,
+            like_target=layout.like is not None,
+        )
 
     def _stage_tables(
         self,
         request: LoadRequest,
         schema: str,
-        tables: list[tuple[str, tuple[TargetColumn, ...]]],
+        tables: list[tuple[str, tuple[TargetColumn, ...], sql.Identifier | None]],
         write: Callable[[], list[int | None]],
     ) -> list[int]:
-        """Create the staging tables, run `write` (Spark fills them; the rows each got, when the
-        writer counts them), give their columns the real names; the rows in each. Any failure
-        drops them all."""
+        """Create the staging tables (UNLOGGED with positional columns, or like a target), run
+        `write` (Spark fills them; the rows each got, when the writer counts them), give the
+        positional columns their real names; the rows in each. Any failure drops them all."""
         conn = connect(self.url)
         first = tables[0][0]
         where = Where(self.url, schema, first, "create a staging table", conn.info.user)
         try:
             with driver_errors(where):
-                for name, columns in tables:
-                    create_staging_table(conn, schema, name, columns, request)
+                for name, columns, like in tables:
+                    if like is None:
+                        create_staging_table(conn, schema, name, columns, request)
+                    else:
+                        create_table_like(conn, schema, name, like, request)
                 conn.commit()
             try:
                 written = write()
@@ -259,12 +334,12 @@ class PostgresDestination:
                 raise translate_spark_write_error(exc, where) from exc
             with driver_errors(where):
                 counts = [
-                    finish_staging_table(conn, schema, name, columns, rows)
-                    for (name, columns), rows in zip(tables, written, strict=True)
+                    finish_staging_table(conn, schema, name, () if like else columns, rows)
+                    for (name, columns, like), rows in zip(tables, written, strict=True)
                 ]
                 conn.commit()
         except BaseException:
-            for name, _ in tables:
+            for name, _, _ in tables:
                 _drop_quietly(conn, schema, name)
             raise
         finally:
@@ -480,7 +555,12 @@ class PostgresDestination:
             if request.post_hook is not None:
                 request.post_hook(conn)
         elif mode is LoadMode.BLUE_GREEN:
-            rows = load_blue_green(ctx, request.post_hook, self.lock_timeout)
+            rows = load_blue_green(
+                ctx,
+                request.post_hook,
+                self.lock_timeout,
+                staged_like_target=staged.rows if staged.like_target else None,
+            )
         elif mode is LoadMode.INCREMENTAL_WATERMARK:
             rows, watermark = load_incremental_watermark(ctx)
         else:
@@ -658,3 +738,28 @@ def _drop_quietly(conn: psycopg.Connection[Any], schema: str, table: str) -> Non
         _drop_staging(conn, schema, table)
     except psycopg.Error:
         pass
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How a batch's rows are staged: `columns` (in this order) into an UNLOGGED table of their
+    own, or, with `like`, into a table created like that target (blue_green swaps it in);
+    the string columns `blank` have '' staged as NULL."""
+
+    columns: tuple[TargetColumn, ...]
+    blank: tuple[str, ...]
+    like: sql.Identifier | None
+
+
+def _copies_into(staged: str, target: str) -> bool:
+    """Does COPY read a staged value of type `staged` into a `target` column exactly as the
+    commit's INSERT … SELECT would cast it? Same base type, or text into a text-like column."""
+    if staged == "text":
+        return is_text_type(target)
+    return staged.split("(")[0] == target.split("(")[0]
+
+
+def _spark_col(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")

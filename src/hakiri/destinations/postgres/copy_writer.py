@@ -77,6 +77,10 @@ class CopyStageWriter:
     def write(self, frame: Any, schema: str, table: str) -> int:
         return self._run(frame, copy_statement(schema, table, frame.columns), None).rows
 
+    def write_into(self, frame: Any, schema: str, table: str, columns: Sequence[str]) -> int:
+        """Every row of `frame` into the columns `columns` of `table` (in the frame's order)."""
+        return self._run(frame, copy_statement(schema, table, columns), None).rows
+
     def write_tagged(
         self,
         frame: Any,

@@ -1,8 +1,8 @@
 """The load modes' SQL, run inside the commit transaction: from the staging table into the target.
 
 Every mode inserts with an explicit column list, the columns present in both the
-staging table and the target, in the target's order; a text-like target column is
-loaded as NULLIF(col, '') so empty strings from files arrive as NULL. blue_green's
+staging table and the target, in the target's order. (Empty strings bound for a
+text-like target column were staged as NULL already: see `client.py`.) blue_green's
 swap lives in `swap.py`; the transaction around all of this in `client.py`.
 """
 
@@ -177,17 +177,11 @@ def _insert_sql(
     where: sql.Composable | None,
     tail: sql.Composable | None,
 ) -> sql.Composed:
-    staged_types = {c.name: c.type for c in ctx.staged_columns}
-    select = sql.SQL(", ").join(
-        sql.SQL("NULLIF({}, {})").format(sql.Identifier(c.name), sql.Literal(""))
-        if is_text_type(c.type) and is_text_type(staged_types[c.name])
-        else sql.Identifier(c.name)
-        for c in columns
-    )
+    names = sql.SQL(", ").join(sql.Identifier(c.name) for c in columns)
     return sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}{}{}").format(
         into or ctx.target,
-        sql.SQL(", ").join(sql.Identifier(c.name) for c in columns),
-        select,
+        names,
+        names,
         ctx.staging_table,
         sql.SQL(" WHERE {}").format(where) if where is not None else sql.SQL(""),
         sql.SQL(" {}").format(tail) if tail is not None else sql.SQL(""),

@@ -32,7 +32,9 @@ __all__ = [
     "STAGING_PREFIX",
     "JdbcStageWriter",
     "StageWriter",
+    "blank_as_null",
     "create_staging_table",
+    "create_table_like",
     "finish_staging_table",
     "positional_names",
     "staged_columns",
@@ -163,6 +165,35 @@ def create_staging_table(
     mark_table(conn, name, "staging", request)
 
 
+def create_table_like(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    table: str,
+    target: sql.Identifier,
+    request: LoadRequest,
+) -> None:
+    """CREATE TABLE … (LIKE target INCLUDING ALL), marked for gc: a staging table that can take
+    the target's place (blue_green swaps it in), so it is logged and has the target's columns,
+    defaults, checks and indexes."""
+    name = sql.Identifier(schema, table)
+    conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(name, target))
+    mark_table(conn, name, "staging", request)
+
+
+def blank_as_null(frame: Any, names: Sequence[str]) -> Any:
+    """The frame with '' in the columns `names` (strings) as NULL: what a text column of the
+    target stores for an empty value (see docs/types.md)."""
+    from pyspark.sql import functions as F
+
+    if not names:
+        return frame
+    return frame.withColumns({name: F.nullif(F.col(_quoted(name)), F.lit("")) for name in names})
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
 def finish_staging_table(
     conn: psycopg.Connection[Any],
     schema: str,
@@ -170,8 +201,8 @@ def finish_staging_table(
     columns: Sequence[TargetColumn],
     rows: int | None = None,
 ) -> int:
-    """Give the written columns their real names; the number of rows staged (`rows` when the
-    writer counted them, else counted here)."""
+    """Give the written columns their real names (`columns`; none for a table created with
+    them); the number of rows staged (`rows` when the writer counted them, else counted here)."""
     name = sql.Identifier(schema, table)
     for positional, column in zip(positional_names(columns), columns, strict=True):
         conn.execute(

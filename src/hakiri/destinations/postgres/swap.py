@@ -59,9 +59,18 @@ class Dependents:
 
 
 def load_blue_green(
-    ctx: LoadContext, post_hook: Callable[[Any], None] | None, lock_timeout: str
+    ctx: LoadContext,
+    post_hook: Callable[[Any], None] | None,
+    lock_timeout: str,
+    *,
+    staged_like_target: int | None = None,
 ) -> int:
-    """Load `<t>_new`, run the post-hook, swap; the number of rows loaded."""
+    """Load `<t>_new`, run the post-hook, swap; the number of rows loaded.
+
+    `staged_like_target` (its row count) says the staging table was created like the target
+    and holds the rows already: once the target is locked (before the post-hook, then) and
+    still has the definition the staging table copied, the staging table itself becomes
+    `<t>_new` and nothing is copied."""
     conn = ctx.conn
     _refuse_materialized_views(ctx)
     new_name = derived_name(ctx.table, NEW_SUFFIX)
@@ -73,16 +82,29 @@ def load_blue_green(
         )
     _clear_leftover(ctx, new_name)
     new = sql.Identifier(ctx.schema, new_name)
-    conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(new, ctx.target))
-    mark_table(conn, new, "blue_green_new", ctx.request)
-    rows = insert_from_staging(ctx, new)
+    if staged_like_target is not None:
+        # Locked first, so the definition compared is the one that is swapped out.
+        _lock(ctx, lock_timeout)
+        if _definition(conn, ctx.staging_table) == _definition(conn, ctx.target):
+            # The staged rows are the new table: it takes the name `<t>_new`, nothing is copied.
+            conn.execute(
+                sql.SQL("ALTER TABLE {} RENAME TO {}").format(
+                    ctx.staging_table, sql.Identifier(new_name)
+                )
+            )
+            rows = staged_like_target
+        else:  # the target changed since staging: copy into a fresh `<t>_new` after all
+            staged_like_target = None
+    if staged_like_target is None:
+        conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(new, ctx.target))
+        mark_table(conn, new, "blue_green_new", ctx.request)
+        rows = insert_from_staging(ctx, new)
     if post_hook is not None:
         post_hook(conn)
 
     # From here on the target is locked against everyone; a busy target times out
     # (TransientLoadError) and the caller retries the whole transaction.
-    conn.execute("SELECT pg_catalog.set_config('lock_timeout', %s, true)", (lock_timeout,))
-    conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(ctx.target))
+    _lock(ctx, lock_timeout)
     # Definitions are printed with every name schema-qualified, so they still mean
     # the same objects whatever search_path the load or a user has.
     conn.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)")
@@ -102,6 +124,36 @@ def load_blue_green(
     conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(ctx.schema, old_name)))
     _restore_index_names(conn, ctx, deps)
     return rows
+
+
+def _lock(ctx: LoadContext, lock_timeout: str) -> None:
+    ctx.conn.execute("SELECT pg_catalog.set_config('lock_timeout', %s, true)", (lock_timeout,))
+    ctx.conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(ctx.target))
+
+
+# What LIKE … INCLUDING ALL copies, without names: columns (type, NOT NULL, default,
+# generation, identity), check and not-null constraints, indexes.
+_DEFINITION = """
+SELECT
+  (SELECT array_agg(ROW(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                        pg_catalog.pg_get_expr(d.adbin, d.adrelid), a.attgenerated, a.attidentity,
+                        a.attcollation)::text ORDER BY a.attnum)
+   FROM pg_catalog.pg_attribute a
+   LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+   WHERE a.attrelid = %(rel)s::regclass AND a.attnum > 0 AND NOT a.attisdropped),
+  (SELECT array_agg(def ORDER BY def) FROM (
+     SELECT pg_catalog.pg_get_constraintdef(c.oid) AS def FROM pg_catalog.pg_constraint c
+     WHERE c.conrelid = %(rel)s::regclass AND c.contype = 'c') AS checks),
+  (SELECT array_agg(def ORDER BY def) FROM (
+     SELECT ROW(i.indisunique, i.indisprimary,
+                split_part(pg_catalog.pg_get_indexdef(i.indexrelid), ' USING ', 2))::text AS def
+     FROM pg_catalog.pg_index i WHERE i.indrelid = %(rel)s::regclass) AS indexes)
+"""
+
+
+def _definition(conn: psycopg.Connection[Any], table: sql.Identifier) -> tuple[Any, ...]:
+    row = conn.execute(_DEFINITION, {"rel": table.as_string(conn)}).fetchone()
+    return tuple(row) if row else ()
 
 
 def _relation_comment(conn: psycopg.Connection[Any], schema: str, name: str) -> str | None:
