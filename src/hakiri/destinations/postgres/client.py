@@ -78,7 +78,6 @@ from hakiri.destinations.postgres.sql_client import (
 from hakiri.destinations.postgres.staging import (
     JdbcStageWriter,
     StageWriter,
-    blank_as_null,
     create_staging_table,
     create_table_like,
     finish_staging_table,
@@ -221,8 +220,7 @@ class PostgresDestination:
         name = staging_name(request)
 
         def write() -> list[int | None]:
-            data = frame.select(*[_spark_col(c.name) for c in layout.columns])
-            writable = writable_frame(blank_as_null(data, layout.blank), layout.columns)
+            writable = writable_frame(frame, layout.columns, blank=layout.blank)
             if layout.like is None:
                 return [writer.write(writable, schema, name)]
             assert isinstance(writer, CopyStageWriter)  # _layout chose a table like the target
@@ -263,10 +261,8 @@ class PostgresDestination:
     ) -> StagedBatch:
         fields = tagged.frame.schema.fields
         layout = self._layout(fields[: tagged.width], request, schema, writer, target)
-        tags = [_spark_col(field.name) for field in fields[tagged.width :]]
-        data = tagged.frame.select(*[_spark_col(c.name) for c in layout.columns], *tags)
-        data = blank_as_null(data, layout.blank)
-        names = data.columns
+        tags = [tagged.broke, *([tagged.row] if tagged.row else [])]
+        width = len(layout.columns)
         name = staging_name(request)
         tables = [(name, layout.columns, layout.like)]
         q_name = None
@@ -274,9 +270,9 @@ class PostgresDestination:
             q_name = staging_name(request)
             tables.append((q_name, QUARANTINE_STAGED, None))
         split = QuarantineSplit(
-            width=len(layout.columns),
-            broke=names.index(tagged.broke),
-            row=names.index(tagged.row) if tagged.row else None,
+            width=width,
+            broke=width,
+            row=width + 1 if tagged.row else None,
             skip_bits=tagged.skip_bits,
             aside_bits=tagged.aside_bits,
             rule_ids=tagged.rule_ids,
@@ -288,7 +284,7 @@ class PostgresDestination:
         into = [c.name for c in layout.columns] if layout.like else positional_names(layout.columns)
 
         def write() -> list[int | None]:
-            frame = writable_frame(data, layout.columns)
+            frame = writable_frame(tagged.frame, layout.columns, blank=layout.blank, tags=tags)
             counts = writer.write_tagged(frame, schema, name, into, split)
             rows.counted(counts.rows_in, counts.rows, counts.broke, counts.quarantined)
             return [counts.rows, counts.quarantined] if q_name else [counts.rows]
@@ -757,9 +753,3 @@ def _copies_into(staged: str, target: str) -> bool:
     if staged == "text":
         return is_text_type(target)
     return staged.split("(")[0] == target.split("(")[0]
-
-
-def _spark_col(name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")

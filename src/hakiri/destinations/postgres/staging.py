@@ -32,7 +32,6 @@ __all__ = [
     "STAGING_PREFIX",
     "JdbcStageWriter",
     "StageWriter",
-    "blank_as_null",
     "create_staging_table",
     "create_table_like",
     "finish_staging_table",
@@ -129,23 +128,30 @@ def positional_names(columns: Sequence[TargetColumn]) -> list[str]:
     return [f"{prefix}{i}" for i in range(1, len(columns) + 1)]
 
 
-def writable_frame(frame: Any, columns: Sequence[TargetColumn]) -> Any:
-    """The frame with positional column names for its first `len(columns)` columns (any after
-    those, a one-pass writer's tags, keep theirs), and all-NULL (void) columns cast to string,
-    which Spark's JDBC writer cannot write otherwise."""
-    names = positional_names(columns)
-    renamed = frame.toDF(*names, *frame.columns[len(names) :])
-    void = [
-        n
-        for n, f in zip(names, frame.schema.fields[: len(names)], strict=True)
-        if f.dataType.simpleString() == "void"
-    ]
-    if void:
-        from pyspark.sql import functions as F
+def writable_frame(
+    frame: Any,
+    columns: Sequence[TargetColumn],
+    *,
+    blank: Sequence[str] = (),
+    tags: Sequence[str] = (),
+) -> Any:
+    """The frame's `columns` (by name, in that order) under positional names, then the columns
+    `tags` (a one-pass writer's) as they are, in ONE projection: '' in the string columns
+    `blank` as NULL (what a text column of the target stores for an empty value, see
+    docs/types.md), all-NULL (void) columns cast to string, which Spark's JDBC writer cannot
+    write otherwise."""
+    from pyspark.sql import functions as F
 
-        for name in void:
-            renamed = renamed.withColumn(name, F.col(name).cast("string"))
-    return renamed
+    types = {field.name: field.dataType.simpleString() for field in frame.schema.fields}
+    values = []
+    for positional, column in zip(positional_names(columns), columns, strict=True):
+        value = F.col(_quoted(column.name))
+        if column.name in blank:
+            value = F.nullif(value, F.lit(""))
+        if types[column.name] == "void":
+            value = value.cast("string")
+        values.append(value.alias(positional))
+    return frame.select(*values, *[F.col(_quoted(name)) for name in tags])
 
 
 def create_staging_table(
@@ -178,16 +184,6 @@ def create_table_like(
     name = sql.Identifier(schema, table)
     conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(name, target))
     mark_table(conn, name, "staging", request)
-
-
-def blank_as_null(frame: Any, names: Sequence[str]) -> Any:
-    """The frame with '' in the columns `names` (strings) as NULL: what a text column of the
-    target stores for an empty value (see docs/types.md)."""
-    from pyspark.sql import functions as F
-
-    if not names:
-        return frame
-    return frame.withColumns({name: F.nullif(F.col(_quoted(name)), F.lit("")) for name in names})
 
 
 def _quoted(name: str) -> str:
