@@ -4,10 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help check-prereqs venv venv-dev run test test-unit lint clean
+.PHONY: help check-prereqs check-test-prereqs venv venv-dev run test test-unit lint clean
 
 help:
-	@echo "make check-prereqs  check Python >= 3.11, Java >= 17, PostgreSQL binaries, JDBC jar"
+	@echo "make check-prereqs  check Python >= 3.11 and Java >= 17 (all that make run needs)"
+	@echo "make check-test-prereqs  the same, and the PostgreSQL server binaries the tests start"
 	@echo "make run            install hakiri into $(VENV), apply the demo project into .hakiri/context"
 	@echo "make test           lint + layer contract + whole suite (starts PostgreSQL and Spark)"
 	@echo "make test-unit      fast tests only (no JVM, no PostgreSQL)"
@@ -16,6 +17,9 @@ help:
 
 check-prereqs:
 	@PYTHON="$(PYTHON)" scripts/check-prereqs.sh
+
+check-test-prereqs:
+	@PYTHON="$(PYTHON)" scripts/check-prereqs.sh --test
 
 # The stamps depend on pyproject.toml, so changing dependencies reinstalls and
 # an unchanged tree skips pip entirely.
@@ -46,7 +50,7 @@ run: check-prereqs venv
 	fi
 
 # CI runs this: the linters and the import-layer contract first, then every test.
-test: check-prereqs venv-dev
+test: check-test-prereqs venv-dev
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/lint-imports

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Checks what hakiri needs from the machine before anything is installed into
-# the venv: Python >= 3.11, Java >= 17, the PostgreSQL server binaries (for the
-# test suite's throwaway server) and the PostgreSQL JDBC driver jar.
+# the venv: Python >= 3.11 and Java >= 17; with --test also the PostgreSQL server
+# binaries (for the test suite's throwaway server). Jars (the PostgreSQL JDBC
+# driver) are not a prerequisite: hakiri downloads them from Maven Central once.
 # Prints one line per missing piece, then the apt line that installs them all.
 set -uo pipefail
 
 PYTHON="${PYTHON:-python3}"
-APT_LINE="sudo apt-get install -y openjdk-17-jre-headless postgresql libpostgresql-jdbc-java python3-venv"
+for_tests=0
+[[ "${1:-}" == "--test" ]] && for_tests=1
+if (( for_tests )); then
+    APT_LINE="sudo apt-get install -y openjdk-17-jre-headless postgresql python3-venv"
+else
+    APT_LINE="sudo apt-get install -y openjdk-17-jre-headless python3-venv"
+fi
 missing=0
 
 missing() {
@@ -37,14 +44,14 @@ else
     fi
 fi
 
-# PostgreSQL server binaries; not needed when the tests are pointed at a server.
-if [[ -z "${HAKIRI_TEST_PG_URL:-}" ]]; then
+# PostgreSQL server binaries, for the tests; not needed when they are pointed at a server.
+if (( for_tests )) && [[ -z "${HAKIRI_TEST_PG_URL:-}" ]]; then
     if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
         missing "PostgreSQL server binaries (initdb not in PATH or /usr/lib/postgresql/*/bin; or set HAKIRI_TEST_PG_URL)"
     fi
 fi
 
-# PostgreSQL JDBC driver for Spark.
+# Jars given by path must exist (the JDBC driver is downloaded otherwise).
 if [[ -n "${HAKIRI_SPARK_JARS:-}" ]]; then
     IFS=',' read -r -a jars <<<"$HAKIRI_SPARK_JARS"
     for jar in "${jars[@]}"; do
@@ -54,12 +61,12 @@ if [[ -n "${HAKIRI_SPARK_JARS:-}" ]]; then
             missing "JDBC jar $jar (listed in HAKIRI_SPARK_JARS) does not exist"
         fi
     done
-elif [[ ! -f /usr/share/java/postgresql.jar ]]; then
-    missing "PostgreSQL JDBC jar (/usr/share/java/postgresql.jar, or set HAKIRI_SPARK_JARS)"
 fi
 
 if (( missing )); then
     echo "install with: $APT_LINE" >&2
     exit 1
 fi
-echo "prerequisites ok: $("$PYTHON" -c 'import platform; print("Python", platform.python_version())'), Java $java_major, PostgreSQL, JDBC jar"
+what="$("$PYTHON" -c 'import platform; print("Python", platform.python_version())'), Java $java_major"
+(( for_tests )) && what="$what, PostgreSQL"
+echo "prerequisites ok: $what"

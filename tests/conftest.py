@@ -122,8 +122,6 @@ def spark() -> Iterator[SparkSession]:
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
-        # Downloads (HAKIRI_SPARK_ALLOW_DOWNLOAD) go through spark.jars.packages.
-        **{k: v for k, v in driver.spark_conf().items() if k != "spark.jars"},
     }
     session = build_spark_session(
         master="local[2]", conf=conf, jars=list(driver.jars), app_name="hakiri-tests"

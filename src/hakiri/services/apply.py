@@ -180,6 +180,14 @@ def _copy_min_run_bytes(env: Mapping[str, str]) -> int:
         ) from None
 
 
+def _uses_postgres(project: Project) -> bool:
+    """Does any pipeline read or write PostgreSQL (so Spark needs the JDBC driver)?"""
+    return any(
+        spec.source.connector == "postgres" or isinstance(spec.destination, PostgresDestination)
+        for spec in project.pipelines.values()
+    )
+
+
 class LazySpark:
     """One SparkSession for the whole apply, started on first use.
 
@@ -200,7 +208,11 @@ class LazySpark:
 
             self.session = SparkSession.getActiveSession()
             if self.session is None:
-                self.session = session_for(self.project.settings.spark, self.project.root)
+                self.session = session_for(
+                    self.project.settings.spark,
+                    self.project.root,
+                    require_jdbc=_uses_postgres(self.project),
+                )
                 self.owned = True
         return self.session
 

@@ -33,7 +33,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLASS_SHARING_ENV", "class_sharing_options", "start_warm_up", "write_archive"]
+__all__ = [
+    "CLASS_SHARING_ENV",
+    "cache_root",
+    "class_sharing_options",
+    "start_warm_up",
+    "write_archive",
+]
 
 CLASS_SHARING_ENV = "HAKIRI_JVM_CLASS_SHARING"
 _CLAIM_SECONDS = 600.0  # a claim this old without an archive was a warm-up that died
@@ -130,7 +136,7 @@ def _archive(driver_options: str, env: Mapping[str, str]) -> Path | None:
     classpath = _spark_jars()
     if not classpath:
         return None
-    directory = _cache_root(env) / "jvm"
+    directory = cache_root(env) / "jvm"
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -163,7 +169,7 @@ def _fingerprint(classpath: list[Path]) -> str:
     return "spark-" + digest.hexdigest()[:20]
 
 
-def _cache_root(env: Mapping[str, str]) -> Path:
+def cache_root(env: Mapping[str, str]) -> Path:
     if env.get("HAKIRI_CACHE_DIR"):
         return Path(env["HAKIRI_CACHE_DIR"])
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -17,6 +17,12 @@ from urllib.parse import parse_qsl, quote, unquote
 
 from hakiri.errors import SparkSetupError
 from hakiri.spark.class_sharing import class_sharing_options
+from hakiri.spark.packages import (
+    OFFLINE_ENV,
+    REPOSITORIES_ENV,
+    cached_packages,
+    resolve_packages,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,7 +30,6 @@ if TYPE_CHECKING:
     from hakiri.spec.project import SparkSettings
 
 __all__ = [
-    "ALLOW_DOWNLOAD_ENV",
     "JARS_ENV",
     "JDBC_DRIVER_CLASS",
     "JDBC_MAVEN_COORDINATE",
@@ -39,46 +44,36 @@ __all__ = [
 ]
 
 JARS_ENV = "HAKIRI_SPARK_JARS"
-ALLOW_DOWNLOAD_ENV = "HAKIRI_SPARK_ALLOW_DOWNLOAD"
 SYSTEM_JDBC_JAR = Path("/usr/share/java/postgresql.jar")
-JDBC_MAVEN_COORDINATE = "org.postgresql:postgresql:42.7.4"
+JDBC_MAVEN_COORDINATE = "org.postgresql:postgresql:42.7.14"
 JDBC_DRIVER_CLASS = "org.postgresql.Driver"
 
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 
-_TRUTHY = frozenset({"1", "true", "yes", "on"})
-
 NO_JDBC_DRIVER_HINT = (
-    'set `[spark] jars = ["/path/to/postgresql.jar"]` in hakiri.toml, '
+    f"let hakiri download {JDBC_MAVEN_COORDINATE} once (network access to Maven Central, or "
+    f"{REPOSITORIES_ENV} naming a mirror; unset {OFFLINE_ENV}), "
+    'or set `[spark] jars = ["/path/to/postgresql.jar"]` in hakiri.toml, '
     f"or {JARS_ENV}=/path/to/postgresql.jar (comma-separated for several), "
-    f"or run `sudo apt-get install libpostgresql-jdbc-java` (installs {SYSTEM_JDBC_JAR}), "
-    f"or set {ALLOW_DOWNLOAD_ENV}=true to let Spark download {JDBC_MAVEN_COORDINATE} "
-    "from Maven Central (needs internet)"
+    f"or run `sudo apt-get install libpostgresql-jdbc-java` (installs {SYSTEM_JDBC_JAR})"
 )
 
 
 @dataclass(frozen=True)
 class JarResolution:
-    """Where Spark gets the PostgreSQL JDBC driver from.
+    """Where Spark gets the PostgreSQL JDBC driver from: local jar paths for `spark.jars`.
 
-    Exactly one of `jars` (local paths, for `spark.jars`) and `packages` (Maven
-    coordinates, for `spark.jars.packages`) is non-empty. `source` says which
-    step of the resolution order matched: "config", "env", "system" or "download";
-    `session_for` uses "none" (both empty) for a session started without a driver.
+    `source` says which step of the resolution order matched: "config", "env",
+    "system" or "maven" (hakiri's jar cache); `session_for` uses "none" (no jars)
+    for a session started without a driver.
     """
 
     source: str
-    jars: tuple[str, ...] = ()
-    packages: tuple[str, ...] = field(default=())
+    jars: tuple[str, ...] = field(default=())
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings that put this driver on the classpath."""
-        conf: dict[str, str] = {}
-        if self.jars:
-            conf["spark.jars"] = ",".join(self.jars)
-        if self.packages:
-            conf["spark.jars.packages"] = ",".join(self.packages)
-        return conf
+        return {"spark.jars": ",".join(self.jars)} if self.jars else {}
 
 
 def resolve_jdbc_jars(
@@ -87,13 +82,16 @@ def resolve_jdbc_jars(
     *,
     base_dir: Path | None = None,
     system_jar: Path | None = None,
+    download: bool = True,
 ) -> JarResolution:
     """Find the PostgreSQL JDBC driver for Spark.
 
     Order: `configured` (the `[spark] jars` list of hakiri.toml; an empty list
     counts as not configured), then `HAKIRI_SPARK_JARS` (comma-separated paths),
-    then /usr/share/java/postgresql.jar, then -- only when
-    `HAKIRI_SPARK_ALLOW_DOWNLOAD=true` -- Maven coordinates for Spark to download.
+    then /usr/share/java/postgresql.jar, then the Maven coordinates
+    `JDBC_MAVEN_COORDINATE` from hakiri's jar cache, resolved (downloaded) into it
+    the first time unless `download` is false or HAKIRI_SPARK_OFFLINE is set
+    (`hakiri.spark.packages`).
 
     Relative configured paths are taken relative to `base_dir` (the project
     directory) when given. `system_jar` exists for tests.
@@ -112,9 +110,19 @@ def resolve_jdbc_jars(
     if system.is_file():
         return JarResolution(source="system", jars=(str(system),))
 
-    if env.get(ALLOW_DOWNLOAD_ENV, "").strip().lower() in _TRUTHY:
-        return JarResolution(source="download", packages=(JDBC_MAVEN_COORDINATE,))
-
+    if download:
+        try:
+            return JarResolution(
+                source="maven", jars=resolve_packages([JDBC_MAVEN_COORDINATE], env)
+            )
+        except SparkSetupError as exc:
+            raise SparkSetupError(
+                f"no PostgreSQL JDBC driver jar found for Spark, and {exc.reason}",
+                NO_JDBC_DRIVER_HINT,
+            ) from None
+    cached = cached_packages([JDBC_MAVEN_COORDINATE], env)
+    if cached is not None:
+        return JarResolution(source="maven", jars=cached)
     raise SparkSetupError("no PostgreSQL JDBC driver jar found for Spark", NO_JDBC_DRIVER_HINT)
 
 
@@ -232,7 +240,8 @@ def session_for(
     require_java(env)
     configured = list(settings.jars) or None
     try:
-        driver = resolve_jdbc_jars(configured, env, base_dir=project_root)
+        # Only a project that uses PostgreSQL may download the driver; others take it if cached.
+        driver = resolve_jdbc_jars(configured, env, base_dir=project_root, download=require_jdbc)
     except SparkSetupError:
         explicit = configured or any(p.strip() for p in env.get(JARS_ENV, "").split(","))
         if require_jdbc or explicit:
@@ -240,9 +249,6 @@ def session_for(
         driver = JarResolution(source="none")
 
     conf: dict[str, str | int | float | bool] = dict(settings.conf)
-    if driver.packages:
-        user_packages = [p for p in str(conf.get("spark.jars.packages", "")).split(",") if p]
-        conf["spark.jars.packages"] = ",".join([*user_packages, *driver.packages])
     with spark_errors("starting Spark", fallback=SparkSetupError):
         # build_spark_session appends the driver jars to any spark.jars of the user's conf.
         return build_spark_session(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from hakiri.errors import SparkSetupError
+from hakiri.spark.packages import PackageSet, maven_repositories
 from hakiri.spark.session import (
     JDBC_MAVEN_COORDINATE,
     JarResolution,
@@ -67,37 +69,62 @@ def test_system_jar_when_nothing_is_configured(jar: Path) -> None:
     assert got == JarResolution(source="system", jars=(str(jar),))
 
 
-def test_download_only_when_allowed(no_system_jar: Path) -> None:
-    got = resolve_jdbc_jars(None, {"HAKIRI_SPARK_ALLOW_DOWNLOAD": "true"}, system_jar=no_system_jar)
+def _cache_with_driver(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A jar cache (HAKIRI_CACHE_DIR) in which the JDBC coordinates were resolved before."""
+    env = {"HAKIRI_CACHE_DIR": str(tmp_path / "cache")}
+    packages = PackageSet(
+        (JDBC_MAVEN_COORDINATE,), maven_repositories(env), tmp_path / "cache" / "jars"
+    )
+    cached = packages.ivy_dir / "jars" / "org.postgresql_postgresql.jar"
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"PK")
+    packages.manifest.write_text(
+        json.dumps({"coordinates": [JDBC_MAVEN_COORDINATE], "jars": [str(cached)]})
+    )
+    return env, cached
 
-    assert got == JarResolution(source="download", packages=(JDBC_MAVEN_COORDINATE,))
-    assert got.spark_conf() == {"spark.jars.packages": "org.postgresql:postgresql:42.7.4"}
 
-
-def test_system_jar_is_preferred_to_download(jar: Path) -> None:
-    got = resolve_jdbc_jars(None, {"HAKIRI_SPARK_ALLOW_DOWNLOAD": "true"}, system_jar=jar)
-
-    assert got.source == "system"
-
-
-@pytest.mark.parametrize("allow", [None, "", "false", "0", "no"])
-def test_no_jar_anywhere_is_an_error_naming_every_option(
-    allow: str | None, no_system_jar: Path
+def test_maven_coordinates_come_from_the_jar_cache_once_resolved(
+    tmp_path: Path, no_system_jar: Path
 ) -> None:
-    env = {} if allow is None else {"HAKIRI_SPARK_ALLOW_DOWNLOAD": allow}
+    env, cached = _cache_with_driver(tmp_path)
+
+    got = resolve_jdbc_jars(None, {**env, "HAKIRI_SPARK_OFFLINE": "true"}, system_jar=no_system_jar)
+
+    assert got == JarResolution(source="maven", jars=(str(cached),))
+    assert got.spark_conf() == {"spark.jars": str(cached)}
+    # A session that may not download takes the cached driver too.
+    assert resolve_jdbc_jars(None, env, system_jar=no_system_jar, download=False) == got
+
+
+def test_system_jar_is_preferred_to_maven(tmp_path: Path, jar: Path) -> None:
+    env, _ = _cache_with_driver(tmp_path)
+
+    assert resolve_jdbc_jars(None, env, system_jar=jar).source == "system"
+
+
+@pytest.mark.parametrize("how", ["offline", "no download"])
+def test_no_jar_anywhere_is_an_error_naming_every_option(
+    how: str, tmp_path: Path, no_system_jar: Path
+) -> None:
+    env = {"HAKIRI_CACHE_DIR": str(tmp_path / "empty-cache")}
 
     with pytest.raises(SparkSetupError) as raised:
-        resolve_jdbc_jars(None, env, system_jar=no_system_jar)
+        if how == "offline":
+            resolve_jdbc_jars(None, {**env, "HAKIRI_SPARK_OFFLINE": "1"}, system_jar=no_system_jar)
+        else:
+            resolve_jdbc_jars(None, env, system_jar=no_system_jar, download=False)
 
     err = raised.value
     assert "\n" not in err.reason
     assert "JDBC" in err.reason
     assert err.hint is not None
     for option in (
+        JDBC_MAVEN_COORDINATE,
+        "HAKIRI_MAVEN_REPOSITORIES",
         "[spark] jars",
         "HAKIRI_SPARK_JARS",
         "apt-get install libpostgresql-jdbc-java",
-        "HAKIRI_SPARK_ALLOW_DOWNLOAD=true",
     ):
         assert option in err.hint
 

@@ -1,0 +1,44 @@
+"""Jars by Maven coordinates, for real: Spark's resolver downloads them once from Maven Central
+(or the configured mirror) into hakiri's jar cache, and later resolutions never leave it."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from hakiri.errors import SparkSetupError
+from hakiri.spark.packages import resolve_packages
+from hakiri.spark.session import JDBC_MAVEN_COORDINATE
+
+pytestmark = pytest.mark.integration
+
+
+def test_coordinates_are_resolved_once_then_served_from_the_cache(tmp_path: Path) -> None:
+    env = {**os.environ, "HAKIRI_CACHE_DIR": str(tmp_path)}
+
+    first = resolve_packages([JDBC_MAVEN_COORDINATE], env)
+    began = time.monotonic()
+    again = resolve_packages([JDBC_MAVEN_COORDINATE], {**env, "HAKIRI_SPARK_OFFLINE": "true"})
+    cached_in = time.monotonic() - began
+
+    names = [Path(jar).name for jar in first]
+    assert "org.postgresql_postgresql-42.7.14.jar" in names  # with its dependencies
+    assert all(Path(jar).is_file() and Path(jar).is_relative_to(tmp_path) for jar in first)
+    assert again == first
+    assert cached_in < 0.5  # a file read, not a JVM
+
+
+def test_a_coordinate_that_does_not_exist_is_one_line_naming_it(tmp_path: Path) -> None:
+    env = {**os.environ, "HAKIRI_CACHE_DIR": str(tmp_path)}
+
+    with pytest.raises(SparkSetupError) as raised:
+        resolve_packages(["org.postgresql:postgresql:0.0.0-nope"], env)
+
+    reason = raised.value.reason
+    assert "\n" not in reason and "Traceback" not in reason
+    assert reason.startswith("could not download org.postgresql:postgresql:0.0.0-nope from")
+    assert "unresolved dependency" in reason
+    assert "HAKIRI_MAVEN_REPOSITORIES" in (raised.value.hint or "")
