@@ -16,6 +16,7 @@ jars must be cached (or given as paths) already.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -96,7 +97,7 @@ def resolve_packages(
 ) -> tuple[str, ...]:
     """Local jar paths for `coordinates` and everything they depend on: from the cache, else
     resolved now (once) with Spark's resolver. Raises SparkSetupError naming the fix."""
-    packages = PackageSet(tuple(coordinates), maven_repositories(env), cache_root(env) / "jars")
+    packages = _package_set(coordinates, env)
     cached = packages.cached_jars()
     if cached is not None:
         return cached
@@ -111,12 +112,24 @@ def resolve_packages(
 
 
 def _resolve(packages: PackageSet, env: Mapping[str, str]) -> tuple[str, ...]:
-    """`spark-submit --packages` with an empty Python script: Spark's Ivy resolves and
-    downloads into `packages.ivy_dir`, and nothing else runs."""
+    """Resolve under a lock, unless another process did meanwhile."""
     from hakiri.spark.java import require_java
 
     require_java(env)
     packages.ivy_dir.mkdir(parents=True, exist_ok=True)
+    # One resolution at a time per set (first runs of several processes, serve replicas):
+    # whoever waited finds the jars the other one recorded.
+    with open(packages.cache / f"{packages.key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = packages.cached_jars()
+        if cached is not None:
+            return cached
+        return _download(packages, env)
+
+
+def _download(packages: PackageSet, env: Mapping[str, str]) -> tuple[str, ...]:
+    """`spark-submit --packages` with an empty Python script: Spark's Ivy resolves and
+    downloads into `packages.ivy_dir`, and nothing else runs."""
     argv = [
         _spark_submit(),
         "--conf",
@@ -144,16 +157,14 @@ def _resolve(packages: PackageSet, env: Mapping[str, str]) -> tuple[str, ...]:
     jars = tuple(sorted(str(p) for p in (packages.ivy_dir / "jars").glob("*.jar")))
     if done.returncode != 0 or not jars:
         raise _failed(packages, _reason(done.stdout + done.stderr))
-    packages.manifest.write_text(
-        json.dumps(
-            {
-                "coordinates": list(packages.coordinates),
-                "repositories": list(packages.repositories),
-                "jars": list(jars),
-            },
-            indent=2,
-        )
-    )
+    document = {
+        "coordinates": list(packages.coordinates),
+        "repositories": list(packages.repositories),
+        "jars": list(jars),
+    }
+    written = packages.manifest.with_suffix(".json.tmp")
+    written.write_text(json.dumps(document, indent=2))
+    os.replace(written, packages.manifest)  # readers see the whole list or none
     return jars
 
 

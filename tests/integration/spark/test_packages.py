@@ -42,3 +42,16 @@ def test_a_coordinate_that_does_not_exist_is_one_line_naming_it(tmp_path: Path) 
     assert reason.startswith("could not download org.postgresql:postgresql:0.0.0-nope from")
     assert "unresolved dependency" in reason
     assert "HAKIRI_MAVEN_REPOSITORIES" in (raised.value.hint or "")
+
+
+def test_two_first_runs_at_once_resolve_once_and_agree(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = {**os.environ, "HAKIRI_CACHE_DIR": str(tmp_path)}
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda _: resolve_packages([JDBC_MAVEN_COORDINATE], env), range(2))
+
+    assert first == second
+    assert all(Path(jar).is_file() for jar in first)
+    assert len(list((tmp_path / "jars").glob("*.json"))) == 1
