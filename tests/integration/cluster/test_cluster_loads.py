@@ -1,0 +1,178 @@
+"""The same loads on a real Spark standalone cluster (a master and two workers, separate JVM
+processes on loopback) as on `local[2]`: `hakiri apply` runs as a new process with
+`[spark] master = "spark://…"`, its executors on the workers, and the tables it writes
+equal, row for row, the ones a local run writes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from deltalake import DeltaTable
+from psycopg import sql
+
+from tests.support.spark_cluster import StandaloneCluster
+
+pytestmark = pytest.mark.integration
+
+ROWS = 2_000
+RULES = """
+[[pipeline.validate.rules]]
+type = "not_null"
+column = "email"
+on_fail = "skip"
+
+[[pipeline.validate.rules]]
+type = "range"
+column = "amount"
+min = 0
+on_fail = "warn"
+
+[pipeline.quarantine]
+enabled = true
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[StandaloneCluster]:
+    started = StandaloneCluster().start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def _csv(part: int) -> str:
+    lines = ["id,email,amount,day"]
+    for i in range(part * ROWS, (part + 1) * ROWS):
+        email = "" if i % 97 == 0 else f"user{i}@example.com"
+        lines.append(f"{i},{email},{(i % 50) - 1}.25,2024-01-{(i % 28) + 1:02d}")
+    return "\n".join(lines) + "\n"
+
+
+def _project(root: Path, master: str, destination: str, load: str, body: str = "") -> Path:
+    (root / "data").mkdir(parents=True)
+    for part in range(2):
+        (root / "data" / f"part-{part}.csv").write_text(_csv(part))
+    columns = '{ id = "bigint", email = "string", amount = "double", day = "date" }'
+    (root / "hakiri.toml").write_text(
+        f"""
+[project]
+name = "cluster"
+
+[spark]
+master = "{master}"
+
+[connections.wh]
+type = "postgres"
+url = "{os.environ.get("HAKIRI_CLUSTER_TEST_PG_URL", "")}"
+
+[[pipeline]]
+id = "p"
+source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {columns} }} }}
+tables = ["t"]
+destination = {destination}
+load = {load}
+{body}
+"""
+    )
+    return root
+
+
+def _apply_on(cluster: StandaloneCluster, master: str, root: Path, pg_url: str) -> None:
+    """`hakiri apply` in a new process; on the cluster, it must show up there as one more app."""
+    before = len(cluster.finished_apps())
+    _apply(root, pg_url)
+    if master == cluster.url:
+        assert len(cluster.finished_apps()) == before + 1  # it ran on the cluster, not locally
+
+
+def _apply(root: Path, pg_url: str) -> subprocess.CompletedProcess[str]:
+    text = (root / "hakiri.toml").read_text().replace('url = ""', f'url = "{pg_url}"')
+    (root / "hakiri.toml").write_text(text)
+    env = {**os.environ, "HAKIRI_COPY_MIN_RUN_BYTES": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def _rows(pg_url: str, schema: str, table: str, order: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute(
+            sql.SQL("SELECT * FROM {} ORDER BY {}").format(
+                sql.Identifier(schema, table), sql.SQL(order)
+            )
+        ).fetchall()
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        '{ mode = "append" }',
+        '{ mode = "truncate" }',
+        '{ mode = "upsert", upsert_key = ["id"] }',
+        '{ mode = "blue_green" }',
+        '{ mode = "incremental_watermark", watermark_column = "id" }',
+    ],
+    ids=["append", "truncate", "upsert", "blue_green", "incremental_watermark"],
+)
+def test_a_postgres_load_on_the_cluster_equals_the_local_one(
+    cluster: StandaloneCluster, tmp_path: Path, pg_url: str, pg_conn: psycopg.Connection, load: str
+) -> None:
+    results = {}
+    for where, master in (("local", "local[2]"), ("cluster", cluster.url)):
+        schema = f"{tmp_path.name[-20:]}_{where}".lower().replace("-", "_")
+        pg_conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        destination = (
+            f'{{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}'
+        )
+        root = _project(tmp_path / where, master, destination, load, RULES)
+        _apply_on(cluster, master, root, pg_url)
+        results[where] = (
+            _rows(pg_url, schema, "t", "id"),
+            _rows(pg_url, schema, "t_quarantine", "rule_id, row")
+            if load != '{ mode = "incremental_watermark", watermark_column = "id" }'
+            else [],
+        )
+        pg_conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+    local_rows, local_quarantine = results["local"]
+    cluster_rows, cluster_quarantine = results["cluster"]
+    nameless = len(range(0, 2 * ROWS, 97))
+    assert len(local_rows) == 2 * ROWS - nameless
+    assert cluster_rows == local_rows
+    strip = [(r[4], r[5], r[6], r[7]) for r in local_quarantine]  # rule, on_fail, dropped, row
+    assert [(r[4], r[5], r[6], r[7]) for r in cluster_quarantine] == strip
+
+
+def test_a_context_store_load_on_the_cluster_equals_the_local_one(
+    cluster: StandaloneCluster, tmp_path: Path, pg_url: str
+) -> None:
+    tables = {}
+    for where, master in (("local", "local[2]"), ("cluster", cluster.url)):
+        root = _project(
+            tmp_path / where,
+            master,
+            '{ connector = "context" }',
+            '{ mode = "upsert", upsert_key = ["id"] }',
+            RULES,
+        )
+        _apply_on(cluster, master, root, pg_url)
+        found = DeltaTable(str(root / ".hakiri" / "context" / "t")).to_pyarrow_table()
+        tables[where] = sorted(found.to_pylist(), key=lambda r: r["id"])
+
+    assert len(tables["local"]) == 2 * ROWS - len(range(0, 2 * ROWS, 97))
+    assert tables["cluster"] == tables["local"]
