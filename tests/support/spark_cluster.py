@@ -89,18 +89,22 @@ class StandaloneCluster:
                 "--webui-port", str(self.web_port),
             )  # fmt: skip
             for i in range(self.worker_count):
-                self.workers.append(self.start_worker(i))
+                self.workers.append(self.start_worker(i, wait=False))
             self._wait_for_workers(self.worker_count)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def start_worker(self, index: int) -> subprocess.Popen[bytes]:
+    def start_worker(self, index: int, *, wait: bool = True) -> subprocess.Popen[bytes]:
+        """Start worker `index` (again); with `wait`, return once the master has it."""
         assert self.base is not None
         work = self.base / f"worker-{index}"
         work.mkdir(exist_ok=True)
-        return self._launch(
+        # The master counts the workers whose processes run (a killed one drops out at once:
+        # its connection closes), and this new one.
+        expected = sum(1 for w in self.workers if w.poll() is None) + 1
+        process = self._launch(
             f"worker-{index}",
             "org.apache.spark.deploy.worker.Worker",
             "--host", "127.0.0.1",
@@ -110,6 +114,9 @@ class StandaloneCluster:
             "--work-dir", str(work),
             self.url,
         )  # fmt: skip
+        if wait:
+            self._wait_for_workers(expected)
+        return process
 
     def state(self) -> dict[str, object]:
         """The master's own JSON status (what its web UI shows); {} while it is not ready."""

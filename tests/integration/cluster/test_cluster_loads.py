@@ -176,3 +176,79 @@ def test_a_context_store_load_on_the_cluster_equals_the_local_one(
 
     assert len(tables["local"]) == 2 * ROWS - len(range(0, 2 * ROWS, 97))
     assert tables["cluster"] == tables["local"]
+
+
+def test_a_worker_killed_mid_load_is_retried_and_the_target_is_exact(
+    cluster: StandaloneCluster, tmp_path: Path, pg_url: str, pg_conn: psycopg.Connection
+) -> None:
+    import signal
+    import time
+
+    schema = f"{tmp_path.name[-20:]}_fault".lower().replace("-", "_")
+    pg_conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    root = tmp_path / "fault"
+    (root / "data").mkdir(parents=True)
+    rows = 400_000
+    lines = ["id,email,amount,day"] + [
+        f"{i},user{i}@example.com,{i % 1000}.5,2024-02-{(i % 28) + 1:02d}" for i in range(rows)
+    ]
+    (root / "data" / "big.csv").write_text("\n".join(lines) + "\n")
+    destination = (
+        f'{{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}'
+    )
+    columns = '{ id = "bigint", email = "string", amount = "double", day = "date" }'
+    (root / "hakiri.toml").write_text(
+        f"""
+[project]
+name = "fault"
+
+[spark]
+master = "{cluster.url}"
+# Many small partitions, so both workers hold tasks when one of them dies.
+conf = {{ "spark.sql.files.maxPartitionBytes" = "1048576" }}
+
+[connections.wh]
+type = "postgres"
+url = "{pg_url}"
+
+[[pipeline]]
+id = "p"
+source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {columns} }} }}
+tables = ["t"]
+destination = {destination}
+load = {{ mode = "truncate" }}
+"""
+    )
+    env = {**os.environ, "HAKIRI_COPY_MIN_RUN_BYTES": "0"}
+    apply = subprocess.Popen(
+        [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    staging = "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename LIKE '\\_hakiri\\_stg%%'"
+    victim = cluster.workers[0]
+    try:
+        deadline = time.monotonic() + 300
+        while pg_conn.execute(staging, (schema,)).fetchone() == (0,):  # type: ignore[comparison-overlap]
+            assert apply.poll() is None, apply.stdout.read() if apply.stdout else ""
+            assert time.monotonic() < deadline, "the load never started staging"
+            time.sleep(0.1)
+        time.sleep(1.0)  # tasks are writing on both workers
+        assert apply.poll() is None  # mid-load
+        os.kill(victim.pid, signal.SIGKILL)
+        output, _ = apply.communicate(timeout=600)
+    finally:
+        if apply.poll() is None:
+            apply.kill()
+        victim.wait(timeout=30)
+        cluster.workers[0] = cluster.start_worker(0)
+
+    assert apply.returncode == 0, output
+    count, total = pg_conn.execute(
+        sql.SQL("SELECT count(*), sum(id) FROM {}").format(sql.Identifier(schema, "t"))
+    ).fetchone()  # type: ignore[misc]
+    assert (count, total) == (rows, rows * (rows - 1) // 2)  # every row once: no loss, no double
+    assert pg_conn.execute(staging, (schema,)).fetchone() == (0,)
+    pg_conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
