@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     import psycopg
     from pyspark.sql import SparkSession
 
-INTEGRATION_FIXTURES = frozenset({"pg_url", "spark"})
+    from tests.support.spark_cluster import StandaloneCluster
+
+INTEGRATION_FIXTURES = frozenset({"pg_url", "spark", "spark_cluster"})
 
 # The suite's files are small: under `writer = "auto"` they would all stage through JDBC.
 # Every run here stages through COPY instead, the writer large runs use (processes the
@@ -130,3 +132,16 @@ def spark() -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[StandaloneCluster]:
+    """A Spark standalone cluster (a master, two one-core workers) for the whole session,
+    started on first use: `url` is its `spark://` master."""
+    from tests.support.spark_cluster import StandaloneCluster
+
+    started = StandaloneCluster().start()
+    try:
+        yield started
+    finally:
+        started.stop()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +38,9 @@ enabled = true
 """
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[StandaloneCluster]:
-    started = StandaloneCluster().start()
-    try:
-        yield started
-    finally:
-        started.stop()
+@pytest.fixture
+def cluster(spark_cluster: StandaloneCluster) -> StandaloneCluster:
+    return spark_cluster
 
 
 def _csv(part: int) -> str:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from hakiri.catalog.records import BatchStatus
@@ -24,7 +25,14 @@ from hakiri.errors import CatalogError
 ROWS, WINDOW = 20_000, 1_000  # 20 chunks
 
 
-def _project(root: Path, pg_url: str, schema: str, catalog: str | None = None) -> Path:
+def _project(
+    root: Path,
+    pg_url: str,
+    schema: str,
+    catalog: str | None = None,
+    master: str = "local[1]",
+    parallelism: int = 1,
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     catalog_line = f'[catalog]\nurl = "{catalog}"\n' if catalog else ""
     (root / "hakiri.toml").write_text(
@@ -33,7 +41,7 @@ def _project(root: Path, pg_url: str, schema: str, catalog: str | None = None) -
         name = "resume"
 
         [spark]
-        master = "local[1]"
+        master = "{master}"
         conf = {{ "spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" }}
 
         [connections.wh]
@@ -49,6 +57,7 @@ def _project(root: Path, pg_url: str, schema: str, catalog: str | None = None) -
 
         [pipeline.backfill]
         window = {WINDOW}
+        parallelism = {parallelism}
         """)
         + catalog_line
     )
@@ -100,10 +109,16 @@ def _chunks(catalog_url: str) -> dict[str, tuple]:
         }
 
 
+@pytest.mark.parametrize("on", ["local", "cluster"])
 def test_a_backfill_killed_at_chunk_k_resumes_at_the_next_pending_chunk(
-    tmp_path: Path, pg_url: str, pg_schema: str
+    tmp_path: Path, pg_url: str, pg_schema: str, on: str, request: pytest.FixtureRequest
 ) -> None:
-    root = _project(tmp_path / "project", pg_url, pg_schema)
+    # On the cluster (a standalone master, two workers) the killed process is the driver, and
+    # two chunks load at once.
+    master, parallelism = "local[1]", 1
+    if on == "cluster":
+        master, parallelism = request.getfixturevalue("spark_cluster").url, 2
+    root = _project(tmp_path / "project", pg_url, pg_schema, master=master, parallelism=parallelism)
     catalog_url = f"sqlite:///{root / '.hakiri' / 'state.sqlite'}"
     victim = _start(root)
     deadline = time.monotonic() + 240
