@@ -69,11 +69,11 @@ ALLOWED_FUNCTIONS = _words(
     ascii base64 unbase64 bit_length btrim char chr char_length character_length concat
     concat_ws contains crc32 decode encode elt endswith startswith find_in_set format_number
     format_string printf initcap instr lcase ucase lower upper left right len length
-    levenshtein jaro_winkler_similarity locate position lpad rpad ltrim rtrim trim mask
+    levenshtein locate position lpad rpad ltrim rtrim trim mask
     octet_length overlay quote regexp_count regexp_extract regexp_extract_all regexp_instr
     regexp_like regexp_replace regexp_substr repeat replace reverse sentences soundex space
-    split split_part substr substring substring_index translate hex unhex to_base32
-    from_base32 url_encode url_decode try_url_decode parse_url try_parse_url str_to_map
+    split split_part substr substring substring_index translate hex unhex
+    url_encode url_decode try_url_decode parse_url try_parse_url str_to_map
     is_valid_utf8 make_valid_utf8 validate_utf8 try_validate_utf8 luhn_check
 
     add_months convert_timezone date_add dateadd date_diff datediff date_format
