@@ -51,11 +51,25 @@ def _csv(part: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _project(root: Path, master: str, destination: str, load: str, body: str = "") -> Path:
+def _project(root: Path, master: str, pipelines: dict[str, tuple[str, str]], body: str) -> Path:
+    """A project over the same two CSV files: one pipeline per entry of `pipelines`
+    (id -> (destination, load)), each loading its own table `t_<id>` with `body` after it."""
     (root / "data").mkdir(parents=True)
     for part in range(2):
         (root / "data" / f"part-{part}.csv").write_text(_csv(part))
     columns = '{ id = "bigint", email = "string", amount = "double", day = "date" }'
+    blocks = [
+        f"""
+[[pipeline]]
+id = "{pipeline}"
+source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {columns} }} }}
+tables = [{{ name = "t", target = "t_{pipeline}" }}]
+destination = {destination}
+load = {load}
+{body}
+"""
+        for pipeline, (destination, load) in pipelines.items()
+    ]
     (root / "hakiri.toml").write_text(
         f"""
 [project]
@@ -66,16 +80,9 @@ master = "{master}"
 
 [connections.wh]
 type = "postgres"
-url = "{os.environ.get("HAKIRI_CLUSTER_TEST_PG_URL", "")}"
-
-[[pipeline]]
-id = "p"
-source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {columns} }} }}
-tables = ["t"]
-destination = {destination}
-load = {load}
-{body}
+url = ""
 """
+        + "".join(blocks)
     )
     return root
 
@@ -89,7 +96,7 @@ def _apply_on(cluster: StandaloneCluster, master: str, root: Path, pg_url: str) 
 
 
 def _apply(root: Path, pg_url: str) -> subprocess.CompletedProcess[str]:
-    text = (root / "hakiri.toml").read_text().replace('url = ""', f'url = "{pg_url}"')
+    text = (root / "hakiri.toml").read_text().replace('url = ""', f'url = "{pg_url}"', 1)
     (root / "hakiri.toml").write_text(text)
     env = {**os.environ, "HAKIRI_COPY_MIN_RUN_BYTES": "0"}
     done = subprocess.run(
@@ -113,44 +120,53 @@ def _rows(pg_url: str, schema: str, table: str, order: str) -> list[tuple[Any, .
         ).fetchall()
 
 
-@pytest.mark.parametrize(
-    "load",
-    [
-        '{ mode = "append" }',
-        '{ mode = "truncate" }',
-        '{ mode = "upsert", upsert_key = ["id"] }',
-        '{ mode = "blue_green" }',
-        '{ mode = "incremental_watermark", watermark_column = "id" }',
-    ],
-    ids=["append", "truncate", "upsert", "blue_green", "incremental_watermark"],
-)
-def test_a_postgres_load_on_the_cluster_equals_the_local_one(
-    cluster: StandaloneCluster, tmp_path: Path, pg_url: str, pg_conn: psycopg.Connection, load: str
+MODES = {
+    "append": '{ mode = "append" }',
+    "truncate": '{ mode = "truncate" }',
+    "upsert": '{ mode = "upsert", upsert_key = ["id"] }',
+    "blue_green": '{ mode = "blue_green" }',
+    "incremental_watermark": '{ mode = "incremental_watermark", watermark_column = "id" }',
+}
+
+
+def _quarantine(pg_url: str, schema: str, table: str) -> list[tuple[Any, ...]]:
+    """(rule_id, on_fail, dropped, row) of every record, in a fixed order."""
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute(
+            sql.SQL(
+                "SELECT rule_id, on_fail, dropped, row FROM {} ORDER BY rule_id, row::text"
+            ).format(sql.Identifier(schema, table))
+        ).fetchall()
+
+
+def test_every_postgres_load_mode_on_the_cluster_equals_the_local_one(
+    cluster: StandaloneCluster, tmp_path: Path, pg_url: str, pg_conn: psycopg.Connection
 ) -> None:
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     for where, master in (("local", "local[2]"), ("cluster", cluster.url)):
         schema = f"{tmp_path.name[-20:]}_{where}".lower().replace("-", "_")
         pg_conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         destination = (
             f'{{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}'
         )
-        root = _project(tmp_path / where, master, destination, load, RULES)
-        _apply_on(cluster, master, root, pg_url)
-        results[where] = (
-            _rows(pg_url, schema, "t", "id"),
-            _rows(pg_url, schema, "t_quarantine", "rule_id, row")
-            if load != '{ mode = "incremental_watermark", watermark_column = "id" }'
-            else [],
-        )
+        pipelines = {mode: (destination, load) for mode, load in MODES.items()}
+        root = _project(tmp_path / where, master, pipelines, RULES)
+        _apply_on(cluster, master, root, pg_url)  # one apply, one Spark application, 5 loads
+        results[where] = {
+            mode: (
+                _rows(pg_url, schema, f"t_{mode}", "id"),
+                _quarantine(pg_url, schema, f"t_{mode}_quarantine"),
+            )
+            for mode in MODES
+        }
         pg_conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
-    local_rows, local_quarantine = results["local"]
-    cluster_rows, cluster_quarantine = results["cluster"]
     nameless = len(range(0, 2 * ROWS, 97))
-    assert len(local_rows) == 2 * ROWS - nameless
-    assert cluster_rows == local_rows
-    strip = [(r[4], r[5], r[6], r[7]) for r in local_quarantine]  # rule, on_fail, dropped, row
-    assert [(r[4], r[5], r[6], r[7]) for r in cluster_quarantine] == strip
+    for mode in MODES:
+        local_rows, local_quarantine = results["local"][mode]
+        assert len(local_rows) == 2 * ROWS - nameless, mode
+        assert local_quarantine, mode
+        assert results["cluster"][mode] == (local_rows, local_quarantine), mode
 
 
 def test_a_context_store_load_on_the_cluster_equals_the_local_one(
@@ -158,15 +174,10 @@ def test_a_context_store_load_on_the_cluster_equals_the_local_one(
 ) -> None:
     tables = {}
     for where, master in (("local", "local[2]"), ("cluster", cluster.url)):
-        root = _project(
-            tmp_path / where,
-            master,
-            '{ connector = "context" }',
-            '{ mode = "upsert", upsert_key = ["id"] }',
-            RULES,
-        )
+        pipelines = {"upsert": ('{ connector = "context" }', MODES["upsert"])}
+        root = _project(tmp_path / where, master, pipelines, RULES)
         _apply_on(cluster, master, root, pg_url)
-        found = DeltaTable(str(root / ".hakiri" / "context" / "t")).to_pyarrow_table()
+        found = DeltaTable(str(root / ".hakiri" / "context" / "t_upsert")).to_pyarrow_table()
         tables[where] = sorted(found.to_pylist(), key=lambda r: r["id"])
 
     assert len(tables["local"]) == 2 * ROWS - len(range(0, 2 * ROWS, 97))
