@@ -108,8 +108,10 @@ def pg_catalog(pg_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The session's one SparkSession: local[2], UI off, PostgreSQL JDBC driver on the classpath."""
+    """The session's one SparkSession: local[2], UI off, the PostgreSQL JDBC driver and
+    delta-spark on the classpath (as `hakiri apply` starts it for a project using both)."""
     from hakiri.errors import SparkSetupError
+    from hakiri.spark.delta import delta_jars, with_delta_conf
     from hakiri.spark.session import build_spark_session, resolve_jdbc_jars
 
     problem = None
@@ -120,14 +122,15 @@ def spark() -> Iterator[SparkSession]:
     if problem:
         pytest.fail(problem, pytrace=False)
 
-    conf = {
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.default.parallelism": "2",
-    }
-    session = build_spark_session(
-        master="local[2]", conf=conf, jars=list(driver.jars), app_name="hakiri-tests"
+    conf = with_delta_conf(
+        {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+        }
     )
+    jars = [*driver.jars, *delta_jars(())]
+    session = build_spark_session(master="local[2]", conf=conf, jars=jars, app_name="hakiri-tests")
     try:
         yield session
     finally:

@@ -21,7 +21,12 @@ from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.spark.class_sharing import start_warm_up
-from hakiri.spec.connections import Target, context_store_path, destination_url
+from hakiri.spec.connections import (
+    Target,
+    context_store_path,
+    destination_kind,
+    destination_url,
+)
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
 
@@ -188,6 +193,13 @@ def _uses_postgres(project: Project) -> bool:
     )
 
 
+def _uses_context_store(project: Project) -> bool:
+    """Does any pipeline load into the context store (so Spark needs delta-spark)?"""
+    return any(
+        destination_kind(project.settings, spec) == "context" for spec in project.pipelines.values()
+    )
+
+
 class LazySpark:
     """One SparkSession for the whole apply, started on first use.
 
@@ -212,6 +224,7 @@ class LazySpark:
                     self.project.settings.spark,
                     self.project.root,
                     require_jdbc=_uses_postgres(self.project),
+                    delta=_uses_context_store(self.project),
                 )
                 self.owned = True
         return self.session

@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from hakiri.destinations.context.commit import commit_metadata
 from hakiri.destinations.context.inspect import (
     is_delta_table,
     list_tables,
@@ -148,9 +149,7 @@ def table_history(
             "operation": entry.get("operation"),
             "parameters": _json_value(entry.get("operationParameters") or {}),
             "metrics": _json_value(entry.get("operationMetrics") or {}),
-            "metadata": {
-                k: _json_value(v) for k, v in sorted(entry.items()) if k.startswith("hakiri.")
-            },
+            "metadata": {k: _json_value(v) for k, v in sorted(commit_metadata(entry).items())},
         }
         for entry in entries
     ]

@@ -2,18 +2,30 @@
 
 The Python package `delta-spark` pins the release; its jar, `io.delta:delta-spark_<spark
 major.minor>_2.13`, comes from Maven Central through hakiri's jar cache
-(`hakiri.spark.packages`): resolved once, then read from disk.
+(`hakiri.spark.packages`): resolved once, then read from disk. A delta-spark jar the user
+lists in `[spark] jars` or HAKIRI_SPARK_JARS wins: then nothing is resolved.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable, Mapping
 from importlib.metadata import version
+from pathlib import Path
 
-__all__ = ["DELTA_SESSION_CONF", "delta_coordinates"]
+__all__ = [
+    "DELTA_EXTENSION",
+    "DELTA_SESSION_CONF",
+    "delta_coordinates",
+    "delta_jars",
+    "has_delta",
+    "with_delta_conf",
+]
 
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 # What a SparkSession needs for Delta's SQL (MERGE INTO, time travel, OPTIMIZE, VACUUM).
 DELTA_SESSION_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.extensions": DELTA_EXTENSION,
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
 
@@ -24,3 +36,35 @@ def delta_coordinates() -> tuple[str, ...]:
 
     spark = ".".join(pyspark.__version__.split(".")[:2])
     return (f"io.delta:delta-spark_{spark}_2.13:{version('delta-spark')}",)
+
+
+def delta_jars(given: Iterable[str], env: Mapping[str, str] = os.environ) -> list[str]:
+    """The jars to add for Delta: none when the user's own jars (`given`) include delta-spark,
+    else the cached (or now resolved) jars of `delta_coordinates()`."""
+    from hakiri.spark.packages import resolve_packages
+
+    if any(Path(j.strip()).name.startswith("delta-spark") for j in given if j.strip()):
+        return []
+    return list(resolve_packages(delta_coordinates(), env))
+
+
+def with_delta_conf(
+    conf: Mapping[str, str | int | float | bool],
+) -> dict[str, str | int | float | bool]:
+    """`conf` plus Delta's session settings; extensions the user listed are kept, Delta's added."""
+    merged = dict(conf)
+    extensions = [e.strip() for e in str(merged.get("spark.sql.extensions", "")).split(",")]
+    extensions = [e for e in extensions if e]
+    if DELTA_EXTENSION not in extensions:
+        extensions.append(DELTA_EXTENSION)
+    merged["spark.sql.extensions"] = ",".join(extensions)
+    merged.setdefault(
+        "spark.sql.catalog.spark_catalog", DELTA_SESSION_CONF["spark.sql.catalog.spark_catalog"]
+    )
+    return merged
+
+
+def has_delta(spark: object) -> bool:
+    """Was this SparkSession started with Delta's SQL extension?"""
+    conf = spark.sparkContext.getConf()  # type: ignore[attr-defined]
+    return DELTA_EXTENSION in (conf.get("spark.sql.extensions") or "")

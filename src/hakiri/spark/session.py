@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, quote, unquote
 
 from hakiri.errors import SparkSetupError
 from hakiri.spark.class_sharing import class_sharing_options
+from hakiri.spark.delta import delta_jars, with_delta_conf
 from hakiri.spark.packages import (
     OFFLINE_ENV,
     REPOSITORIES_ENV,
@@ -219,6 +220,7 @@ def session_for(
     project_root: Path,
     *,
     require_jdbc: bool = False,
+    delta: bool = False,
     env: Mapping[str, str] = os.environ,
     app_name: str = "hakiri",
 ) -> SparkSession:
@@ -231,6 +233,9 @@ def session_for(
     error only with `require_jdbc`; otherwise Spark starts without it (pipelines
     that never touch PostgreSQL need none) and the first JDBC use fails with the
     same hint, via `hakiri.spark.errors`.
+
+    With `delta` (the project writes the context store) the session also gets delta-spark: its
+    jars (`delta_jars`) and Delta's SQL extension and catalog (`with_delta_conf`).
 
     A session already running in this process is reused, as `build_spark_session` does.
     """
@@ -249,11 +254,13 @@ def session_for(
         driver = JarResolution(source="none")
 
     conf: dict[str, str | int | float | bool] = dict(settings.conf)
+    jars = list(driver.jars)
+    if delta:
+        jars += delta_jars([*(configured or ()), *env.get(JARS_ENV, "").split(",")], env)
+        conf = with_delta_conf(conf)
     with spark_errors("starting Spark", fallback=SparkSetupError):
         # build_spark_session appends the driver jars to any spark.jars of the user's conf.
-        return build_spark_session(
-            master=settings.master, conf=conf, jars=list(driver.jars), app_name=app_name
-        )
+        return build_spark_session(master=settings.master, conf=conf, jars=jars, app_name=app_name)
 
 
 def _conf_value(value: str | int | float | bool) -> str:

@@ -1,9 +1,9 @@
 """ContextDestination: the project's Delta Lake context store as a hakiri destination.
 
-Spark writes a batch's rows as Parquet into a staging area of the store; delta-rs
-commits them into the target table `<store>/<table>`: the staged files are renamed
-into the table directory and added by ONE Delta commit (upsert: one MERGE). The
-commit, in order:
+Spark writes a batch's rows as Parquet into a staging area of the store; Spark then commits
+them into the target table `<store>/<table>` with delta-spark, in the executors: ONE Delta
+commit per batch (append or overwrite by the DataFrame writer, upsert by Delta's MERGE).
+The driver only reads the log (delta-rs: the ledger, the table's columns). The commit, in order:
 
     cdc_mirror's gate, the empty-source guard (before anything is read)
     -> the batch's app transaction id already in the table's log? drop staging, done
@@ -12,26 +12,25 @@ commit, in order:
     -> dataset validators on the staged rows, read back by Spark (an `abort` that
        fails raises, and NOTHING is committed: neither the quarantine records nor the rows)
     -> the quarantine records: one commit to the quarantine table, with the batch's app id
-    -> the data files moved into the table directory
     -> checkpoint('before_dest_commit') -> the data commit, with the batch's app id
        (and, for incremental_watermark, the new mark in its metadata)
     -> drop the staging area -> checkpoint('after_dest_commit')
 
 Delta has no transaction across two tables, so the quarantine commit precedes
-the data commit; both are idempotent by the batch's app transaction id. A crash
+the data commit; both carry the batch's transaction identity (`commit.app_id`),
+and Delta skips a write whose identity is already in the table's log. A crash
 between them leaves the records committed and the rows not: the retried batch
-skips the records (their id is in the quarantine table's log) and commits the
-rows, so both land exactly once. A validator `abort` writes neither.
+skips the records and commits the rows, so both land exactly once. A validator
+`abort` writes neither.
 
-Load modes: append (add files); truncate and blue_green (mode "overwrite": one new
-table version replaces every row atomically; blue_green needs no swap here, the
-previous version stays readable by time travel); upsert (DeltaTable.merge on the
-key); incremental_watermark (rows past the mark, filtered when staged, see
-`watermark`); cdc_mirror is refused by the same gate as in PostgreSQL. A missing
-table is created from the staged rows, whatever the mode. `backup_before_load`
-needs no copy: the version before the load stays readable (`DeltaTable(path,
-version=n)`) until it is vacuumed. Schema evolution (`evolve`) is one version of its own,
-committed before the batch's: see `evolve`.
+Load modes: append (DataFrame writer, mode append); truncate and blue_green (mode
+"overwrite": one new table version replaces every row atomically; blue_green needs no swap
+here, the previous version stays readable by time travel); upsert (MERGE on the key);
+incremental_watermark (rows past the mark, filtered when staged, see `watermark`);
+cdc_mirror is refused by the same gate as in PostgreSQL. A missing table is created from
+the staged rows, whatever the mode. `backup_before_load` needs no copy: the version before
+the load stays readable until it is vacuumed. Schema evolution (`evolve`) is one version
+of its own, committed before the batch's: see `evolve`.
 """
 
 from __future__ import annotations
@@ -54,16 +53,14 @@ from hakiri.destinations.base import (
 from hakiri.destinations.context.commit import (
     WATERMARK_COLUMN_KEY,
     WATERMARK_KEY,
-    MovedFiles,
     batch_metadata,
     check_staged_schema,
-    commit_files,
     delta_errors,
     is_committed,
     merge_rows,
-    move_into_table,
     open_table,
     staged_arrow_schema,
+    write_rows,
 )
 from hakiri.destinations.context.evolve import evolve_table
 from hakiri.destinations.context.inspect import table_columns
@@ -114,7 +111,7 @@ class _Load:
     location: Path
     table: DeltaTable | None  # None: the table does not exist yet and the commit creates it
     files: list[Path]  # the staged part files
-    schema: pa.Schema
+    rows: int  # the rows in them
     merge_key: tuple[str, ...] | None  # upsert into an existing table
     overwrite: bool
     watermark: Watermark | None
@@ -242,7 +239,7 @@ class ContextDestination:
         only adds columns, else a rewrite of every row), or raise and leave the table as it was;
         see `evolve.evolve_table`."""
         location = self._location(request.target_table, "target table")
-        evolve_table(location, self.store, self.spark, request, change)
+        evolve_table(location, self.spark, request, change)
 
     # ------------------------------------------------------------------ committing
 
@@ -271,7 +268,7 @@ class ContextDestination:
             # Write-audit-publish: the staged rows are audited before anything is committed.
             validations = self._audit(load.files, request, location)
             quarantined = self._quarantine(area, request)
-            rows = self._publish(load, area, request, checkpoint)
+            rows = self._publish(load, request, checkpoint)
         except BaseException:
             area.remove()
             raise
@@ -318,7 +315,7 @@ class ContextDestination:
             location=location,
             table=table,
             files=files,
-            schema=schema,
+            rows=area.count_rows(files),
             merge_key=merge_key,
             overwrite=mode in (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN),
             watermark=watermark,
@@ -430,90 +427,60 @@ class ContextDestination:
     def _quarantine(self, area: StagingArea, request: LoadRequest) -> int:
         """Commit the staged quarantine records (a retried batch finds its id and skips them)."""
         files = area.part_files(area.quarantine_dir)
-        if request.quarantine is None or not files or not area.count_rows(files):
+        count = area.count_rows(files) if files else 0
+        if request.quarantine is None or not count:
             return 0
         location = self._location(request.quarantine.table, "quarantine table")
         table = open_table(location)
-        if table is not None and is_committed(location, request):
-            return 0
-        schema = staged_arrow_schema(files)
         if table is not None:
-            check_staged_schema(table, schema, location)
-        moved = move_into_table(files, location, request, area.name)
+            if is_committed(location, request):
+                return 0
+            check_staged_schema(table, staged_arrow_schema(files), location)
         metadata = batch_metadata(request, **{"hakiri.node_id": request.quarantine.node_id})
-        self._commit_moved(location, table, moved, schema, request, metadata, overwrite=False)
-        return sum(_records(action) for action in moved.actions)
+        write_rows(
+            self._delta_spark(),
+            location,
+            files,
+            overwrite=False,
+            request=request,
+            metadata=metadata,
+        )
+        return count
 
-    def _publish(
-        self, load: _Load, area: StagingArea, request: LoadRequest, checkpoint: Checkpoint
-    ) -> int:
-        """The data commit, with checkpoint('before_dest_commit') just before it; rows written."""
+    def _publish(self, load: _Load, request: LoadRequest, checkpoint: Checkpoint) -> int:
+        """The data commit, by Spark, with checkpoint('before_dest_commit') just before it;
+        the rows written."""
         metadata = batch_metadata(request)
         if load.watermark is not None:
             metadata[WATERMARK_COLUMN_KEY] = load.watermark.column
             if load.watermark.mark is not None:
                 metadata[WATERMARK_KEY] = load.watermark.mark
-        if load.merge_key is not None and load.table is not None:
-            checkpoint("before_dest_commit")
+        checkpoint("before_dest_commit")
+        if load.merge_key is not None:
             return merge_rows(
-                load.table, load.location, load.files, load.merge_key, request, metadata
+                self._delta_spark(), load.location, load.files, load.merge_key, request, metadata
             )
-        moved = move_into_table(load.files, load.location, request, area.name)
-        try:
-            checkpoint("before_dest_commit")
-        except BaseException:
-            moved.remove()
-            raise
-        self._commit_moved(
-            load.location, load.table, moved, load.schema, request, metadata, load.overwrite
+        write_rows(
+            self._delta_spark(),
+            load.location,
+            load.files,
+            overwrite=load.overwrite,
+            request=request,
+            metadata=metadata,
         )
-        return sum(_records(action) for action in moved.actions)
-
-    @staticmethod
-    def _commit_moved(
-        location: Path,
-        table: DeltaTable | None,
-        moved: MovedFiles,
-        schema: pa.Schema,
-        request: LoadRequest,
-        metadata: dict[str, str],
-        overwrite: bool,
-    ) -> None:
-        """Commit moved files; if the commit fails, delete them unless the log has the batch after
-        all (the commit landed and only a post-commit step, such as a checkpoint, failed)."""
-        try:
-            commit_files(
-                location,
-                table,
-                moved,
-                schema,
-                overwrite=overwrite,
-                request=request,
-                metadata=metadata,
-            )
-        except Exception:
-            if not _landed(location, request):
-                moved.remove()
-                raise
+        return load.rows
 
     # ------------------------------------------------------------------ helpers
+
+    def _delta_spark(self) -> SparkSession:
+        """The SparkSession, checked to have delta-spark (which commits every batch)."""
+        from hakiri.destinations.context.tables import require_delta
+
+        return require_delta(self.spark())
 
     def _location(self, table: str, what: str) -> Path:
         check_table_name(table, what)
         return self.store / table
-
-
-def _landed(location: Path, request: LoadRequest) -> bool:
-    try:
-        return is_committed(location, request)
-    except HakiriError:
-        return True  # cannot tell: keep the files (vacuum removes them if they are orphans)
-
-
-def _records(action: Any) -> int:
-    import json
-
-    return int(json.loads(action.stats)["numRecords"])
 
 
 def _refuse_unsupported(request: LoadRequest) -> None:

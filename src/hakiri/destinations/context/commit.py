@@ -1,56 +1,53 @@
-"""The one place that talks to delta-rs for writing: commits of staged Parquet files, merges, and
-the translation of delta-rs and filesystem failures into one-line HakiriErrors.
+"""The one place that writes a batch into a Delta table (delta-spark, in the executors), reads the
+load ledger from the log (delta-rs, in the driver: no Spark job), and turns delta-rs and
+filesystem failures into one-line HakiriErrors.
 
-Every commit carries the batch's app transaction, `Transaction(app_id, 1)` with
-`app_id = hakiri:<project>:<pipeline>:<target table>:<batch id>`, recorded in the
-same log entry as the rows; `DeltaTable.transaction_version(app_id)` is then the
-load ledger: a batch whose app id is in a table's log is in that table. delta-rs
-does not refuse a second commit with a known app id by itself, so the caller checks
-first (the engine's pipeline lease keeps two commits of one batch from racing).
+Every commit carries the batch's transaction identity, Delta's `txnAppId` with
+`app_id = hakiri:<project>:<pipeline>:<target table>:<batch id>` and `txnVersion` 1,
+recorded in the same log entry as the rows. Delta skips a write whose identity is
+already in the log, and `DeltaTable.transaction_version(app_id)` (delta-rs) is the
+load ledger: a batch whose app id is in a table's log is in that table. hakiri's own
+metadata (batch, pipeline, run, project, watermark) is the commit's `userMetadata`,
+a JSON object (`commit_metadata` reads it back).
 
-Data files are Spark's staged part files, renamed into the table directory
-(`<batch hash>-<staging area>-<n>.parquet`) and committed as `AddAction`s with
-`numRecords` stats. Files moved but never committed (a crash in between) are
-invisible to every reader; a full vacuum (`hakiri context vacuum`, which must run
-delta-rs's `vacuum(full=True)` to see files the log never mentioned) deletes
-them once they are older than the table's retention.
+Data files are written by Spark straight into the table directory; files of a write
+that failed before its commit are invisible to every reader, and `hakiri context
+vacuum` deletes them once they are older than the table's retention.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import hashlib
 import json
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from hakiri.destinations.base import LoadRequest
+from hakiri.destinations.context.staging import read_parquet
 from hakiri.errors import DestinationUnreachable, HakiriError, LoadError
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
-    from deltalake.transaction import AddAction, CommitProperties
+    from pyspark.sql import SparkSession
 
 __all__ = [
-    "MovedFiles",
     "app_id",
     "batch_metadata",
     "check_staged_schema",
-    "commit_files",
+    "commit_metadata",
     "delta_errors",
+    "delta_uri",
     "is_committed",
     "live_files",
     "merge_rows",
-    "move_into_table",
     "open_table",
     "staged_arrow_schema",
+    "user_metadata",
+    "write_rows",
 ]
 
 # Keys of a commit's custom metadata (shown by `hakiri context history`).
@@ -60,6 +57,8 @@ RUN_KEY = "hakiri.run_id"
 PROJECT_KEY = "hakiri.project"
 WATERMARK_KEY = "hakiri.watermark"
 WATERMARK_COLUMN_KEY = "hakiri.watermark_column"
+# Every batch is one transaction of its own app id: version 1, whatever the batch.
+TXN_VERSION = 1
 
 _EVOLUTION_HINT = (
     "`hakiri apply` evolves the table to the source's columns before it stages a batch "
@@ -86,14 +85,6 @@ def batch_metadata(request: LoadRequest, **extra: str) -> dict[str, str]:
         PROJECT_KEY: request.project,
         **extra,
     }
-
-
-def _properties(request: LoadRequest, metadata: dict[str, str]) -> CommitProperties:
-    from deltalake.transaction import CommitProperties, Transaction
-
-    return CommitProperties(
-        custom_metadata=metadata, app_transactions=[Transaction(app_id(request), 1)]
-    )
 
 
 # ------------------------------------------------------------------ errors
@@ -244,128 +235,104 @@ def check_staged_schema(table: DeltaTable, staged: pa.Schema, location: Path) ->
     )
 
 
-# ------------------------------------------------------------------ writing
+# ------------------------------------------------------------------ writing (delta-spark)
 
 
-@dataclass
-class MovedFiles:
-    """Staged part files renamed into a table directory, not committed yet."""
-
-    location: Path
-    actions: list[AddAction]
-
-    def remove(self) -> None:
-        """Delete the moved files again (their commit never happened)."""
-        for action in self.actions:
-            with contextlib.suppress(OSError):
-                (self.location / unquote(action.path)).unlink()
-
-
-def move_into_table(
-    files: Sequence[Path], location: Path, request: LoadRequest, staging: str
-) -> MovedFiles:
-    """Rename the staged part files that hold rows into the table directory; their AddActions.
-
-    Files without rows are left behind (they are deleted with the staging area)."""
-    import pyarrow.parquet as pq
-    from deltalake.transaction import AddAction
-
-    batch = hashlib.sha256(app_id(request).encode()).hexdigest()[:16]
-    moved = MovedFiles(location, [])
-    with delta_errors(location, "add files to"):
-        location.mkdir(parents=True, exist_ok=True)
-        try:
-            for n, source in enumerate(files):
-                rows = pq.read_metadata(source).num_rows
-                if rows == 0:
-                    continue
-                name = f"{batch}-{staging}-{n:05d}.parquet"  # URI-safe: no encoding needed
-                target = location / name
-                os.replace(source, target)
-                stat = target.stat()
-                moved.actions.append(
-                    AddAction(
-                        path=name,
-                        size=stat.st_size,
-                        partition_values={},
-                        modification_time=int(stat.st_mtime * 1000),
-                        data_change=True,
-                        stats=json.dumps({"numRecords": rows}),
-                    )
-                )
-        except BaseException:
-            moved.remove()
-            raise
-    return moved
-
-
-def commit_files(
+def write_rows(
+    spark: SparkSession,
     location: Path,
-    table: DeltaTable | None,
-    moved: MovedFiles,
-    schema: pa.Schema,
+    files: Sequence[Path],
     *,
     overwrite: bool,
     request: LoadRequest,
     metadata: dict[str, str],
 ) -> None:
-    """ONE commit: create the table with the files, or add them to it (`overwrite`: in place of
-    every file of the current version), with the batch's app transaction."""
-    properties = _properties(request, metadata)
-    with delta_errors(location, "commit to"):
-        if table is None:
-            from deltalake import Schema
-            from deltalake.transaction import create_table_with_add_actions
+    """ONE commit by Delta's DataFrame writer, in the executors: the staged rows appended to the
+    table (`overwrite`: in place of every row of the current version; either creates a missing
+    table), with the batch's transaction identity, so Delta skips a retried batch by itself."""
+    from hakiri.spark.errors import spark_errors
 
-            create_table_with_add_actions(
-                str(location),
-                Schema.from_arrow(schema),
-                moved.actions,
-                mode="error",
-                commit_properties=properties,
-            )
-        else:
-            table.create_write_transaction(
-                list(moved.actions),
-                "overwrite" if overwrite else "append",
-                table.schema(),
-                commit_properties=properties,
-            )
+    writer = (
+        read_parquet(spark, files)
+        .write.format("delta")
+        .mode("overwrite" if overwrite else "append")
+        .option("txnAppId", app_id(request))
+        .option("txnVersion", TXN_VERSION)
+        .option("userMetadata", user_metadata(metadata))
+    )
+    with spark_errors(f"committing to the Delta table at {location}", fallback=LoadError):
+        writer.save(delta_uri(location))
 
 
 def merge_rows(
-    table: DeltaTable,
+    spark: SparkSession,
     location: Path,
     files: Sequence[Path],
     key: Sequence[str],
     request: LoadRequest,
     metadata: dict[str, str],
 ) -> int:
-    """MERGE the staged rows into the table on `key` (update every staged column of a match,
-    insert the rest), streamed from the Parquet files into delta-rs; the rows inserted or updated.
+    """Delta's MERGE of the staged rows into the table on `key`, executed by Spark: a match gets
+    every staged column, the rest is inserted. The rows inserted or updated.
 
     Table columns the staged files lack are left alone in matched rows and NULL in inserted
-    ones; with nothing but the key staged, matched rows are not touched at all."""
-    import pyarrow.dataset as ds
+    ones; with nothing but the key staged, matched rows are not touched at all. The transaction
+    identity and metadata of a MERGE can only be given as session settings, so it runs in a
+    session of its own (same SparkContext): concurrent chunk workers never see each other's."""
+    from delta.tables import DeltaTable
 
-    predicate = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key)
-    with delta_errors(location, "merge into"):
-        dataset = ds.dataset([str(f) for f in files], format="parquet")
-        merger = table.merge(
-            source=dataset.scanner().to_reader(),
-            predicate=predicate,
-            source_alias="s",
-            target_alias="t",
-            commit_properties=_properties(request, metadata),
+    from hakiri.spark.errors import spark_errors
+
+    session = spark.newSession()
+    session.conf.set("spark.databricks.delta.write.txnAppId", app_id(request))
+    session.conf.set("spark.databricks.delta.write.txnVersion", str(TXN_VERSION))
+    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata(metadata))
+    staged = read_parquet(session, files)
+    names = staged.columns
+    condition = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key)
+    with spark_errors(f"merging into the Delta table at {location}", fallback=LoadError):
+        merge = (
+            DeltaTable.forPath(session, delta_uri(location))
+            .alias("t")
+            .merge(staged.alias("s"), condition)
         )
-        if [name for name in dataset.schema.names if name not in key]:
-            merger = merger.when_matched_update_all()
-        metrics = merger.when_not_matched_insert_all().execute()
-    return int(metrics.get("num_target_rows_inserted", 0)) + int(
-        metrics.get("num_target_rows_updated", 0)
-    )
+        updated = [n for n in names if n not in key]
+        if updated:
+            merge = merge.whenMatchedUpdate(set={_quoted(n): f"s.{_quoted(n)}" for n in updated})
+        merge = merge.whenNotMatchedInsert(values={_quoted(n): f"s.{_quoted(n)}" for n in names})
+        metrics = merge.execute().first()
+    if metrics is None:  # Delta skipped it: the transaction identity was already in the log
+        return 0
+    found = metrics.asDict()
+    return int(found.get("num_inserted_rows") or 0) + int(found.get("num_updated_rows") or 0)
+
+
+def delta_uri(location: Path) -> str:
+    """A table path for Spark: explicitly file:, whatever the cluster's default filesystem is."""
+    return "file://" + str(location.resolve())
+
+
+def user_metadata(metadata: dict[str, str]) -> str:
+    """hakiri's commit metadata as Delta's `userMetadata` (a JSON object)."""
+    return json.dumps(metadata, sort_keys=True)
+
+
+def commit_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """hakiri's metadata (`hakiri.*` keys) of a commit, as delta-rs's `history()` lists it: in
+    `userMetadata` (delta-spark's commits) or as keys of the commit itself (tables written by
+    hakiri's earlier delta-rs writer)."""
+    found = {k: v for k, v in entry.items() if k.startswith("hakiri.")}
+    text = entry.get("userMetadata")
+    if isinstance(text, str) and text.startswith("{"):
+        try:
+            document = json.loads(text)
+        except ValueError:
+            document = {}
+        if isinstance(document, dict):
+            found.update({k: v for k, v in document.items() if str(k).startswith("hakiri.")})
+    return found
 
 
 def _quoted(name: str) -> str:
-    """A column name as a SQL identifier for delta-rs (DataFusion): double-quoted, exact case."""
-    return '"' + name.replace('"', '""') + '"'
+    """A column name in Spark SQL: backquoted, so dots and spaces in it are part of the name."""
+    return "`" + name.replace("`", "``") + "`"

@@ -2,16 +2,13 @@
 
 Which kind of version depends on the change:
 
-- only added columns: a metadata-only commit (delta-rs `alter.add_columns`). No data
-  file is touched; readers see NULL in the new columns for every existing row.
-- any rename, widening or retype: a rewrite. Spark reads the current version (its live
-  files, as `tables.frame_of` does), renames, converts, adds the new columns as NULL and
-  writes Parquet into a staging area of the store; the files are then renamed into the
-  table directory and committed in place of every file of the current version, with the
-  new schema, in one overwrite commit (as a truncate load commits its rows). When the new
-  schema needs a Delta feature the table does not have yet (a timestamp_ntz column), the
-  staged files are streamed through delta-rs's writer instead: an AddAction commit cannot
-  upgrade the protocol, and a schema without the feature leaves an unreadable table.
+- only added columns: a metadata-only commit (Delta's `ALTER TABLE ... ADD COLUMNS`, run by
+  Spark). No data file is touched; readers see NULL in the new columns for every existing row.
+- any rename, widening or retype: a rewrite. Spark reads the current version (as
+  `tables.frame_of` does), renames, converts, adds the new columns as NULL and overwrites
+  the table with the new schema (`overwriteSchema`) in one commit, in the executors, as a
+  truncate load commits its rows. When the new schema needs a Delta feature the table does
+  not have yet (a timestamp_ntz column), the same commit turns it on.
 
 Converted (widened or retyped) values are checked before anything is written: a value
 the new type cannot hold fails the whole change with a LoadError naming the column and a
@@ -30,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from hakiri.destinations.base import LoadRequest, SchemaChange
 from hakiri.destinations.context.commit import (
@@ -38,18 +34,17 @@ from hakiri.destinations.context.commit import (
     PROJECT_KEY,
     RUN_KEY,
     delta_errors,
-    move_into_table,
+    delta_uri,
     open_table,
-    staged_arrow_schema,
+    user_metadata,
 )
 from hakiri.destinations.context.inspect import type_name
-from hakiri.destinations.context.staging import new_staging_area, write_parquet
+from hakiri.destinations.context.tables import require_delta
 from hakiri.destinations.context.types import delta_type_json
 from hakiri.errors import LoadError
 
 if TYPE_CHECKING:
-    from deltalake import DeltaTable, Schema
-    from deltalake.transaction import CommitProperties
+    from deltalake import DeltaTable
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -108,7 +103,6 @@ class _Evolution:
 
 def evolve_table(
     location: Path,
-    store: Path,
     spark: Callable[[], SparkSession],
     request: LoadRequest,
     change: SchemaChange,
@@ -132,11 +126,15 @@ def evolve_table(
         RUN_KEY: request.run_id,
         SCHEMA_CHANGE_KEY: evolution.summary,
     }
+    if not evolution.rewrites and not evolution.adds:
+        return  # every part was already so (a rename to itself, a type spelled another way)
+    if _needs_timestamp_ntz(table, location, evolution):
+        _enable_timestamp_ntz(location, spark(), metadata)
+        table = open_table(location) or table  # the rewrite reads the version after it
     if evolution.rewrites:
-        _rewrite(table, location, store, spark(), request, evolution, metadata)
-    elif evolution.adds:
-        _add_columns(table, location, evolution, metadata)
-    # else: every part was already so (a rename to itself, a type spelled another way)
+        _rewrite(table, location, spark(), evolution, metadata)
+    else:
+        _add_columns(location, spark(), evolution, metadata)
 
 
 # ------------------------------------------------------------------ deciding
@@ -245,16 +243,39 @@ def _normalized(name: str) -> str:
 
 
 def _add_columns(
-    table: DeltaTable, location: Path, evolution: _Evolution, metadata: dict[str, str]
+    location: Path, spark: SparkSession, evolution: _Evolution, metadata: dict[str, str]
 ) -> None:
-    from deltalake import Field
-    from deltalake.transaction import CommitProperties
+    """Delta's `ALTER TABLE ... ADD COLUMNS`, run by Spark: a metadata-only version."""
+    from hakiri.spark.errors import spark_errors
 
-    fields = [Field.from_json(json.dumps(c.field)) for c in evolution.columns if c.source is None]
-    with delta_errors(location, "add columns to"):
-        table.alter.add_columns(
-            fields, commit_properties=CommitProperties(custom_metadata=metadata)
+    added = {"type": "struct", "fields": [c.field for c in evolution.columns if c.source is None]}
+    session = _session(spark, metadata)
+    with spark_errors(f"adding columns to the Delta table at {location}", fallback=LoadError):
+        # The JVM's own DDL of the fields quotes every name, nested ones included.
+        ddl = session._jvm.org.apache.spark.sql.types.DataType.fromJson(json.dumps(added)).toDDL()  # type: ignore[attr-defined]
+        session.sql(f"ALTER TABLE delta.{_quoted(delta_uri(location))} ADD COLUMNS ({ddl})")
+
+
+def _enable_timestamp_ntz(location: Path, spark: SparkSession, metadata: dict[str, str]) -> None:
+    """Turn on Delta's timestampNtz table feature: a version of its own (Delta enables it by
+    hand only), before the version that adds or converts the column. delta-rs reads it."""
+    from hakiri.spark.errors import spark_errors
+
+    session = _session(spark, metadata)
+    with spark_errors(
+        f"enabling timestamp_ntz in the Delta table at {location}", fallback=LoadError
+    ):
+        session.sql(
+            f"ALTER TABLE delta.{_quoted(delta_uri(location))} "
+            "SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
         )
+
+
+def _session(spark: SparkSession, metadata: dict[str, str]) -> SparkSession:
+    """A session of its own (same SparkContext) whose Delta commits carry `metadata`."""
+    session = require_delta(spark).newSession()
+    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata(metadata))
+    return session
 
 
 # ------------------------------------------------------------------ rewrite
@@ -263,40 +284,50 @@ def _add_columns(
 def _rewrite(
     table: DeltaTable,
     location: Path,
-    store: Path,
     spark: SparkSession,
-    request: LoadRequest,
     evolution: _Evolution,
     metadata: dict[str, str],
 ) -> None:
-    from deltalake import Schema
+    """Spark reads the current version, converts, and overwrites the table with the new schema
+    (`overwriteSchema`) in one Delta commit."""
     from pyspark.sql.types import StructType
 
     from hakiri.destinations.context.tables import frame_of
+    from hakiri.spark.errors import spark_errors
 
-    frame = frame_of(spark, table, location)
+    session = _session(spark, metadata)
+    frame = frame_of(session, table, location)
     target = StructType.fromJson(evolution.schema_json())
     projection = _projection(frame, evolution, target, location)
     _check_conversions(frame, evolution, target, location)
+    writer = (
+        frame.select(*projection)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .option("userMetadata", user_metadata(metadata))
+    )
+    _check_still_at(table, location)
+    with spark_errors(
+        f"rewriting the Delta table at {location} with its new columns", fallback=LoadError
+    ):
+        writer.save(delta_uri(location))
 
-    schema = Schema.from_json(json.dumps(evolution.schema_json()))
-    area = new_staging_area(store, request)
-    try:
-        with delta_errors(area.root, "create", what="the staging directory"):
-            area.root.mkdir(parents=True)
-        write_parquet(
-            frame.select(*projection),
-            area.rows_dir,
-            f"rewriting the Delta table at {location} with its new columns",
+
+def _check_still_at(table: DeltaTable, location: Path) -> None:
+    """The table is still at the version the rewrite read. Another commit in between would be
+    replaced by the overwrite (its rows lost): refuse instead. A commit during the write itself
+    is Delta's to catch: an overwrite reads the whole table, so it conflicts with any commit."""
+    latest = open_table(location)
+    with delta_errors(location, "read", reading=True):
+        moved = latest is None or latest.version() != table.version()
+    if moved:
+        raise LoadError(
+            f"cannot commit the new columns of the Delta table at {location}: it changed while "
+            "they were computed",
+            "another writer committed to the table at the same time; apply again "
+            "(the table was left at its previous version)",
         )
-        files = area.part_files(area.rows_dir)
-        _check_written(files, schema, location)
-        if _needs_timestamp_ntz(table, location, evolution):
-            _write_through_delta_rs(table, location, files, metadata)
-        else:
-            _commit_in_place(table, location, files, schema, request, area.name, metadata)
-    finally:
-        area.remove()
 
 
 def _projection(
@@ -373,107 +404,12 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _check_written(files: list[Path], schema: Schema, location: Path) -> None:
-    """Spark wrote the evolved columns, with the evolved types (else nothing is committed)."""
-    if not files:
-        raise LoadError(f"rewriting the Delta table at {location} wrote no data file", _BUG_HINT)
-    from deltalake import Schema
-
-    with delta_errors(location, "convert the rewritten rows of"):
-        written = [
-            (f.name, type_name(f.type))
-            for f in Schema.from_arrow(staged_arrow_schema(files)).fields
-        ]
-    expected = [(f.name, type_name(f.type)) for f in schema.fields]
-    if written != expected:
-        shown = ", ".join(f"{n} {t}" for n, t in written)
-        raise LoadError(
-            f"rewriting the Delta table at {location} wrote the columns ({shown}), not the "
-            "evolved ones",
-            _BUG_HINT,
-        )
-
-
 def _needs_timestamp_ntz(table: DeltaTable, location: Path, evolution: _Evolution) -> bool:
     if '"timestamp_ntz"' not in json.dumps(evolution.schema_json()):
         return False
     with delta_errors(location, "read", reading=True):
         features = set(table.protocol().reader_features or ())
     return "timestampNtz" not in features
-
-
-def _commit_in_place(
-    table: DeltaTable,
-    location: Path,
-    files: list[Path],
-    schema: Schema,
-    request: LoadRequest,
-    staging: str,
-    metadata: dict[str, str],
-) -> None:
-    """Move the rewritten files into the table and commit them in place of every current file,
-    with the new schema (the log's new metaData), in one overwrite commit."""
-    moved = move_into_table(files, location, request, staging)
-    try:
-        with delta_errors(location, "commit the new columns of"):
-            table.create_write_transaction(
-                list(moved.actions),
-                "overwrite",
-                schema,
-                commit_properties=_commit_properties(metadata),
-            )
-    except Exception:
-        if not _landed(location, [a.path for a in moved.actions]):
-            moved.remove()
-        raise
-
-
-def _commit_properties(metadata: dict[str, str]) -> CommitProperties:
-    """A rewrite commits on top of the version it read, or not at all: delta-rs would otherwise
-    retry on top of a concurrent commit and keep that commit's files under the new schema
-    (a renamed column NULL in them), or replace its rows. A lost race fails with delta-rs's
-    CommitFailedError, "another writer committed ... apply again"."""
-    from deltalake.transaction import CommitProperties
-
-    return CommitProperties(custom_metadata=metadata, max_commit_retries=0)
-
-
-def _landed(location: Path, paths: list[str]) -> bool:
-    """Does the table's current version hold these files (the commit landed and only a
-    post-commit step failed)?"""
-    from deltalake import DeltaTable
-
-    if not paths:
-        return False
-    try:
-        live = {Path(unquote(uri)).name for uri in DeltaTable(str(location)).file_uris()}
-    except Exception:
-        return True  # cannot tell: keep the files (vacuum removes them if they are orphans)
-    return any(Path(unquote(p)).name in live for p in paths)
-
-
-def _write_through_delta_rs(
-    table: DeltaTable, location: Path, files: list[Path], metadata: dict[str, str]
-) -> None:
-    """Stream the rewritten rows (Arrow batches, never the whole table at once) into one
-    delta-rs overwrite that also replaces the schema and upgrades the protocol."""
-    import pyarrow.dataset as ds
-    from deltalake import write_deltalake
-
-    schema = staged_arrow_schema(files)
-    with delta_errors(location, "commit the new columns of"):
-        reader = (
-            ds.dataset([str(f) for f in files], format="parquet", schema=schema)
-            .scanner()
-            .to_reader()
-        )
-        write_deltalake(
-            table,
-            reader,
-            mode="overwrite",
-            schema_mode="overwrite",
-            commit_properties=_commit_properties(metadata),
-        )
 
 
 def _quoted(name: str) -> str:

@@ -147,6 +147,29 @@ def delta_type_name(data_type: DataType) -> str | None:
     return spark_to_delta(data_type.simpleString())
 
 
+# Characters Delta refuses in a column name unless the table uses column mapping, which
+# delta-rs (plan, `context show`) does not read correctly: such names are refused when staged.
+_DELTA_FORBIDDEN = " ,;{}()\n\t="
+
+
+def _unwritable_name(name: str, data_type: DataType) -> str | None:
+    """The first name, this column's or a nested field's, that Delta cannot write as it is."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if any(c in _DELTA_FORBIDDEN for c in name):
+        return name
+    if isinstance(data_type, StructType):
+        for field in data_type.fields:
+            found = _unwritable_name(field.name, field.dataType)
+            if found is not None:
+                return found
+    elif isinstance(data_type, ArrayType):
+        return _unwritable_name("", data_type.elementType)
+    elif isinstance(data_type, MapType):
+        return _unwritable_name("", data_type.keyType) or _unwritable_name("", data_type.valueType)
+    return None
+
+
 def staged_columns(spark_schema: Any) -> tuple[TargetColumn, ...]:
     """The staged columns of a Spark schema (a StructType, void columns already cast), with Delta types.
 
@@ -161,6 +184,14 @@ def staged_columns(spark_schema: Any) -> tuple[TargetColumn, ...]:
                 f"column {field.name!r} has Spark type {field.dataType.simpleString()}, which the "
                 "context store (Delta Lake) cannot hold",
                 "convert it in a transform (a cast, or to_json(...)); see docs/types.md",
+            )
+        bad = _unwritable_name(field.name, field.dataType)
+        if bad is not None:
+            raise LoadError(
+                f"column name {bad!r} has a character Delta Lake does not allow without column "
+                f"mapping (one of {_DELTA_FORBIDDEN!r})",
+                'rename the column in a transform (op = "rename"); column-mapped tables '
+                "cannot be read back by `hakiri plan` and `hakiri context show`",
             )
         # Delta column names are unique regardless of case.
         if field.name.lower() in seen:

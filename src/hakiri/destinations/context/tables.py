@@ -1,38 +1,23 @@
-"""Spark DataFrames over the context store's Delta tables: the current version's files, read by Spark.
+"""Spark DataFrames over the context store's Delta tables, read by delta-spark.
 
-Spark has no Delta reader here (delta-spark's jars are not available), so a table is
-read as the Parquet files delta-rs lists for its current version, with the table's
-own schema. That is exact for tables hakiri writes; a table that needs a real Delta
-reader (deletion vectors, column mapping: written by other engines) is refused.
+A table is read at the version delta-rs opened in the driver (`versionAsOf`), so what the
+driver checked (columns, ledger) and what Spark reads are the same version.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hakiri.destinations.context.commit import delta_errors, live_files, open_table
-from hakiri.destinations.context.staging import check_table_name, read_parquet
-from hakiri.errors import LoadError
+from hakiri.destinations.context.commit import delta_errors, delta_uri, open_table
+from hakiri.destinations.context.staging import check_table_name
+from hakiri.errors import LoadError, SparkSetupError
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
-__all__ = ["frame_of", "spark_schema_of", "table_frame"]
-
-# Reader features that change which rows or columns a Parquet file holds.
-_UNREADABLE = frozenset({"deletionVectors", "columnMapping"})
-
-
-def spark_schema_of(table: DeltaTable, location: Path) -> StructType:
-    """The table's schema as a Spark StructType (Delta's schema JSON is Spark's)."""
-    from pyspark.sql.types import StructType
-
-    with delta_errors(location, "read", reading=True):
-        return StructType.fromJson(json.loads(table.schema().to_json()))
+__all__ = ["frame_of", "require_delta", "table_frame"]
 
 
 def table_frame(spark: SparkSession, store: Path, name: str) -> DataFrame:
@@ -49,13 +34,24 @@ def table_frame(spark: SparkSession, store: Path, name: str) -> DataFrame:
 
 
 def frame_of(spark: SparkSession, table: DeltaTable, location: Path) -> DataFrame:
-    """An open Delta table's current rows as a Spark DataFrame."""
+    """An open Delta table's rows, at the version it was opened at, as a Spark DataFrame."""
+    from hakiri.spark.errors import spark_errors
+
+    require_delta(spark)
     with delta_errors(location, "read", reading=True):
-        features = set(table.protocol().reader_features or ())
-    unreadable = sorted(features & _UNREADABLE)
-    if unreadable:
-        raise LoadError(
-            f"the Delta table at {location} uses {', '.join(unreadable)}, which hakiri cannot read",
-            "rewrite the table without that feature, or load into a new table",
+        version = table.version()
+    with spark_errors(f"reading the Delta table at {location}", fallback=LoadError):
+        return spark.read.format("delta").option("versionAsOf", version).load(delta_uri(location))
+
+
+def require_delta(spark: SparkSession) -> SparkSession:
+    """The session, if it was started with delta-spark; else a SparkSetupError naming the fix."""
+    from hakiri.spark.delta import has_delta
+
+    if not has_delta(spark):
+        raise SparkSetupError(
+            "this SparkSession was started without delta-spark, which the context store needs",
+            "let hakiri start Spark (`hakiri apply`), or start the session with delta-spark's "
+            "jar and `spark.sql.extensions = io.delta.sql.DeltaSparkSessionExtension`",
         )
-    return read_parquet(spark, live_files(table, location), spark_schema_of(table, location))
+    return spark

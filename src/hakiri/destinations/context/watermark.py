@@ -1,6 +1,6 @@
 """incremental_watermark in the context store: the mark lives in the table's own commit log.
 
-Each incremental commit carries the new high-water mark in its custom metadata
+Each incremental commit carries the new high-water mark in its metadata (`userMetadata`)
 (`hakiri.watermark`, with `hakiri.watermark_column`, `hakiri.project` and
 `hakiri.pipeline_id`), in the same log entry as the rows, so the rows and the
 mark commit together. The current mark is that of the newest commit of this
@@ -30,6 +30,7 @@ from hakiri.destinations.context.commit import (
     PROJECT_KEY,
     WATERMARK_COLUMN_KEY,
     WATERMARK_KEY,
+    commit_metadata,
     delta_errors,
 )
 from hakiri.errors import LoadError
@@ -72,13 +73,14 @@ def read_mark(
         history = table.history()
     # Newest first, whatever order delta-rs lists them in.
     for entry in sorted(history, key=lambda e: e.get("version", -1), reverse=True):
+        found = commit_metadata(entry)
         if (
-            entry.get(PROJECT_KEY) == request.project
-            and entry.get(PIPELINE_KEY) == request.pipeline_id
-            and entry.get(WATERMARK_COLUMN_KEY) == column
-            and entry.get(WATERMARK_KEY) is not None
+            found.get(PROJECT_KEY) == request.project
+            and found.get(PIPELINE_KEY) == request.pipeline_id
+            and found.get(WATERMARK_COLUMN_KEY) == column
+            and found.get(WATERMARK_KEY) is not None
         ):
-            return str(entry[WATERMARK_KEY])
+            return str(found[WATERMARK_KEY])
     return _table_max(spark, table, location, column)
 
 

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from hakiri.destinations.base import LoadRequest, LoadResult, QuarantineTable
 from hakiri.destinations.context.client import ContextDestination
+from hakiri.destinations.context.commit import commit_metadata
 from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode, LoadSpec
 from hakiri.spec.quality import DatasetValidator, RowRule
@@ -84,8 +85,9 @@ def version_of(path: Path) -> int:
 
 
 def history_of(path: Path) -> list[dict[str, Any]]:
-    """The table's commits, oldest first."""
-    return sorted(DeltaTable(str(path)).history(), key=lambda e: e["version"])
+    """The table's commits, oldest first, with hakiri's metadata (`userMetadata`) as keys."""
+    entries = [{**e, **commit_metadata(e)} for e in DeltaTable(str(path)).history()]
+    return sorted(entries, key=lambda e: e["version"])
 
 
 def files_in(path: Path) -> list[str]:

@@ -3,13 +3,14 @@ that never happened leaves nothing a reader can see."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from hakiri.destinations.context.client import ContextDestination
-from hakiri.destinations.context.commit import MovedFiles, app_id
+from hakiri.destinations.context.commit import app_id
 from hakiri.errors import HakiriError, HookError, LoadError
 from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode
@@ -111,7 +112,7 @@ def test_a_crash_before_the_commit_leaves_the_previous_version_and_a_retry_loads
 
     assert version_of(store / "orders") == 0
     assert table_rows(store / "orders") == before
-    assert files_in(store / "orders") == files_before  # moved files were taken back out
+    assert files_in(store / "orders") == files_before  # nothing was written
     assert staging_dirs(store) == []
     assert not dest.is_committed(request("orders", mode, **options))
 
@@ -125,19 +126,13 @@ def test_a_crash_before_the_commit_leaves_the_previous_version_and_a_retry_loads
     assert ids == ([2, 3] if mode in ("truncate", "blue_green") else [1, 2, 3])
 
 
-def test_files_moved_but_never_committed_are_invisible(
-    dest: ContextDestination, store: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+def test_data_files_of_a_write_that_never_committed_are_invisible(
+    dest: ContextDestination, store: Path, spark: SparkSession
 ) -> None:
     load(dest, frame(spark, ORDERS, [(1, "a")]), request("orders", batch="seed"))
-    # A hard crash (os._exit) cleans nothing up: keep the moved files where they are.
-    monkeypatch.setattr(MovedFiles, "remove", lambda self: None)
-    with pytest.raises(Crash):
-        load(
-            dest,
-            frame(spark, ORDERS, [(2, "b")]),
-            request("orders"),
-            checkpoint=Recorder("before_dest_commit"),
-        )
+    # What a writer killed between writing its data files and its commit leaves behind.
+    orphan = store / "orders" / "part-00000-killed-before-commit.snappy.parquet"
+    shutil.copy(store / "orders" / files_in(store / "orders")[0], orphan)
 
     assert len(files_in(store / "orders")) == 2  # the orphan is there...
     assert table_rows(store / "orders") == [{"id": 1, "name": "a"}]  # ...and no reader sees it

@@ -149,12 +149,23 @@ def test_timestamps_and_decimals_round_trip(
     assert back["amount"] == Decimal("12345678901234567890.0123456789")
 
 
-def test_a_column_name_with_spaces_and_upper_case_loads(
+def test_a_column_name_with_upper_case_dots_and_unicode_loads(
     dest: ContextDestination, store: Path, spark: SparkSession
 ) -> None:
-    load(dest, frame(spark, "`Order Id` bigint, `Näme` string", [(1, "x")]), request("odd"))
+    load(dest, frame(spark, "`Order.Id` bigint, `Näme` string", [(1, "x")]), request("odd"))
 
-    assert table_rows(store / "odd") == [{"Order Id": 1, "Näme": "x"}]
+    assert table_rows(store / "odd") == [{"Order.Id": 1, "Näme": "x"}]
+
+
+@pytest.mark.parametrize("schema", ["`Order Id` bigint", "o struct<`a=b`: bigint>"])
+def test_a_column_name_delta_cannot_write_is_refused_before_staging(
+    dest: ContextDestination, store: Path, spark: SparkSession, schema: str
+) -> None:
+    with pytest.raises(LoadError, match="has a character Delta Lake does not allow") as caught:
+        dest.stage(RuleCheck.unchecked(frame(spark, schema, [])), request("odd"))
+
+    assert "rename the column in a transform" in (caught.value.hint or "")
+    assert staging_dirs(store) == [] and not (store / "odd").exists()
 
 
 # ---------------------------------------------------------------- truncate and blue_green
@@ -227,8 +238,8 @@ def test_an_empty_source_empties_the_table_when_allowed(
 def test_upsert_updates_matching_keys_and_inserts_the_rest_in_one_merge(
     dest: ContextDestination, store: Path, spark: SparkSession
 ) -> None:
-    ddl = "`Order Id` bigint, region string, amount decimal(10,2), at timestamp"
-    key = ["Order Id", "region"]
+    ddl = "`Order.Id` bigint, region string, amount decimal(10,2), at timestamp"
+    key = ["Order.Id", "region"]
     t0, t1 = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 6, 1, 8, 30, tzinfo=UTC)
     first = load(
         dest,
@@ -242,7 +253,7 @@ def test_upsert_updates_matching_keys_and_inserts_the_rest_in_one_merge(
         dest,
         frame(
             spark,
-            "at timestamp, amount decimal(10,2), region string, `Order Id` bigint",
+            "at timestamp, amount decimal(10,2), region string, `Order.Id` bigint",
             [(t1, Decimal("20.00"), "eu", 2), (t1, Decimal("5.00"), "us", 2)],
         ),
         request("sales", "upsert", batch="batch-2", upsert_key=key),
@@ -250,16 +261,16 @@ def test_upsert_updates_matching_keys_and_inserts_the_rest_in_one_merge(
 
     assert result.rows_loaded == 2  # one updated, one inserted
     assert table_rows(store / "sales") == [
-        {"Order Id": 1, "region": "eu", "amount": Decimal("1.00"), "at": t0},
-        {"Order Id": 2, "region": "eu", "amount": Decimal("20.00"), "at": t1},
-        {"Order Id": 2, "region": "us", "amount": Decimal("5.00"), "at": t1},
+        {"Order.Id": 1, "region": "eu", "amount": Decimal("1.00"), "at": t0},
+        {"Order.Id": 2, "region": "eu", "amount": Decimal("20.00"), "at": t1},
+        {"Order.Id": 2, "region": "us", "amount": Decimal("5.00"), "at": t1},
     ]
     assert version_of(store / "sales") == 1
     merge = history_of(store / "sales")[-1]
     assert merge["operation"] == "MERGE" and merge["hakiri.batch_id"] == "batch-2"
     assert table_rows(store / "sales", version=0) == [
-        {"Order Id": 1, "region": "eu", "amount": Decimal("1.00"), "at": t0},
-        {"Order Id": 2, "region": "eu", "amount": Decimal("2.00"), "at": t0},
+        {"Order.Id": 1, "region": "eu", "amount": Decimal("1.00"), "at": t0},
+        {"Order.Id": 2, "region": "eu", "amount": Decimal("2.00"), "at": t0},
     ]
 
 
