@@ -207,8 +207,10 @@ class LazySpark:
     reused and left running; one we started is stopped when the apply ends.
     """
 
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: Project, *, delta: bool | None = None) -> None:
         self.project = project
+        # delta-spark in the session: when asked, else when a pipeline loads into the context store
+        self.delta = _uses_context_store(project) if delta is None else delta
         self.session: Any = None
         self.owned = False
 
@@ -224,7 +226,7 @@ class LazySpark:
                     self.project.settings.spark,
                     self.project.root,
                     require_jdbc=_uses_postgres(self.project),
-                    delta=_uses_context_store(self.project),
+                    delta=self.delta,
                 )
                 self.owned = True
         return self.session

@@ -1,6 +1,8 @@
 """`hakiri context …`: list, read and maintain the Delta tables of the project's context store.
 
-JVM-free: delta-rs reads the transaction logs and data files. Every store the project
+Reading is JVM-free: delta-rs reads the transaction logs and data files (`tables`, `show`,
+`history`). `optimize` rewrites data, so Spark does it (delta-spark, in the executors);
+`vacuum` only lists and deletes files, with delta-rs. Every store the project
 uses is searched: `[context] path`, plus any pipeline's own destination `config.path`.
 Reads touch only what they need (stats for `tables`, the first N rows for `show`).
 """
@@ -160,14 +162,15 @@ def table_history(
 def optimize_table(
     root: Path, table: str, store: Path | None = None, env: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """Compact small files into bigger ones; a new version when anything was rewritten."""
+    """Compact small files into bigger ones (Delta's OPTIMIZE, run by Spark in the executors);
+    a new version when anything was rewritten. A table of one file starts no JVM."""
     found = _find(root, table, store, env)
     delta = _open(found)
     version_before, files_before = delta.version(), _file_count(delta)
-    try:
-        metrics = delta.optimize.compact()
-    except Exception as exc:
-        raise _maintenance_error("optimize", found, exc) from None
+    added = removed = 0
+    if files_before > 1:
+        added, removed = _compact(root, found, env)
+        delta = _open(found)
     return {
         "table": found.name,
         "path": str(found.path),
@@ -175,9 +178,31 @@ def optimize_table(
         "version": delta.version(),
         "files_before": files_before,
         "files_after": _file_count(delta),
-        "files_added": int(metrics.get("numFilesAdded", 0)),
-        "files_removed": int(metrics.get("numFilesRemoved", 0)),
+        "files_added": added,
+        "files_removed": removed,
     }
+
+
+def _compact(root: Path, found: ContextTable, env: Mapping[str, str] | None) -> tuple[int, int]:
+    """delta-spark's `optimize().executeCompaction()`: (files added, files removed)."""
+    from hakiri.destinations.context.commit import delta_uri
+    from hakiri.services.apply import LazySpark
+    from hakiri.spark.errors import spark_errors
+
+    project = load_project(root, os.environ if env is None else env)
+    spark = LazySpark(project, delta=True)
+    try:
+        from delta.tables import DeltaTable
+
+        with spark_errors(f"optimizing `{found.name}` ({display_path(found.path)})"):
+            builder = DeltaTable.forPath(spark.get(), delta_uri(found.path)).optimize()
+            metrics = builder.executeCompaction().first()
+    finally:
+        spark.stop()
+    done = metrics["metrics"] if metrics is not None else None
+    if done is None:
+        return 0, 0
+    return int(done["numFilesAdded"] or 0), int(done["numFilesRemoved"] or 0)
 
 
 def vacuum_table(

@@ -169,19 +169,50 @@ def test_every_postgres_load_mode_on_the_cluster_equals_the_local_one(
         assert results["cluster"][mode] == (local_rows, local_quarantine), mode
 
 
-def test_a_context_store_load_on_the_cluster_equals_the_local_one(
+def _delta_rows(location: Path, columns: tuple[str, ...] | None = None) -> list[Any]:
+    table = DeltaTable(str(location)).to_pyarrow_table(columns=list(columns) if columns else None)
+    return sorted(table.to_pylist(), key=lambda r: [str(r[k]) for k in sorted(r)])
+
+
+def test_every_context_store_load_mode_on_the_cluster_equals_the_local_one(
     cluster: StandaloneCluster, tmp_path: Path, pg_url: str
 ) -> None:
-    tables = {}
+    """Two applies per side: the first creates each table, the second loads a third file whose
+    first half changes existing keys and second half adds new ones (upsert: Delta's MERGE,
+    on the executors)."""
+    tables: dict[str, dict[str, Any]] = {}
     for where, master in (("local", "local[2]"), ("cluster", cluster.url)):
-        pipelines = {"upsert": ('{ connector = "context" }', MODES["upsert"])}
+        pipelines = {mode: ('{ connector = "context" }', load) for mode, load in MODES.items()}
         root = _project(tmp_path / where, master, pipelines, RULES)
         _apply_on(cluster, master, root, pg_url)
-        found = DeltaTable(str(root / ".hakiri" / "context" / "t_upsert")).to_pyarrow_table()
-        tables[where] = sorted(found.to_pylist(), key=lambda r: r["id"])
+        changed = _csv(2).replace("@example.com", "@changed.example").splitlines()
+        shifted = [changed[0]] + [
+            f"{int(line.split(',')[0]) - ROWS // 2},{line.split(',', 1)[1]}" for line in changed[1:]
+        ]
+        (root / "data" / "part-2.csv").write_text("\n".join(shifted) + "\n")
+        _apply_on(cluster, master, root, pg_url)
+        store = root / ".hakiri" / "context"
+        tables[where] = {
+            mode: (
+                _delta_rows(store / f"t_{mode}"),
+                _delta_rows(
+                    store / f"t_{mode}_quarantine", ("rule_id", "on_fail", "dropped", "row")
+                ),
+                [h["operation"] for h in DeltaTable(str(store / f"t_{mode}")).history()],
+            )
+            for mode in MODES
+        }
 
-    assert len(tables["local"]) == 2 * ROWS - len(range(0, 2 * ROWS, 97))
-    assert tables["cluster"] == tables["local"]
+    local = tables["local"]
+    first = 2 * ROWS - len(range(0, 2 * ROWS, 97))  # rows without an email are skipped
+    third = [i - ROWS // 2 for i in range(2 * ROWS, 3 * ROWS) if i % 97]
+    assert len(local["append"][0]) == first + len(third)
+    assert len(local["truncate"][0]) == first + len(third)  # all files are one snapshot
+    assert len(local["upsert"][0]) == first + len([i for i in third if i >= 2 * ROWS])
+    assert local["upsert"][2][0] == "MERGE"  # newest first
+    for mode in MODES:
+        assert local[mode][1], mode  # quarantine records
+        assert tables["cluster"][mode] == local[mode], mode
 
 
 def test_a_worker_killed_mid_load_is_retried_and_the_target_is_exact(
