@@ -20,17 +20,27 @@ def rows_scanned(spark: Any, work: Callable[[], Any], scan: str = "Scan csv") ->
 def scans(spark: Any, work: Callable[[], Any], scan: str = "Scan csv") -> tuple[int, int]:
     """(rows the `scan` nodes produced, how many such nodes ran) while `work` ran."""
     store = spark._jsparkSession.sharedState().statusStore()
-    first = store.executionsList().size()
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    first = _last_execution_id(store) + 1
     work()
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     return rows_scanned_since(store, first, scan), scan_nodes_since(store, first, scan)
 
 
+def _last_execution_id(store: Any) -> int:
+    """The newest execution's id (-1 for none). The store keeps only the newest executions
+    (`spark.sql.ui.retainedExecutions`), so ids, not positions in its list, mark a point."""
+    executions = store.executionsList()
+    return max((executions.apply(k).executionId() for k in range(executions.size())), default=-1)
+
+
 def _scan_nodes(store: Any, first_execution: int, scan: str) -> list[tuple[int, Any]]:
     executions = store.executionsList()
     found = []
-    for k in range(first_execution, executions.size()):
+    for k in range(executions.size()):
         execution_id = executions.apply(k).executionId()
+        if execution_id < first_execution:
+            continue
         nodes = store.planGraph(execution_id).allNodes()
         for n in range(nodes.size()):
             node = nodes.apply(n)
@@ -40,12 +50,12 @@ def _scan_nodes(store: Any, first_execution: int, scan: str) -> list[tuple[int, 
 
 
 def scan_nodes_since(store: Any, first_execution: int, scan: str) -> int:
-    """How many `scan` nodes the SQL executions from index `first_execution` on ran."""
+    """How many `scan` nodes the SQL executions from id `first_execution` on ran."""
     return len(_scan_nodes(store, first_execution, scan))
 
 
 def rows_scanned_since(store: Any, first_execution: int, scan: str) -> int:
-    """Rows the `scan` nodes produced in the SQL executions from index `first_execution` on."""
+    """Rows the `scan` nodes produced in the SQL executions from id `first_execution` on."""
     total = 0
     for execution_id, node in _scan_nodes(store, first_execution, scan):
         values = store.executionMetrics(execution_id)
