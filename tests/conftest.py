@@ -117,6 +117,7 @@ def spark() -> Iterator[SparkSession]:
     problem = None
     try:
         driver = resolve_jdbc_jars(None)
+        jars = [*driver.jars, *delta_jars(())]
     except SparkSetupError as exc:
         problem = f"{exc.reason}\nhint: {exc.hint}"
     if problem:
@@ -129,7 +130,6 @@ def spark() -> Iterator[SparkSession]:
             "spark.default.parallelism": "2",
         }
     )
-    jars = [*driver.jars, *delta_jars(())]
     session = build_spark_session(master="local[2]", conf=conf, jars=jars, app_name="hakiri-tests")
     try:
         yield session
