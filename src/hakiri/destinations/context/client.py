@@ -59,6 +59,7 @@ from hakiri.destinations.context.commit import (
     is_committed,
     merge_rows,
     open_table,
+    spark_name,
     staged_arrow_schema,
     write_rows,
 )
@@ -111,7 +112,7 @@ class _Load:
     location: Path
     table: DeltaTable | None  # None: the table does not exist yet and the commit creates it
     files: list[Path]  # the staged part files
-    rows: int  # the rows in them
+    rows: int  # the rows in them, counted when they were staged
     merge_key: tuple[str, ...] | None  # upsert into an existing table
     overwrite: bool
     watermark: Watermark | None
@@ -264,7 +265,7 @@ class ContextDestination:
                     f"the staging area {area.root} of batch {request.batch_id} is gone",
                     "it was deleted before the commit; apply again to re-stage the batch",
                 )
-            load = self._plan(area, request, location)
+            load = self._plan(area, request, location, staged.rows)
             # Write-audit-publish: the staged rows are audited before anything is committed.
             validations = self._audit(load.files, request, location)
             quarantined = self._quarantine(area, request)
@@ -282,7 +283,7 @@ class ContextDestination:
             validations=tuple(validations),
         )
 
-    def _plan(self, area: StagingArea, request: LoadRequest, location: Path) -> _Load:
+    def _plan(self, area: StagingArea, request: LoadRequest, location: Path, rows: int) -> _Load:
         """Check the staged rows against the table and the load mode; nothing is written."""
         files = area.part_files(area.rows_dir)
         if not files:
@@ -315,7 +316,7 @@ class ContextDestination:
             location=location,
             table=table,
             files=files,
-            rows=area.count_rows(files),
+            rows=rows,
             merge_key=merge_key,
             overwrite=mode in (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN),
             watermark=watermark,
@@ -365,7 +366,7 @@ class ContextDestination:
         from hakiri.spark.errors import spark_errors
 
         count = "_hakiri_rows"
-        columns = [F.col(_quoted(k)) for k in key]
+        columns = [F.col(spark_name(k)) for k in key]
         any_null = F.lit(False)
         for column in columns:
             any_null = any_null | column.isNull()
@@ -496,8 +497,3 @@ def _replay_unsupported() -> HakiriError:
         "read the quarantined rows with `hakiri errors`, fix them at the source and apply again; "
         "replay works for PostgreSQL targets",
     )
-
-
-def _quoted(name: str) -> str:
-    """A column name for F.col: backquoted, so dots and spaces in it are part of the name."""
-    return "`" + name.replace("`", "``") + "`"

@@ -45,6 +45,7 @@ __all__ = [
     "live_files",
     "merge_rows",
     "open_table",
+    "spark_name",
     "staged_arrow_schema",
     "user_metadata",
     "write_rows",
@@ -289,7 +290,7 @@ def merge_rows(
     session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata(metadata))
     staged = read_parquet(session, files)
     names = staged.columns
-    condition = " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key)
+    condition = " AND ".join(f"t.{spark_name(k)} = s.{spark_name(k)}" for k in key)
     with spark_errors(f"merging into the Delta table at {location}", fallback=LoadError):
         merge = (
             DeltaTable.forPath(session, delta_uri(location))
@@ -298,8 +299,12 @@ def merge_rows(
         )
         updated = [n for n in names if n not in key]
         if updated:
-            merge = merge.whenMatchedUpdate(set={_quoted(n): f"s.{_quoted(n)}" for n in updated})
-        merge = merge.whenNotMatchedInsert(values={_quoted(n): f"s.{_quoted(n)}" for n in names})
+            merge = merge.whenMatchedUpdate(
+                set={spark_name(n): f"s.{spark_name(n)}" for n in updated}
+            )
+        merge = merge.whenNotMatchedInsert(
+            values={spark_name(n): f"s.{spark_name(n)}" for n in names}
+        )
         metrics = merge.execute().first()
     if metrics is None:  # Delta skipped it: the transaction identity was already in the log
         return 0
@@ -333,6 +338,6 @@ def commit_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
-def _quoted(name: str) -> str:
-    """A column name in Spark SQL: backquoted, so dots and spaces in it are part of the name."""
+def spark_name(name: str) -> str:
+    """A column name for Spark SQL and F.col: backquoted, so dots in it are part of the name."""
     return "`" + name.replace("`", "``") + "`"

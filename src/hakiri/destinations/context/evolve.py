@@ -36,6 +36,7 @@ from hakiri.destinations.context.commit import (
     delta_errors,
     delta_uri,
     open_table,
+    spark_name,
     user_metadata,
 )
 from hakiri.destinations.context.inspect import type_name
@@ -253,7 +254,7 @@ def _add_columns(
     with spark_errors(f"adding columns to the Delta table at {location}", fallback=LoadError):
         # The JVM's own DDL of the fields quotes every name, nested ones included.
         ddl = session._jvm.org.apache.spark.sql.types.DataType.fromJson(json.dumps(added)).toDDL()  # type: ignore[attr-defined]
-        session.sql(f"ALTER TABLE delta.{_quoted(delta_uri(location))} ADD COLUMNS ({ddl})")
+        session.sql(f"ALTER TABLE delta.{spark_name(delta_uri(location))} ADD COLUMNS ({ddl})")
 
 
 def _enable_timestamp_ntz(location: Path, spark: SparkSession, metadata: dict[str, str]) -> None:
@@ -266,7 +267,7 @@ def _enable_timestamp_ntz(location: Path, spark: SparkSession, metadata: dict[st
         f"enabling timestamp_ntz in the Delta table at {location}", fallback=LoadError
     ):
         session.sql(
-            f"ALTER TABLE delta.{_quoted(delta_uri(location))} "
+            f"ALTER TABLE delta.{spark_name(delta_uri(location))} "
             "SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
         )
 
@@ -304,8 +305,7 @@ def _rewrite(
         frame.select(*projection)
         .write.format("delta")
         .mode("overwrite")
-        .option("overwriteSchema", "true")
-        .option("userMetadata", user_metadata(metadata))
+        .option("overwriteSchema", "true")  # the commit's metadata: set on `session`
     )
     _check_still_at(table, location)
     with spark_errors(
@@ -344,7 +344,7 @@ def _projection(
         if column.source is None:
             expression = F.lit(None).cast(data_type)
         elif column.converted:
-            expression = F.col(_quoted(column.source)).try_cast(data_type)
+            expression = F.col(spark_name(column.source)).try_cast(data_type)
             try:
                 frame.select(expression).schema  # noqa: B018 - analysing is the check
             except AnalysisException:
@@ -355,7 +355,7 @@ def _projection(
                     "the table was not changed",
                 ) from None
         else:
-            expression = F.col(_quoted(column.source))
+            expression = F.col(spark_name(column.source))
         projection.append(expression.alias(column.name))
     return projection
 
@@ -374,7 +374,7 @@ def _check_conversions(
         return
     aggregates = []
     for n, column in enumerate(converted):
-        values = F.col(_quoted(column.source or ""))
+        values = F.col(spark_name(column.source or ""))
         unfit = values.isNotNull() & values.try_cast(target[column.name].dataType).isNull()
         aggregates += [
             F.count_if(unfit).alias(f"lost{n}"),
@@ -410,8 +410,3 @@ def _needs_timestamp_ntz(table: DeltaTable, location: Path, evolution: _Evolutio
     with delta_errors(location, "read", reading=True):
         features = set(table.protocol().reader_features or ())
     return "timestampNtz" not in features
-
-
-def _quoted(name: str) -> str:
-    """A column name for F.col: backquoted, so dots and spaces in it are part of the name."""
-    return "`" + name.replace("`", "``") + "`"

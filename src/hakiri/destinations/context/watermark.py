@@ -32,6 +32,7 @@ from hakiri.destinations.context.commit import (
     WATERMARK_KEY,
     commit_metadata,
     delta_errors,
+    spark_name,
 )
 from hakiri.errors import LoadError
 
@@ -108,7 +109,7 @@ def keep_after_mark(frame: DataFrame, request: LoadRequest, mark: str | None) ->
     data_type = _checked_type(frame, column)
     if mark is None:
         return frame
-    return frame.where(F.col(_quoted(column)) > F.lit(mark).cast(data_type))
+    return frame.where(F.col(spark_name(column)) > F.lit(mark).cast(data_type))
 
 
 def mark_of_staged(staged: DataFrame, column: str, previous: str | None) -> Watermark:
@@ -124,7 +125,7 @@ def _max_of(frame: DataFrame, column: str) -> str | None:
     """MAX(column) as text: one aggregate row comes to the driver, never the rows."""
     from pyspark.sql import functions as F
 
-    newest = F.max(F.col(_quoted(column)))
+    newest = F.max(F.col(spark_name(column)))
     row = frame.agg(_as_text(newest, frame.schema[column].dataType)).first()
     return None if row is None or row[0] is None else str(row[0])
 
@@ -164,8 +165,3 @@ def _column(request: LoadRequest) -> str:
             "set `watermark_column` (e.g. updated_at) in [pipeline.load]",
         )
     return column
-
-
-def _quoted(name: str) -> str:
-    """A column name for F.col: backquoted, so dots and spaces in it are part of the name."""
-    return "`" + name.replace("`", "``") + "`"
