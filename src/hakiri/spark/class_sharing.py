@@ -9,7 +9,7 @@ SparkSession start 4.2 s -> 2.5 s, its first job 1.8 s -> 0.9 s.
 An archive fits one JVM and one class path, so it is named by a fingerprint of
 both (the Java installation, every jar of Spark's class path with its size and
 mtime). It is written by a warm-up process of its own (`python -m
-hakiri.spark.class_sharing ARCHIVE`), started in the background after a run that
+hakiri.spark.class_archive ARCHIVE`), started in the background after a run that
 needed Spark found none: it starts a session with the dump option, runs a small
 job, stops, waits for its JVM to finish writing and exit, and only then renames
 the file into place. A JVM maps an archive that is cut short with a SIGBUS, so a
@@ -31,19 +31,17 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 __all__ = [
     "CLASS_SHARING_ENV",
     "cache_root",
     "class_sharing_options",
     "start_warm_up",
-    "write_archive",
 ]
 
 CLASS_SHARING_ENV = "HAKIRI_JVM_CLASS_SHARING"
 _CLAIM_SECONDS = 600.0  # a claim this old without an archive was a warm-up that died
-_QUIET = "-Xlog:disable -Xlog:all=error:stderr"
+QUIET_JVM_LOG = "-Xlog:disable -Xlog:all=error:stderr"
 
 
 def class_sharing_options(driver_options: str, env: Mapping[str, str] = os.environ) -> str:
@@ -51,7 +49,7 @@ def class_sharing_options(driver_options: str, env: Mapping[str, str] = os.envir
     archive = _archive(driver_options, env)
     if archive is None or not archive.is_file():
         return ""
-    return f"-XX:SharedArchiveFile={archive} -Xshare:auto {_QUIET}"
+    return f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET_JVM_LOG}"
 
 
 def start_warm_up(driver_options: str, env: Mapping[str, str] = os.environ) -> bool:
@@ -72,7 +70,7 @@ def start_warm_up(driver_options: str, env: Mapping[str, str] = os.environ) -> b
     except OSError:
         return False
     subprocess.Popen(
-        [sys.executable, "-m", "hakiri.spark.class_sharing", str(archive)],
+        [sys.executable, "-m", "hakiri.spark.class_archive", str(archive)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -80,51 +78,6 @@ def start_warm_up(driver_options: str, env: Mapping[str, str] = os.environ) -> b
         env={**os.environ, CLASS_SHARING_ENV: "0"},
     )
     return True
-
-
-def write_archive(archive: Path) -> bool:
-    """Start Spark with the dump option, run a small job, let the JVM exit, then move the
-    archive into place; True when it did. Runs in the warm-up process."""
-    from hakiri.spark.session import build_spark_session
-
-    partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
-    options = f"-XX:ArchiveClassesAtExit={partial} {_QUIET}"
-    spark = build_spark_session(
-        master="local[1]",
-        conf={"spark.driver.extraJavaOptions": options},
-        app_name="hakiri-class-sharing",
-    )
-    try:
-        _exercise(spark)
-    finally:
-        process = spark.sparkContext._gateway.proc  # type: ignore[union-attr]
-        spark.stop()
-        if process is not None:
-            process.stdin.close()  # the JVM exits when its stdin closes, writing the archive
-            process.wait()
-    try:
-        if partial.stat().st_size == 0:
-            return False
-        os.replace(partial, archive)
-    except OSError:
-        partial.unlink(missing_ok=True)
-        return False
-    archive.with_suffix(".claim").unlink(missing_ok=True)
-    return True
-
-
-def _exercise(spark: Any) -> None:
-    """A small run of what hakiri's jobs use, so their classes are in the archive: a CSV read,
-    an aggregation, a Parquet write and an Arrow round trip through a Python worker."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="hakiri-class-sharing-") as scratch:
-        source = Path(scratch, "in.csv")
-        source.write_text("id,name,at\n1,a,2024-01-01 00:00:00\n2,b,2024-01-02 00:00:00\n")
-        frame = spark.read.option("header", True).option("inferSchema", True).csv(str(source))
-        frame.groupBy("name").count().collect()  # two counts
-        frame.write.mode("overwrite").parquet(str(Path(scratch, "out")))
-        frame.mapInArrow(lambda batches: batches, frame.schema).count()
 
 
 def _archive(driver_options: str, env: Mapping[str, str]) -> Path | None:
@@ -174,7 +127,3 @@ def cache_root(env: Mapping[str, str]) -> Path:
         return Path(env["HAKIRI_CACHE_DIR"])
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "hakiri"
-
-
-if __name__ == "__main__":
-    sys.exit(0 if write_archive(Path(sys.argv[1])) else 1)

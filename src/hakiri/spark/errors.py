@@ -32,7 +32,7 @@ from hakiri.errors import (
     SourceUnreachable,
     SparkSetupError,
 )
-from hakiri.spark.session import JDBC_DRIVER_CLASS, NO_JDBC_DRIVER_HINT
+from hakiri.spark.jdbc import JDBC_DRIVER_CLASS, NO_JDBC_DRIVER_HINT
 from hakiri.spec.interpolate import mask_url
 
 __all__ = ["JavaThrowable", "Side", "parse_java_trace", "spark_errors", "translate"]

@@ -18,9 +18,15 @@ from urllib.parse import parse_qsl, quote, unquote
 from hakiri.errors import SparkSetupError
 from hakiri.spark.class_sharing import class_sharing_options
 from hakiri.spark.delta import delta_jars, with_delta_conf
+from hakiri.spark.errors import spark_errors
+from hakiri.spark.jdbc import (
+    JARS_ENV,
+    JDBC_DRIVER_CLASS,
+    JDBC_MAVEN_COORDINATE,
+    NO_JDBC_DRIVER_HINT,
+    SYSTEM_JDBC_JAR,
+)
 from hakiri.spark.packages import (
-    OFFLINE_ENV,
-    REPOSITORIES_ENV,
     cached_packages,
     resolve_packages,
 )
@@ -44,20 +50,7 @@ __all__ = [
     "session_for",
 ]
 
-JARS_ENV = "HAKIRI_SPARK_JARS"
-SYSTEM_JDBC_JAR = Path("/usr/share/java/postgresql.jar")
-JDBC_MAVEN_COORDINATE = "org.postgresql:postgresql:42.7.14"
-JDBC_DRIVER_CLASS = "org.postgresql.Driver"
-
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
-
-NO_JDBC_DRIVER_HINT = (
-    f"let hakiri download {JDBC_MAVEN_COORDINATE} once (network access to Maven Central, or "
-    f"{REPOSITORIES_ENV} naming a mirror; unset {OFFLINE_ENV}), "
-    'or set `[spark] jars = ["/path/to/postgresql.jar"]` in hakiri.toml, '
-    f"or {JARS_ENV}=/path/to/postgresql.jar (comma-separated for several), "
-    f"or run `sudo apt-get install libpostgresql-jdbc-java` (installs {SYSTEM_JDBC_JAR})"
-)
 
 
 @dataclass(frozen=True)
@@ -239,7 +232,6 @@ def session_for(
 
     A session already running in this process is reused, as `build_spark_session` does.
     """
-    from hakiri.spark.errors import spark_errors
     from hakiri.spark.java import require_java
 
     require_java(env)

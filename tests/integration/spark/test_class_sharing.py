@@ -32,7 +32,7 @@ def test_the_warm_up_writes_an_archive_a_new_driver_starts_from(tmp_path: Path) 
     archive.with_suffix(".claim").write_text("1\n")
 
     warm_up = subprocess.run(
-        [sys.executable, "-m", "hakiri.spark.class_sharing", str(archive)],
+        [sys.executable, "-m", "hakiri.spark.class_archive", str(archive)],
         env={**env, "HAKIRI_JVM_CLASS_SHARING": "0"},
         capture_output=True,
         text=True,

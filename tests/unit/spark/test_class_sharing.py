@@ -38,7 +38,7 @@ def test_without_an_archive_the_driver_gets_nothing_and_one_warm_up_starts(
     assert start_warm_up("", env) is True
     assert start_warm_up("", env) is False  # claimed: a concurrent run starts none
     [argv] = started
-    assert argv[1:3] == ["-m", "hakiri.spark.class_sharing"]
+    assert argv[1:3] == ["-m", "hakiri.spark.class_archive"]
     assert argv[3].startswith(str(tmp_path / "jvm" / "spark-")) and argv[3].endswith(".jsa")
 
 
