@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
-from hakiri.planner.model import Action, PipelinePlan, PlanDocument
+from hakiri.planner.model import Action, LoadStep, PipelinePlan, PlanDocument
 
 _MARK = {
     Action.ADD: ("+", "green"),
@@ -106,6 +106,10 @@ def _pipeline(p: PipelinePlan) -> None:
             )
         for r in t.rename_columns:
             err.print(f"    [yellow]~ rename {escape(t.target)}.{escape(r)}[/yellow]")
+        for r in t.retype_columns:
+            err.print(
+                f"    [yellow]~ retype {escape(t.target)}.{escape(r.name)}[/yellow] {escape(r.from_type)} -> {escape(r.to_type)} (accepted)"
+            )
         for w in t.widen_columns:
             err.print(
                 f"    [yellow]~ widen {escape(t.target)}.{escape(w.name)}[/yellow] {escape(w.from_type)} -> {escape(w.to_type)}"
@@ -113,15 +117,24 @@ def _pipeline(p: PipelinePlan) -> None:
         for problem in t.incompatible:
             err.print(f"    [red]! incompatible:[/red] {escape(problem)}")
     for work in p.pending:
+        if not work.has_work:
+            continue
+        parts = []
         if work.new_files or work.changed_files:
-            err.print(
-                f"    [cyan]data[/cyan] {escape(work.table)}: {len(work.new_files)} new, "
-                f"{len(work.changed_files)} changed file(s), {_size(work.bytes)}"
+            parts.append(
+                f"{len(work.new_files)} new, {len(work.changed_files)} changed file(s), "
+                f"{_size(work.bytes)}"
             )
-        elif work.estimated_rows:
-            err.print(
-                f"    [cyan]data[/cyan] {escape(work.table)}: ~{work.estimated_rows:,} row(s) past the cursor"
-            )
+        elif work.new_batches:
+            rows = f", ~{work.estimated_rows:,} row(s)" if work.estimated_rows else ""
+            parts.append(f"{work.new_batches} new batch(es){rows}")
+        if work.queued_batches:
+            parts.append(f"{work.queued_batches} batch(es) left by an earlier run")
+        err.print(f"    [cyan]data[/cyan] {escape(work.table)}: {escape('; '.join(parts))}")
+    for step in p.steps:
+        if isinstance(step, LoadStep):
+            at_once = f", {step.parallelism} at a time" if step.parallelism > 1 else ""
+            err.print(f"    [cyan]load[/cyan] {len(step.batches)} batch(es){at_once}")
     for warning in p.warnings:
         err.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
     for error in p.errors:

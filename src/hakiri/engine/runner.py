@@ -20,8 +20,6 @@ from hakiri.catalog.records import Batch, BatchStatus, Phase, RunRecord, RunStat
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination, LoadRequest, LoadResult
 from hakiri.destinations.gates import check_empty_source
-from hakiri.engine.batches import SNAPSHOT_MODES
-from hakiri.engine.chunks import committed_cursor
 from hakiri.engine.controls import (
     Outcome,
     RunControls,
@@ -31,7 +29,6 @@ from hakiri.engine.controls import (
 from hakiri.engine.crash import crash_point
 from hakiri.engine.evidence import guessed_columns
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
-from hakiri.engine.reading import SourceReader
 from hakiri.engine.run_quality import RunQuality, quarantine_table, resolve_run_id
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.workers import keep_claimed, keep_leased, run_workers
@@ -45,9 +42,12 @@ from hakiri.observability import (
     set_error,
     span,
 )
+from hakiri.planner.backfill import load_parallelism
 from hakiri.quality.anomaly import check_row_count
 from hakiri.quality.rules import RuleCheck, check_rows
 from hakiri.sources.cursors import CursorRange
+from hakiri.sources.select import source_for
+from hakiri.sources.table_batches import committed_cursor
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.hooks import Hook
@@ -84,7 +84,6 @@ class PipelineRunner:
         catalog: Catalog,
         destination_for: Callable[[Target], Destination],
         spark: Callable[[], Any],
-        read_files: Callable[..., Any],
         env: Mapping[str, str],
         lease_timeout: float = 0.0,
         on_batch: Callable[[str, int, int, int], None] | None = None,
@@ -92,13 +91,13 @@ class PipelineRunner:
     ) -> None:
         self.project, self.spec, self.catalog = project, spec, catalog
         self.controls = controls or RunControls()
-        self.destination_for, self.spark, self.read_files = destination_for, spark, read_files
+        self.destination_for, self.spark = destination_for, spark
         self._destinations: dict[Target, Destination] = {}  # one per target for the whole run
         self.env, self.lease_timeout = env, lease_timeout
         # (pipeline id, batches done, batches in this run, rows so far): drives progress display
         self.on_batch = on_batch
         self.holder = holder_id()
-        self.reader = SourceReader(project, spec, catalog, env, read_files)
+        self.source = source_for(project.root, project.settings, spec, env)
         self.metrics = RunMetrics(spec.id)
         self.schema = SchemaGuard(project, spec, catalog)
         self._lock = threading.Lock()  # guards outcome, quality and claims across chunk workers
@@ -285,7 +284,7 @@ class PipelineRunner:
             self.catalog.reset_batches(self.spec.id, failed)
 
     def _plan_table(self, table: TableSpec, outcome: Outcome) -> None:
-        plan = self.reader.plan(table)
+        plan = self.source.plan_batches(table, self.catalog)
         outcome.notes.extend(plan.notes)
         if plan.empty_source:
             self.catalog.add_alert(
@@ -309,7 +308,7 @@ class PipelineRunner:
 
     def _advance_cursors(self) -> None:
         """Each table cursor's `value`: the end of the committed chunks, from the start."""
-        if not self.reader.is_table_source:
+        if not self.source.has_cursors:
             return
         everything = self.catalog.batches(self.spec.id)
         for table in self.spec.table_specs():
@@ -422,17 +421,8 @@ class PipelineRunner:
         return RunStatus.SUCCESS
 
     def parallelism(self) -> int:
-        """Chunks in flight: `backfill.parallelism`, except where order matters.
-
-        incremental_watermark publishes rows past the target's high-water mark, so chunks
-        committed out of order would hide rows; full-refresh modes have one batch.
-        """
-        backfill = self.spec.backfill
-        if backfill is None or not self.reader.is_table_source:
-            return 1
-        if self.spec.load.mode in (*SNAPSHOT_MODES, LoadMode.INCREMENTAL_WATERMARK):
-            return 1
-        return backfill.parallelism
+        """Chunks in flight (`planner.backfill.load_parallelism`)."""
+        return load_parallelism(self.spec, self.source.has_cursors)
 
     def _work(
         self, run_id: str, outcome: Outcome, quality: RunQuality, total: int, tally: dict[str, int]
@@ -609,7 +599,7 @@ class PipelineRunner:
             "hakiri.chunk.attempts": batch.attempt,
         }
         with span("hakiri.chunk", attributes) as chunk:
-            waited = self.bucket.acquire(self.reader.requests_per_read()) if self.bucket else 0.0
+            waited = self.bucket.acquire(self.source.requests_per_read()) if self.bucket else 0.0
             rows, malformed = self._load_chunk(batch, run_id, quality, outcome)
             chunk.set_attributes(
                 {
@@ -637,7 +627,7 @@ class PipelineRunner:
             # checked and staged by the Spark job(s) inside `hakiri.stage`.
             with spark_errors(f"loading {label} into {request.target_table}"):
                 with span("hakiri.read"):
-                    read = self.reader.read(self.spark(), batch)
+                    read = self.source.read(self.spark(), batch)
                     label = read.label
                     if read.empty:
                         self._on_empty(read.label, run_id)

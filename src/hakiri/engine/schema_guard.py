@@ -14,34 +14,19 @@ from hakiri.catalog.records import SchemaEvent
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination, LoadRequest
 from hakiri.engine.evidence import settle_unvalued, shape_like_target
-from hakiri.errors import SchemaIncompatible
-from hakiri.planner.evolution import SchemaRefused, decide
+from hakiri.planner.evolution import (
+    SchemaRefused,
+    accepted_changes,
+    check_upsert_key,
+    decide,
+    followed_renames,
+)
 from hakiri.spec.connections import destination_kind
 from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
 
-__all__ = ["APPLIED_KINDS", "SchemaGuard", "accepted_changes"]
-
-# Events that change the target: an accept is used up by the next one of these.
-APPLIED_KINDS = frozenset({"add_column", "widen", "rename", "retype"})
-
-
-def accepted_changes(events: list[SchemaEvent], table: str) -> set[tuple[str, str]]:
-    """(kind, column) pairs accepted for `table` and not applied since."""
-    accepted: set[tuple[str, str]] = set()
-    for event in events:  # oldest first
-        if event.table_name != table:
-            continue
-        if event.kind == "accept":
-            accepted |= {(kind, column) for kind, column in event.detail.get("changes", [])}
-        elif event.kind in APPLIED_KINDS:
-            column = (
-                event.detail.get("to") if event.kind == "rename" else event.detail.get("column")
-            )
-            kind = "incompatible" if event.kind == "retype" else event.kind
-            accepted.discard((kind, str(column)))
-    return accepted
+__all__ = ["SchemaGuard"]
 
 
 class SchemaGuard:
@@ -73,12 +58,7 @@ class SchemaGuard:
         if request.replay_of:
             return frame  # a replay loads rows in the target's own columns
         # `renames = {old = "new"}`: the column is `new` from now on, whatever the source calls it.
-        present = set(frame.columns)
-        renamed = {
-            old: new
-            for old, new in self.spec.renames.items()
-            if old in present and new not in present
-        }
+        renamed = followed_renames(frame.columns, self.spec.renames)
         if renamed:
             frame = frame.withColumnsRenamed(renamed)
         target = destination.target_columns(request)
@@ -128,13 +108,7 @@ class SchemaGuard:
             return
         state = self.catalog.pipeline_state(self.spec.id)
         applied = (state.applied_spec.get("load") or {}).get("upsert_key") if state else None
-        if applied and list(applied) != list(self.spec.load.upsert_key or []):
-            raise SchemaIncompatible(
-                f"{where}: upsert_key changed from ({', '.join(applied)}) to "
-                f"({', '.join(self.spec.load.upsert_key or [])}) on an existing target",
-                "a key change needs an explicit migration: change the target's key yourself, or "
-                "load into a new target table",
-            )
+        check_upsert_key(applied, self.spec.load.upsert_key, where)
         self._key_checked = True
 
     def _log(

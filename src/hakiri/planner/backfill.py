@@ -13,13 +13,14 @@ from datetime import datetime
 
 from hakiri.catalog.records import Batch, BatchStatus
 from hakiri.spec.load import LoadMode
-from hakiri.spec.pipeline import CursorKind, FilesSource, PipelineSpec, TableSpec
+from hakiri.spec.pipeline import CursorKind, PipelineSpec, TableSpec
 
 __all__ = [
     "BackfillProgress",
     "backfill_progress",
     "current_plan",
     "live_batches",
+    "load_parallelism",
     "parallelism_warnings",
 ]
 
@@ -101,8 +102,23 @@ def backfill_progress(table: str, batches: Sequence[Batch]) -> BackfillProgress 
     )
 
 
+def load_parallelism(spec: PipelineSpec, has_cursors: bool) -> int:
+    """Batches in flight: `backfill.parallelism`, except where order matters.
+
+    incremental_watermark publishes rows past the target's high-water mark, so chunks
+    committed out of order would hide rows; full-refresh modes have one batch; only a
+    table source (`has_cursors`) has chunks to split.
+    """
+    backfill = spec.backfill
+    if backfill is None or not has_cursors:
+        return 1
+    if spec.load.mode in (*_FULL_REFRESH, LoadMode.INCREMENTAL_WATERMARK):
+        return 1
+    return backfill.parallelism
+
+
 def parallelism_warnings(
-    spec: PipelineSpec, table: TableSpec, cursor_kind: CursorKind | None
+    spec: PipelineSpec, table: TableSpec, cursor_kind: CursorKind | None, has_cursors: bool
 ) -> list[str]:
     """Why `[pipeline.backfill] parallelism > 1` is unsafe or has no effect for this table.
 
@@ -114,7 +130,7 @@ def parallelism_warnings(
         return []
     n = backfill.parallelism
     mode = spec.load.mode
-    if isinstance(spec.source, FilesSource):
+    if not has_cursors:
         return [
             f"backfill.parallelism = {n} has no effect on a files source: there are no chunks "
             "to split, hakiri loads one file batch at a time"

@@ -1,39 +1,66 @@
-"""Build the Plan from observations. Pure: no I/O, no clock, no JVM."""
+"""Build the Plan from observations. Pure: no I/O, no clock, no JVM.
+
+Every decision here is the one `apply` makes, by the same code:
+
+- which batches are new: the source's `plan_batches` (observed by the caller, the same
+  call apply makes before loading), minus the ones the catalog already has;
+- which batches load, in which order and how many at once: `load_order`, `load_parallelism`;
+- what happens to the target: `planner.evolution.decide` (apply calls it again with the
+  batch's own columns, so a file that differs from what plan saw is judged by the same rules);
+- whether the upsert key may change: `planner.evolution.check_upsert_key`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hakiri.planner.backfill import backfill_progress, parallelism_warnings
+from hakiri.catalog.records import Batch, BatchStatus, NewBatch
+from hakiri.errors import SchemaIncompatible
+from hakiri.planner.backfill import (
+    backfill_progress,
+    live_batches,
+    load_parallelism,
+    parallelism_warnings,
+)
 from hakiri.planner.diff import spec_diff
+from hakiri.planner.evolution import (
+    Blocked,
+    SchemaDecision,
+    SchemaRefused,
+    check_upsert_key,
+    decide,
+    followed_renames,
+)
 from hakiri.planner.model import (
     Action,
+    BatchRef,
     CatalogInfo,
     Column,
+    EnqueueStep,
+    EvolveStep,
+    LoadStep,
     PendingWork,
     PipelinePlan,
     PlanDocument,
+    RetireStep,
+    Step,
     Summary,
     TargetChange,
     TypeWidening,
 )
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.transforms import OutputSchema, transform_schema
-from hakiri.planner.types import (
-    compare_types,
-    destination_type,
-    source_type_as_spark,
-    target_type,
-)
-from hakiri.sources.cursors import cursor_kind_of
+from hakiri.planner.types import destination_type, source_type_as_spark
+from hakiri.sources.cursors import CursorRange, cursor_kind_of
+from hakiri.sources.file_batches import snapshot_files
 from hakiri.spec.fingerprint import normalized_hash, normalized_spec, read_today, spec_hash
 from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns
 
+__all__ = ["build_plan", "load_order", "plan_pipeline"]
+
 POSTGRES_IDENTIFIER_BYTES = 63
-# Columns hakiri itself adds to targets; never reported as drift.
-_OWN_COLUMNS = {"_source_file_hash", "_hakiri_batch_id"}
 
 
 def build_plan(
@@ -57,20 +84,24 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         return PipelinePlan(
             id=obs.pipeline_id,
             action=Action.RETIRE,
+            steps=[RetireStep()],
             errors=list(obs.errors),
             warnings=["state is kept in the catalog and target tables are left untouched"],
         )
     applied = read_today(obs.state.applied_spec) if obs.state else None
     diff = spec_diff(applied, normalized_spec(spec)) if applied is not None else []
     applied_key = obs.state.applied_spec.get("load", {}).get("upsert_key") if obs.state else None
-    targets = [_target_change(spec, t, applied_key) for t in obs.tables]
-    pending = [_pending(spec, t) for t in obs.tables]
+    loads = load_order(spec, obs)
+    loading = {t.table.name for t in obs.tables if _loads_table(t, loads)}
+    schema = [_schema(spec, t, applied_key) for t in obs.tables]
+    targets = [change for change, _ in schema]
+    pending = [_pending(t) for t in obs.tables]
     warnings = [w for t in obs.tables for w in _warnings(spec, t)]
     warnings += list(
         dict.fromkeys(  # pipeline-wide reasons are found once per table: say them once
             w
             for t in obs.tables
-            for w in parallelism_warnings(spec, t.table, _cursor_kind(spec, t))
+            for w in parallelism_warnings(spec, t.table, _cursor_kind(spec, t), obs.has_cursors)
         )
     )
     # Chunks an earlier run left (max_chunks_per_tick, a failure, a rewind): apply has work to
@@ -79,6 +110,19 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         p for t in obs.tables if (p := backfill_progress(t.table.name, t.batches)) is not None
     ]
     warnings += [p.describe() for p in backfilling]
+    steps: list[Step] = [
+        EnqueueStep(table=t.table.name, batches=[_ref(b) for b in t.batch_plan.batches])
+        for t in obs.tables
+        if t.batch_plan is not None and t.batch_plan.batches
+    ]
+    steps += [
+        step
+        for t, (_, step) in zip(obs.tables, schema, strict=True)
+        if step is not None and t.table.name in loading
+    ]
+    if loads:
+        workers = min(load_parallelism(spec, obs.has_cursors), len(loads))
+        steps.append(LoadStep(batches=loads, parallelism=workers))
     if obs.state is None:
         action = Action.ADD
     elif (
@@ -98,58 +142,177 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         diff=diff,
         targets=targets,
         pending=pending,
+        steps=steps,
         warnings=warnings,
         errors=list(obs.errors),
     )
 
 
-def _cursor_kind(spec: PipelineSpec, t: TableObservation) -> CursorKind | None:
-    """The table's cursor kind: declared, else from the source column's type, else as stored."""
-    incremental = t.table.incremental or spec.incremental
-    if incremental is None:
-        return None
-    if isinstance(incremental, IncrementalSpec):
-        if incremental.kind is not None:
-            return incremental.kind
-        column = incremental.column
-    else:
-        column = incremental
-    for c in (t.source.columns or ()) if t.source else ():
-        if c.name == column and c.type is not None:
-            return cursor_kind_of(c.type)
-    if t.cursor and t.cursor.get("column") == column and t.cursor.get("kind"):
-        return CursorKind(t.cursor["kind"])
-    return None
+# ---------------------------------------------------------------- batches
 
 
-def _source_columns(spec: PipelineSpec, t: TableObservation) -> list[Column] | None:
-    """The columns that reach the target: the source's, after the transforms, as target types."""
-    if t.source is None:
+def load_order(spec: PipelineSpec, obs: PipelineObservation) -> list[str]:
+    """The batch ids apply claims, in order: what earlier runs left (by catalog order), then
+    the new ones as the tables list them; at most `max_chunks_per_tick`."""
+    queued = sorted((b for t in obs.tables for b in _queued(t)), key=lambda b: (b.seq, b.batch_id))
+    ids = list(dict.fromkeys(b.batch_id for b in queued))
+    for t in obs.tables:
+        if t.batch_plan is not None:
+            ids += [b.batch_id for b in t.batch_plan.batches if b.batch_id not in ids]
+    limit = spec.backfill.max_chunks_per_tick if spec.backfill else None
+    return ids[:limit] if limit else ids
+
+
+def _queued(t: TableObservation) -> list[Batch]:
+    """Batches of an earlier plan not committed yet: pending, failed (tried again) or left
+    processing by a process that died."""
+    return [b for b in live_batches(t.batches) if b.status is not BatchStatus.COMMITTED]
+
+
+def _loads_table(t: TableObservation, loads: Sequence[str]) -> bool:
+    wanted = set(loads)
+    new = t.batch_plan.batches if t.batch_plan is not None else []
+    return any(b.batch_id in wanted for b in [*_queued(t), *new])
+
+
+def _ref(batch: NewBatch) -> BatchRef:
+    described = (
+        CursorRange.from_predicate(batch.predicate).describe()
+        if batch.kind == "chunk" and batch.predicate
+        else None
+    )
+    return BatchRef(
+        id=batch.batch_id,
+        table=batch.table_name,
+        kind=batch.kind,
+        file=batch.file_path,
+        range=described,
+        bytes=batch.size_bytes,
+    )
+
+
+def _pending(t: TableObservation) -> PendingWork:
+    new = t.batch_plan.batches if t.batch_plan is not None else []
+    files: list[tuple[str, str]] = []
+    for b in new:
+        if b.kind == "snapshot" and b.predicate and b.predicate.startswith("["):
+            files += snapshot_files(b)
+        elif b.file_path is not None:
+            files.append((b.file_path, b.content_hash or ""))
+    return PendingWork(
+        table=t.table.name,
+        new_files=[path for path, _ in files if path not in t.committed_files],
+        changed_files=[path for path, _ in files if path in t.committed_files],
+        bytes=sum(b.size_bytes or 0 for b in new),
+        estimated_rows=t.source.estimated_rows if t.source is not None and new else None,
+        new_batches=len(new),
+        queued_batches=len(_queued(t)),
+    )
+
+
+# ---------------------------------------------------------------- the target
+
+
+def _schema(
+    spec: PipelineSpec, t: TableObservation, applied_key: list[str] | None
+) -> tuple[TargetChange, EvolveStep | None]:
+    """What happens to the target when this table's next batch loads, as `decide` rules it."""
+    now = t.target_now
+    base = dict(
+        table=t.table.name,
+        target=t.target.display,
+        kind=t.target.kind,
+        transformed=_transformed(spec, t),
+    )
+    if now is None:  # the target could not be inspected (the error is on the pipeline)
+        return TargetChange(**base, exists=False, create=False), None
+    common = dict(row_estimate=now.row_estimate, dependent_views=list(now.dependent_views))
+    columns = _loaded_columns(spec, t)
+    if not now.exists:
+        created = [Column(name=n, type=_destination(s, t.target.kind)) for n, s in columns or []]
+        step = EvolveStep(table=t.table.name, create=True, columns=created) if columns else None
+        return TargetChange(**base, exists=False, create=True, columns=created, **common), step
+    where = f"pipeline `{spec.id}`, table {t.table.name} -> {t.target.table}"
+    refused: list[str] = []
+    decision = SchemaDecision()
+    if spec.load.mode is LoadMode.UPSERT:
+        try:
+            check_upsert_key(applied_key, spec.load.upsert_key, where)
+        except SchemaIncompatible as exc:
+            refused.append(exc.reason.removeprefix(f"{where}: "))
+    if columns is not None and not refused:
+        try:
+            decision = decide(
+                [(n, s or "") for n, s in columns],
+                now.columns,
+                destination_kind=t.target.kind,
+                policy=spec.schema_policy,
+                renames=spec.renames,
+                accepted=set(t.accepted),
+                where=where,
+            )
+        except SchemaRefused as exc:
+            refused += [_refusal(b, spec.schema_policy) for b in exc.blocked]
+    change = decision.change
+    add = [Column(name=c.name, type=c.type or None) for c in change.add]
+    widen = [
+        TypeWidening(name=w.column, from_type=w.old_type, to_type=w.new_type) for w in change.widen
+    ]
+    retype = [
+        TypeWidening(name=w.column, from_type=w.old_type, to_type=w.new_type) for w in change.retype
+    ]
+    rename = [f"{old} -> {new}" for old, new in change.rename]
+    target = TargetChange(
+        **base,
+        exists=True,
+        create=False,
+        add_columns=add,
+        widen_columns=widen,
+        rename_columns=rename,
+        retype_columns=retype,
+        incompatible=refused,
+        **common,
+    )
+    if refused:
+        return target, EvolveStep(table=t.table.name, refused=refused)
+    if change.empty and not decision.discard:
+        return target, None
+    return target, EvolveStep(
+        table=t.table.name,
+        add_columns=add,
+        widen_columns=widen,
+        rename_columns=rename,
+        retype_columns=retype,
+        discard_columns=list(decision.discard),
+    )
+
+
+def _refusal(blocked: Blocked, policy: str) -> str:
+    if blocked.kind == "incompatible":
+        return blocked.describe()
+    return f"{blocked.describe()} (schema_policy = '{policy}' refuses it)"
+
+
+def _destination(spark_type: str | None, kind: str) -> str | None:
+    return destination_type(spark_type, kind) if spark_type else None
+
+
+def _loaded_columns(spec: PipelineSpec, t: TableObservation) -> list[tuple[str, str | None]] | None:
+    """(name, Spark type) of the columns that reach the target: the source's, after the
+    transforms and the renames it follows; a type None is one only the data will tell."""
+    if t.source is None or t.source.columns is None:
         return None
-    renames = spec.renames
-    connector, kind = spec.source.connector, t.target.kind
     transformed = _transform_schema(spec, t)
     if transformed is None:
-        if t.source.columns is None:
-            return None
-        return [
-            Column(name=renames.get(c.name, c.name), type=target_type(connector, c.type, kind))
-            for c in t.source.columns
+        columns = [
+            (c.name, source_type_as_spark(spec.source.connector, c.type)) for c in t.source.columns
         ]
-    if transformed.columns is None:
+    elif transformed.columns is None:
         return None
-    source_types = {c.name: c.type for c in t.source.columns or ()}
-    return [
-        Column(
-            name=renames.get(c.name, c.name),
-            # A source column the transforms pass through keeps its exact type (PostgreSQL to
-            # PostgreSQL); a computed or cast one gets the target type of its Spark type.
-            type=target_type(connector, source_types.get(c.source), kind)
-            if c.source is not None
-            else (destination_type(c.type, kind) if c.type else None),
-        )
-        for c in transformed.columns
-    ]
+    else:
+        columns = [(c.name, c.type) for c in transformed.columns]
+    renamed = followed_renames([n for n, _ in columns], spec.renames)
+    return [(renamed.get(n, n), s) for n, s in columns]
 
 
 def _transform_schema(spec: PipelineSpec, t: TableObservation) -> OutputSchema | None:
@@ -173,108 +336,32 @@ def _transformed(spec: PipelineSpec, t: TableObservation) -> list[Column] | None
     return [Column(name=c.name, type=c.type) for c in schema.columns]
 
 
-def _target_change(
-    spec: PipelineSpec, t: TableObservation, applied_key: list[str] | None
-) -> TargetChange:
-    now = t.target_now
-    base = dict(
-        table=t.table.name,
-        target=t.target.display,
-        kind=t.target.kind,
-        transformed=_transformed(spec, t),
-    )
-    columns = _source_columns(spec, t)
-    if now is None:  # the target could not be inspected (the error is on the pipeline)
-        return TargetChange(**base, exists=False, create=False)
-    common = dict(row_estimate=now.row_estimate, dependent_views=list(now.dependent_views))
-    if not now.exists:
-        return TargetChange(**base, exists=False, create=True, columns=columns or [], **common)
-    existing = {c.name: c for c in now.columns}
-    add, widen, incompatible = [], [], []
-    names = {c.name for c in columns or []}
-    # A declared rename whose old column the target still has: the target column follows.
-    renames = {
-        new: old
-        for old, new in spec.renames.items()
-        if old in existing and new not in existing and new in names
-    }
-    for column in columns or []:
-        current = existing.get(column.name)
-        if current is None and column.name in renames:
-            current = existing[renames[column.name]]
-        if current is None:
-            if column.name not in _OWN_COLUMNS:
-                add.append(column)
-            continue
-        if column.type is None:
-            continue
-        verdict = compare_types(column.type, current.type)
-        if verdict == "widen":
-            widen.append(
-                TypeWidening(name=column.name, from_type=current.type, to_type=column.type)
-            )
-        elif verdict == "incompatible":
-            incompatible.append(
-                f"column {column.name}: source type {column.type} does not fit target type {current.type}"
-            )
-    rename = [f"{old} -> {new}" for new, old in renames.items()]
-    if (add or widen or rename) and spec.schema_policy == "freeze":
-        changed = [c.name for c in add] + [w.name for w in widen] + list(renames)
-        incompatible.append(
-            f"schema_policy = 'freeze' but the source's columns changed: {', '.join(changed)}"
-        )
-        add, widen, rename = [], [], []
-    elif add and spec.schema_policy == "discard_columns":
-        add = []  # new source columns are dropped before loading, by policy
-    if spec.load.mode is LoadMode.UPSERT and applied_key and applied_key != spec.load.upsert_key:
-        incompatible.append(
-            f"upsert_key changed from ({', '.join(applied_key)}) on an existing target: needs an explicit migration"
-        )
-    elif (
-        spec.load.mode is LoadMode.UPSERT
-        and spec.load.upsert_key
-        and now.primary_key
-        and list(now.primary_key) != spec.load.upsert_key
-    ):
-        incompatible.append(
-            f"target primary key ({', '.join(now.primary_key)}) differs from upsert_key ({', '.join(spec.load.upsert_key)})"
-        )
-    return TargetChange(
-        **base,
-        exists=True,
-        create=False,
-        add_columns=add,
-        widen_columns=widen,
-        rename_columns=rename,
-        incompatible=incompatible,
-        **common,
-    )
+def _cursor_kind(spec: PipelineSpec, t: TableObservation) -> CursorKind | None:
+    """The table's cursor kind: declared, else from the source column's type, else as stored."""
+    incremental = t.table.incremental or spec.incremental
+    if incremental is None:
+        return None
+    if isinstance(incremental, IncrementalSpec):
+        if incremental.kind is not None:
+            return incremental.kind
+        column = incremental.column
+    else:
+        column = incremental
+    for c in (t.source.columns or ()) if t.source else ():
+        if c.name == column and c.type is not None:
+            return cursor_kind_of(c.type)
+    if t.cursor and t.cursor.get("column") == column and t.cursor.get("kind"):
+        return CursorKind(t.cursor["kind"])
+    return None
 
 
-def _pending(spec: PipelineSpec, t: TableObservation) -> PendingWork:
-    source = t.source
-    if source is None:
-        return PendingWork(table=t.table.name)
-    if spec.source.connector == "files":
-        new = [f for f in source.files if f.path not in t.committed_files]
-        changed = [
-            f
-            for f in source.files
-            if f.path in t.committed_files and t.committed_files[f.path] != f.content_hash
-        ]
-        if getattr(spec.source.config, "on_change", "reload") == "ignore":
-            changed = []
-        return PendingWork(
-            table=t.table.name,
-            new_files=[f.path for f in new],
-            changed_files=[f.path for f in changed],
-            bytes=sum(f.size for f in [*new, *changed]),
-        )
-    return PendingWork(table=t.table.name, estimated_rows=source.estimated_rows)
+# ---------------------------------------------------------------- warnings
 
 
 def _warnings(spec: PipelineSpec, t: TableObservation) -> list[str]:
     warnings = list(t.source.notes) if t.source else []
+    if t.batch_plan is not None:
+        warnings += [n for n in t.batch_plan.notes if n not in warnings]
     transformed = _transform_schema(spec, t)
     if transformed is not None:
         warnings += [f"{t.table.name}: {note}" for note in transformed.notes]
@@ -282,13 +369,25 @@ def _warnings(spec: PipelineSpec, t: TableObservation) -> list[str]:
     target_columns = (
         now.column_names
         if now is not None and now.exists
-        else [c.name for c in _source_columns(spec, t) or []]
+        else [n for n, _ in _loaded_columns(spec, t) or []]
     )
     if target_columns:
         warnings += [
             f"{f.message} ({'.'.join(map(str, f.path))})"
             for f in check_load_against_columns(spec.load, target_columns)
         ]
+    if (
+        now is not None
+        and now.exists
+        and spec.load.mode is LoadMode.UPSERT
+        and spec.load.upsert_key
+        and now.primary_key
+        and list(now.primary_key) != spec.load.upsert_key
+    ):
+        warnings.append(
+            f"target primary key ({', '.join(now.primary_key)}) differs from upsert_key "
+            f"({', '.join(spec.load.upsert_key)})"
+        )
     if t.target.kind == "postgres":
         warnings += _identifier_warnings(
             [t.target.table, *(target_columns or []), *(spec.load.upsert_key or [])]
@@ -309,20 +408,6 @@ def _warnings(spec: PipelineSpec, t: TableObservation) -> list[str]:
                     f"truncate holds an ACCESS EXCLUSIVE lock on {t.target.display} for the whole load "
                     f"(readers wait until it commits){views}"
                 )
-    if (
-        spec.source.connector == "files"
-        and getattr(spec.source.config, "on_change", "reload") == "error"
-        and t.source
-    ):
-        changed = [
-            f.path
-            for f in t.source.files
-            if t.committed_files.get(f.path, f.content_hash) != f.content_hash
-        ]
-        if changed:
-            warnings.append(
-                f"on_change = 'error' and these loaded files changed: {', '.join(changed)} (apply will fail)"
-            )
     return warnings
 
 

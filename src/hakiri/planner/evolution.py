@@ -20,15 +20,64 @@ fail the change). A change of the upsert key is never evolved: it needs a migrat
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hakiri.catalog.records import SchemaEvent
 from hakiri.destinations.base import ColumnRetype, SchemaChange, TargetColumn
 from hakiri.errors import SchemaIncompatible
 from hakiri.planner.types import compare_types, destination_type
 
-__all__ = ["Blocked", "SchemaDecision", "SchemaRefused", "decide", "destination_type"]
+__all__ = [
+    "APPLIED_KINDS",
+    "Blocked",
+    "SchemaDecision",
+    "SchemaRefused",
+    "accepted_changes",
+    "check_upsert_key",
+    "decide",
+    "destination_type",
+    "followed_renames",
+]
+
+# Events that change the target: an accept is used up by the next one of these.
+APPLIED_KINDS = frozenset({"add_column", "widen", "rename", "retype"})
+
+
+def accepted_changes(events: Iterable[SchemaEvent], table: str) -> set[tuple[str, str]]:
+    """(kind, column) pairs accepted for `table` and not applied since."""
+    accepted: set[tuple[str, str]] = set()
+    for event in events:  # oldest first
+        if event.table_name != table:
+            continue
+        if event.kind == "accept":
+            accepted |= {(kind, column) for kind, column in event.detail.get("changes", [])}
+        elif event.kind in APPLIED_KINDS:
+            column = (
+                event.detail.get("to") if event.kind == "rename" else event.detail.get("column")
+            )
+            kind = "incompatible" if event.kind == "retype" else event.kind
+            accepted.discard((kind, str(column)))
+    return accepted
+
+
+def followed_renames(names: Iterable[str], renames: Mapping[str, str]) -> dict[str, str]:
+    """`renames = {old = "new"}`: the source columns (old -> new) that take their new name now:
+    the source still sends `old` and not `new`."""
+    present = set(names)
+    return {old: new for old, new in renames.items() if old in present and new not in present}
+
+
+def check_upsert_key(applied: Sequence[str] | None, now: Sequence[str] | None, where: str) -> None:
+    """An upsert key is never evolved: a change of it on an existing target needs a migration."""
+    if applied and list(applied) != list(now or []):
+        raise SchemaIncompatible(
+            f"{where}: upsert_key changed from ({', '.join(applied)}) to "
+            f"({', '.join(now or [])}) on an existing target",
+            "a key change needs an explicit migration: change the target's key yourself, or "
+            "load into a new target table",
+        )
 
 
 @dataclass(frozen=True)
@@ -103,7 +152,8 @@ def decide(
     where: str,
     guessed: frozenset[str] = frozenset(),
 ) -> SchemaDecision:
-    """Compare the source's (name, Spark type) columns with an existing target's.
+    """Compare the source's (name, Spark type) columns with an existing target's; `apply`
+    decides with the batch's columns, `plan` with the source's observed ones.
 
     Raises SchemaIncompatible, naming every blocked change, when any is not accepted.
     `guessed` names source columns whose type was inferred from the batch's values: a type
@@ -119,7 +169,11 @@ def decide(
     rename: list[tuple[str, str]] = []
 
     for name, spark_type in source:
-        wanted = destination_type(spark_type, destination_kind) or spark_type
+        # '' is a type only the data will tell (`plan` of a CSV without declared columns): the
+        # column's presence is judged, its type is not.
+        wanted = (
+            (destination_type(spark_type, destination_kind) or spark_type) if spark_type else ""
+        )
         current = by_name.get(name)
         old = renamed_from.get(name)
         if current is None and old is not None and old in by_name and old not in source_names:
@@ -133,7 +187,7 @@ def decide(
             _gate(decision, policy, accepted, Blocked("add_column", name, {"type": wanted}), True)
             add.append(TargetColumn(name, wanted))
             continue
-        verdict = compare_types(wanted, current.type)
+        verdict = compare_types(wanted, current.type) if wanted else "same"
         if verdict == "widen":
             blocked = Blocked("widen", name, {"from": current.type, "to": wanted})
             _gate(decision, policy, accepted, blocked, frozen=True)

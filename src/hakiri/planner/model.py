@@ -7,7 +7,7 @@ generated from `PlanDocument` and a test fails when it drifts.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -63,8 +63,13 @@ class TargetChange(_Frozen):
     rename_columns: list[str] = Field(
         default_factory=list, description="Declared renames the target will follow: 'old -> new'."
     )
+    retype_columns: list[TypeWidening] = Field(
+        default_factory=list, description="Incompatible changes accepted with `schema accept`."
+    )
     incompatible: list[str] = Field(
-        default_factory=list, description="Changes apply will refuse (narrowing, key change)."
+        default_factory=list,
+        description="Changes apply will refuse (the schema policy, a type that does not fit, a "
+        "key change).",
     )
     row_estimate: int | None = None
     dependent_views: list[str] = Field(default_factory=list)
@@ -77,7 +82,11 @@ class TargetChange(_Frozen):
     @property
     def changes_structure(self) -> bool:
         return self.create or bool(
-            self.add_columns or self.widen_columns or self.rename_columns or self.incompatible
+            self.add_columns
+            or self.widen_columns
+            or self.rename_columns
+            or self.retype_columns
+            or self.incompatible
         )
 
 
@@ -89,10 +98,73 @@ class PendingWork(_Frozen):
     estimated_rows: int | None = Field(
         None, description="Table sources: estimated rows past the cursor."
     )
+    new_batches: int = Field(0, description="Batches apply will add to the catalog.")
+    queued_batches: int = Field(
+        0, description="Batches an earlier run left unloaded (a backfill, a failure, a rewind)."
+    )
 
     @property
     def has_work(self) -> bool:
-        return bool(self.new_files or self.changed_files or self.estimated_rows)
+        return bool(self.new_batches or self.queued_batches)
+
+
+# ---------------------------------------------------------------- steps: what apply does, in order
+
+
+class BatchRef(_Frozen):
+    id: str = Field(description="The batch id: deterministic, also the destination ledger's key.")
+    table: str
+    kind: str = Field(description="'file', 'snapshot' (the whole table) or 'chunk' (a range).")
+    file: str | None = Field(None, description="File batches: the file.")
+    range: str | None = Field(None, description="Chunks: the cursor range they read.")
+    bytes: int | None = None
+
+
+class EvolveStep(_Frozen):
+    """Create or change one target before its first batch loads (the exact DDL decision)."""
+
+    step: Literal["evolve"] = "evolve"
+    table: str
+    create: bool = Field(False, description="The target is created with `columns`.")
+    columns: list[Column] = Field(default_factory=list)
+    add_columns: list[Column] = Field(default_factory=list)
+    widen_columns: list[TypeWidening] = Field(default_factory=list)
+    rename_columns: list[str] = Field(default_factory=list, description="'old -> new'.")
+    retype_columns: list[TypeWidening] = Field(
+        default_factory=list, description="Incompatible changes accepted with `schema accept`."
+    )
+    discard_columns: list[str] = Field(
+        default_factory=list, description="schema_policy = 'discard_columns': left out."
+    )
+    refused: list[str] = Field(
+        default_factory=list,
+        description="Changes the schema policy refuses: apply stops before loading this table.",
+    )
+
+
+class EnqueueStep(_Frozen):
+    """Persist new batches in the catalog before any data moves."""
+
+    step: Literal["enqueue"] = "enqueue"
+    table: str
+    batches: list[BatchRef]
+
+
+class LoadStep(_Frozen):
+    """Claim and load batches, in this order, `parallelism` at a time."""
+
+    step: Literal["load"] = "load"
+    batches: list[str] = Field(description="Batch ids in claim order.")
+    parallelism: int = 1
+
+
+class RetireStep(_Frozen):
+    """Mark the pipeline retired in the catalog; its state and target tables stay."""
+
+    step: Literal["retire"] = "retire"
+
+
+Step = Annotated[EvolveStep | EnqueueStep | LoadStep | RetireStep, Field(discriminator="step")]
 
 
 class PipelinePlan(_Frozen):
@@ -104,6 +176,11 @@ class PipelinePlan(_Frozen):
     diff: list[FieldChange] = Field(default_factory=list)
     targets: list[TargetChange] = Field(default_factory=list)
     pending: list[PendingWork] = Field(default_factory=list)
+    steps: list[Step] = Field(
+        default_factory=list,
+        description="What apply will do, in order: enqueue, evolve, load, retire. `apply --json` "
+        "reports the steps it executed in the same form.",
+    )
     warnings: list[str] = Field(default_factory=list)
     errors: list[str] = Field(
         default_factory=list, description="Why (part of) this pipeline could not be planned."

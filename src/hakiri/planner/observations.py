@@ -1,4 +1,8 @@
-"""What the plan service gathered before planning: plain frozen data, so planning is a pure function."""
+"""What the plan service gathered before planning: plain frozen data, so planning is a pure function.
+
+`plan` and `apply` gather the same observations: the source's own batch planner
+(`Source.plan_batches`) says which batches are new, the catalog says which are queued.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, PipelineState
 from hakiri.destinations.base import TargetObservation
-from hakiri.sources.base import SourceObservation
+from hakiri.sources.base import SourceObservation, TablePlan
 from hakiri.spec.connections import Target
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
@@ -23,7 +27,11 @@ class TableObservation:
         default_factory=dict
     )  # path -> content hash already loaded
     cursor: Mapping[str, Any] | None = None  # table sources: the stored cursor state
-    batches: tuple[Batch, ...] = ()  # table sources: the table's batches in the catalog
+    batches: tuple[Batch, ...] = ()  # the table's batches in the catalog
+    # The batches the source would add now (None: the source could not be observed).
+    batch_plan: TablePlan | None = None
+    # (kind, column) changes `hakiri schema accept` accepted and no load has applied yet.
+    accepted: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -33,3 +41,4 @@ class PipelineObservation:
     state: PipelineState | None  # None: never applied
     tables: tuple[TableObservation, ...] = ()
     errors: tuple[str, ...] = ()  # one line each: an unreachable source or target, ...
+    has_cursors: bool = False  # a table source: chunks may load in parallel

@@ -123,16 +123,6 @@ def source_type_as_spark(connector: str, type_name: str | None) -> str | None:
     return _ARROW_TO_SPARK.get(lowered, lowered)
 
 
-def target_type(connector: str, source_type: str | None, destination_kind: str) -> str | None:
-    """The type hakiri would give a new target column for this source column."""
-    if source_type is None:
-        return None
-    if connector == "postgres" and destination_kind == "postgres":
-        return source_type  # PostgreSQL to PostgreSQL keeps the exact type
-    spark = source_type_as_spark(connector, source_type)
-    return None if spark is None else destination_type(spark, destination_kind)
-
-
 def destination_type(spark_type: str, destination_kind: str) -> str | None:
     """The type a column of `spark_type` gets in the destination ('postgres' or 'context')."""
     if destination_kind == "postgres":

@@ -126,15 +126,12 @@ def runner_for(
     controls: RunControls | None = None,
 ) -> PipelineRunner:
     """The engine for one pipeline, wired to its destinations, Spark and the file reader."""
-    from hakiri.sources.file_reader import read_files
-
     return PipelineRunner(
         project,
         spec,
         catalog,
         lambda target: destination_for(project, spec, target, env, spark.get),
         spark.get,
-        read_files,
         env,
         lease_timeout,
         on_batch,

@@ -22,10 +22,10 @@ from typing import Any
 from hakiri.catalog.records import Batch, BatchStatus, Phase, Rewind
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
-from hakiri.engine.chunks import chunk_batch, incremental_of
 from hakiri.engine.controls import holder_id, holder_is_dead
 from hakiri.errors import HakiriError, LeaseHeld, PipelineNotFound
 from hakiri.sources.cursors import CursorRange, as_python, parse_value
+from hakiri.sources.table_batches import chunk_batch, incremental_of
 from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import load_project
 from hakiri.spec.pipeline import (

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hakiri.catalog.records import Batch, Phase, PipelineState
+from hakiri.catalog.records import Batch, Phase, PipelineState, SchemaEvent
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
@@ -21,21 +21,15 @@ from hakiri.destinations.context import inspect_context_target
 from hakiri.destinations.postgres import inspect_postgres_targets
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.planner.builder import build_plan
+from hakiri.planner.evolution import accepted_changes
 from hakiri.planner.model import CatalogInfo, PlanDocument
 from hakiri.planner.observations import PipelineObservation, TableObservation
-from hakiri.sources.base import SourceObservation
-from hakiri.sources.files import inspect_files
-from hakiri.sources.postgres import inspect_postgres_table
-from hakiri.spec.connections import context_store_path, destination_url, postgres_url, target_of
+from hakiri.sources.base import Source
+from hakiri.sources.select import source_for
+from hakiri.spec.connections import context_store_path, destination_url, target_of
 from hakiri.spec.interpolate import mask_url
 from hakiri.spec.loader import Project, load_project
-from hakiri.spec.pipeline import (
-    FilesSource,
-    IncrementalSpec,
-    PipelineSpec,
-    PostgresSource,
-    TableSpec,
-)
+from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
 
 def plan_project(
@@ -95,14 +89,18 @@ class _Observer:
         self.states = states
         self.project, self.catalog, self.env = project, catalog, env
         self._batches_of: dict[str, list[Batch]] = {}
+        self._events_of: dict[str, list[SchemaEvent]] = {}
 
     def observe(self, specs: Sequence[PipelineSpec]) -> list[PipelineObservation]:
         errors: dict[str, list[str]] = {spec.id: [] for spec in specs}
         targets = self._inspect_targets(specs, errors)
         observations = []
         for spec in specs:
+            source = source_for(self.project.root, self.project.settings, spec, self.env)
             tables = tuple(
-                self._table(spec, table, targets.get((spec.id, table.name)), errors[spec.id])
+                self._table(
+                    spec, source, table, targets.get((spec.id, table.name)), errors[spec.id]
+                )
                 for table in spec.table_specs()
             )
             observations.append(
@@ -112,6 +110,7 @@ class _Observer:
                     self.states.get(spec.id),
                     tables,
                     tuple(dict.fromkeys(errors[spec.id])),
+                    has_cursors=source.has_cursors,
                 )
             )
         return observations
@@ -119,30 +118,25 @@ class _Observer:
     def _table(
         self,
         spec: PipelineSpec,
+        source: Source,
         table: TableSpec,
         target_now: TargetObservation | None,
         errors: list[str],
     ) -> TableObservation:
-        committed = (
-            self.catalog.committed_hashes(spec.id, table.name)
-            if isinstance(spec.source, FilesSource)
-            else {}
-        )
         cursor = self.catalog.get_cursor(spec.id, table.name)
-        source = _attempt(errors, lambda: self._inspect_source(spec, table, cursor))
-        batches = (
-            tuple(b for b in self._batches(spec.id) if b.table_name == table.name)
-            if isinstance(spec.source, PostgresSource)
-            else ()
-        )
+        observed = _attempt(errors, lambda: source.observe(table, cursor))
+        # The same call apply makes before it loads: what plan shows is what apply enqueues.
+        batch_plan = _attempt(errors, lambda: source.plan_batches(table, self.catalog))
         return TableObservation(
             table,
             target_of(self.project.settings, spec, table),
-            source,
+            observed,
             target_now,
-            committed,
+            self.catalog.committed_hashes(spec.id, table.name),
             cursor,
-            batches,
+            tuple(b for b in self._batches(spec.id) if b.table_name == table.name),
+            batch_plan,
+            frozenset(accepted_changes(self._events(spec.id), table.name)),
         )
 
     def _batches(self, pipeline_id: str) -> list[Batch]:
@@ -151,29 +145,10 @@ class _Observer:
             self._batches_of[pipeline_id] = self.catalog.batches(pipeline_id)
         return self._batches_of[pipeline_id]
 
-    def _inspect_source(
-        self, spec: PipelineSpec, table: TableSpec, cursor: Mapping[str, Any] | None
-    ) -> SourceObservation:
-        if isinstance(spec.source, FilesSource):
-            return inspect_files(self.project.root, spec.source.config, table)
-        assert isinstance(spec.source, PostgresSource)
-        config = spec.source.config
-        incremental = table.incremental or spec.incremental
-        column = incremental.column if isinstance(incremental, IncrementalSpec) else incremental
-        # Rows past everything already planned into chunks are new data; a cursor stored for
-        # another column says nothing about this one (the whole table is new).
-        value = (
-            cursor.get("planned_to")
-            if column and cursor is not None and cursor.get("column") == column
-            else None
-        )
-        return inspect_postgres_table(
-            postgres_url(self.project.settings, config, self.env),
-            config.schema_name,
-            table.name,
-            column,
-            value,
-        )
+    def _events(self, pipeline_id: str) -> list[SchemaEvent]:
+        if pipeline_id not in self._events_of:
+            self._events_of[pipeline_id] = self.catalog.schema_events(pipeline_id)
+        return self._events_of[pipeline_id]
 
     def _inspect_targets(
         self, specs: Sequence[PipelineSpec], errors: dict[str, list[str]]

@@ -1,8 +1,21 @@
-"""What a source inspection reports to the planner. Plain frozen data; no I/O here."""
+"""The source interface: what an inspection reports, the batches planned, one batch read.
+
+Plain data and a Protocol; no I/O here. The two sources (`FileSource`, `TableSource`)
+implement `Source`; `sources.select.source_for` picks the one a pipeline declares.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hakiri.catalog.records import NewBatch
+
+if TYPE_CHECKING:
+    from hakiri.catalog.records import Batch
+    from hakiri.catalog.store import Catalog
+    from hakiri.spec.pipeline import TableSpec
 
 
 @dataclass(frozen=True)
@@ -31,3 +44,63 @@ class SourceObservation:
         None  # table sources: estimated rows past the cursor (all rows without one)
     )
     notes: tuple[str, ...] = field(default=())  # e.g. "glob matched no file"
+
+
+@dataclass
+class TablePlan:
+    """The batches to add to the catalog for one table now, decided by the source's planner."""
+
+    batches: list[NewBatch] = field(default_factory=list)
+    cursor: dict[str, Any] | None = None  # the table's cursor to store with the batches
+    planning: bool = False  # a first chunk plan was made (phase planning -> backfilling)
+    notes: list[str] = field(default_factory=list)
+    empty_source: bool = False  # a files source matched nothing and asks for an alert
+
+
+def _nothing_left_out() -> int:
+    return 0
+
+
+@dataclass
+class BatchRead:
+    """One batch as a lazy Spark DataFrame, ready for the rules and the destination."""
+
+    frame: Any
+    # After the frame was consumed (staged): the malformed records the read left out, or raises
+    # (files: `FileRead.verify`; a table read leaves nothing out).
+    verify: Callable[[], int] = _nothing_left_out
+    label: str = ""  # names the batch in messages: a file, or `table (predicate)`
+    empty: bool = False  # files: no file of the batch holds a data record
+    # False for an empty batch whose columns were not declared: it tells nothing of its columns.
+    evidence: bool = True
+    # (name, Spark type) of the columns whose type Spark inferred from the values (files without
+    # declared `columns`, except Parquet): a guess, see `engine.evidence`.
+    inferred: tuple[tuple[str, str], ...] = ()
+
+
+class Source(Protocol):
+    """One pipeline's source: observed by `plan`, cut into batches and read by `apply`.
+
+    `plan` and `apply` call the same `plan_batches`, so what plan shows as data to load
+    is what apply enqueues.
+    """
+
+    # Table sources keep a cursor per table (advanced as chunks commit) and may load
+    # chunks in parallel; file sources do neither.
+    has_cursors: bool
+
+    def observe(self, table: TableSpec, cursor: dict[str, Any] | None) -> SourceObservation:
+        """The table's columns, files or row estimate as they are now; reads no data."""
+        ...
+
+    def plan_batches(self, table: TableSpec, catalog: Catalog) -> TablePlan:
+        """The batches to add for `table` given what the catalog has; writes nothing."""
+        ...
+
+    def read(self, spark: Any, batch: Batch) -> BatchRead:
+        """The batch's rows as a lazy DataFrame (Spark runs the read when it is staged)."""
+        ...
+
+    def requests_per_read(self) -> int:
+        """Source queries one batch read issues: what `rate_budget` counts."""
+        ...

@@ -67,8 +67,11 @@ def test_plan_warns_about_parallel_append_and_exits_2_while_chunks_remain(
     assert "Plan: 0 to add, 1 to change, 0 to retire." in result.stderr
     [planned] = json.loads(project.cli("plan", "--json").stdout)["pipelines"]
     assert planned["action"] == "change" and planned["diff"] == []
-    # rows are estimated past planned_to (2024-01-01 16:40), not the whole table: none
-    assert planned["pending"][0]["estimated_rows"] == 0
+    # the two chunks left are the work; no row is past planned_to (2024-01-01 16:40)
+    [pending] = planned["pending"]
+    assert (pending["queued_batches"], pending["new_batches"]) == (2, 0)
+    [load] = planned["steps"]
+    assert load["step"] == "load" and len(load["batches"]) == 1  # max_chunks_per_tick = 1
 
     for _ in range(2):
         assert project.cli("apply").exit_code == 0

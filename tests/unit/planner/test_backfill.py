@@ -46,7 +46,9 @@ def _spec(mode: str = "upsert", parallelism: int | None = 4, **overrides: Any) -
 
 
 def _warnings(spec: PipelineSpec, kind: CursorKind | None) -> list[str]:
-    return parallelism_warnings(spec, spec.table_specs()[0], kind)
+    return parallelism_warnings(
+        spec, spec.table_specs()[0], kind, spec.source.connector == "postgres"
+    )
 
 
 def _chunk(
@@ -175,7 +177,7 @@ def _table_obs(spec: PipelineSpec, batches: tuple[Batch, ...]) -> PipelineObserv
     table = TableObservation(
         spec.table_specs()[0], Target("postgres", "src", "public", "wh"), source, batches=batches
     )
-    return PipelineObservation(spec.id, spec, state, (table,))
+    return PipelineObservation(spec.id, spec, state, (table,), has_cursors=True)
 
 
 def test_a_backfill_in_progress_is_a_change_until_every_chunk_is_committed() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,7 +12,8 @@ from hakiri.planner.builder import build_plan, plan_pipeline
 from hakiri.planner.diff import spec_diff
 from hakiri.planner.model import Action, CatalogInfo
 from hakiri.planner.observations import PipelineObservation, TableObservation
-from hakiri.sources.base import SourceColumn, SourceFile, SourceObservation
+from hakiri.sources.base import SourceColumn, SourceFile, SourceObservation, TablePlan
+from hakiri.sources.file_batches import plan_file_batches
 from hakiri.spec.connections import Target
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
@@ -146,12 +148,31 @@ def test_widening_and_incompatible_types() -> None:
             target=target,
         )
     ).targets
+    # One refused change stops the table's load, so nothing (not the widening) is applied.
+    assert change.widen_columns == []
+    assert change.incompatible == ["amount: text cannot load into numeric(12,2)"]
+    [step] = [s for s in _obs_steps(spec, target) if s.step == "evolve"]
+    assert step.refused == change.incompatible
+
+
+def test_a_widening_alone_is_an_evolve_step() -> None:
+    spec = _spec()
+    target = _target(("id", "integer"), ("amount", "numeric(12,2)"))
+    [change] = plan_pipeline(_obs(spec, _applied(spec), target=target)).targets
     assert [(w.name, w.from_type, w.to_type) for w in change.widen_columns] == [
         ("id", "integer", "bigint")
     ]
-    assert change.incompatible == [
-        "column amount: source type text does not fit target type numeric(12,2)"
-    ]
+
+
+def _obs_steps(spec: PipelineSpec, target: TargetObservation) -> list[Any]:
+    files = (SourceFile("o/a.csv", 10, "sha256:a"),)
+    observed = _obs(
+        spec,
+        _applied(spec),
+        source=_source(("id", "bigint"), ("amount", "string"), files=files),
+        target=target,
+    )
+    return plan_pipeline(_with_batches(observed, files)).steps
 
 
 def test_upsert_key_change_on_an_existing_target_is_incompatible() -> None:
@@ -175,17 +196,29 @@ def test_pending_files_new_and_changed() -> None:
         SourceFile("o/b.csv", 20, "sha256:b2"),
         SourceFile("o/c.csv", 5, "sha256:c"),
     )
-    plan = plan_pipeline(
-        _obs(
-            spec,
-            _applied(spec),
-            source=_source(("id", "bigint"), ("amount", "decimal(12,2)"), files=files),
-            committed={"o/b.csv": "sha256:b1", "o/c.csv": "sha256:c"},
-        )
+    observed = _obs(
+        spec,
+        _applied(spec),
+        source=_source(("id", "bigint"), ("amount", "decimal(12,2)"), files=files),
+        committed={"o/b.csv": "sha256:b1", "o/c.csv": "sha256:c"},
     )
+    plan = plan_pipeline(_with_batches(observed, files))
     [work] = plan.pending
     assert (work.new_files, work.changed_files, work.bytes) == (["o/a.csv"], ["o/b.csv"], 30)
     assert plan.action is Action.NO_OP  # data waiting is not a change to the pipeline
+    enqueue, load = plan.steps
+    assert [b.file for b in enqueue.batches] == ["o/a.csv", "o/b.csv"]
+    assert load.batches == [b.id for b in enqueue.batches]
+
+
+def _with_batches(obs: PipelineObservation, files: tuple[SourceFile, ...]) -> PipelineObservation:
+    """The observation with the batches the files source plans (as `Source.plan_batches` does)."""
+    spec = obs.spec
+    assert spec is not None
+    [table] = obs.tables
+    config = spec.source.config
+    batches = plan_file_batches("orders", spec.load.mode, config, files, table.committed_files)
+    return replace(obs, tables=(replace(table, batch_plan=TablePlan(batches=batches)),))
 
 
 def test_live_target_rules_and_lock_warnings() -> None:

@@ -6,8 +6,7 @@ import pytest
 
 from hakiri.catalog.records import SchemaEvent
 from hakiri.destinations.base import ColumnRetype, TargetColumn
-from hakiri.engine.schema_guard import accepted_changes
-from hakiri.planner.evolution import SchemaRefused, decide
+from hakiri.planner.evolution import SchemaRefused, accepted_changes, decide
 
 PG_TARGET = (TargetColumn("id", "bigint"), TargetColumn("n", "integer"), TargetColumn("s", "text"))
 

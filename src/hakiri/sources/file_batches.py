@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from hakiri.catalog.records import NewBatch
 from hakiri.errors import SourceDataError
@@ -42,24 +42,30 @@ def plan_file_batches(
     config: FilesConfig,
     files: Sequence[SourceFile],
     committed: Mapping[str, str],
+    known: Collection[str] = (),
 ) -> list[NewBatch]:
-    """Batches for the files not yet loaded; `committed` maps path -> hash already loaded."""
+    """Batches for the files not yet loaded; `committed` maps path -> hash already loaded,
+    `known` holds the ids of the table's batches already in the catalog (whatever their
+    status: the catalog keeps, never re-adds, a batch it has)."""
     if mode in SNAPSHOT_MODES:
         if (
             not files
         ):  # nothing to replace the table with: never empty it because a glob matched nothing
             return []
+        batch_id = snapshot_batch_id(table, files)
+        if batch_id in known:  # the table's files are as they were when last loaded
+            return []
         listing = json.dumps(sorted([f.path, f.content_hash] for f in files))
         return [
             NewBatch(
-                snapshot_batch_id(table, files),
+                batch_id,
                 table,
                 "snapshot",
                 predicate=listing,
                 size_bytes=sum(f.size for f in files),
             )
         ]
-    batches = []
+    batches: list[NewBatch] = []
     for f in files:
         loaded = committed.get(f.path)
         if loaded == f.content_hash:
@@ -71,9 +77,12 @@ def plan_file_batches(
                 f"{f.path} changed after it was loaded (on_change = 'error')",
                 "restore the file, or set on_change = 'reload' (load it again) or 'ignore'",
             )
+        batch_id = file_batch_id(table, f.content_hash)
+        if batch_id in known or any(b.batch_id == batch_id for b in batches):
+            continue  # the same bytes under another name: loaded (or queued) once
         batches.append(
             NewBatch(
-                file_batch_id(table, f.content_hash),
+                batch_id,
                 table,
                 "file",
                 f.path,

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
-from hakiri.engine.batches import SNAPSHOT_MODES
 from hakiri.errors import HakiriError
+from hakiri.sources.base import TablePlan
 from hakiri.sources.cursors import (
     CursorColumn,
     CursorRange,
@@ -34,6 +33,7 @@ from hakiri.sources.cursors import (
     plan_ranges,
     shift_back,
 )
+from hakiri.sources.file_batches import SNAPSHOT_MODES
 from hakiri.sources.postgres import CursorBounds
 from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec, TableSpec
@@ -46,15 +46,6 @@ __all__ = [
     "plan_table",
     "snapshot_table_batch",
 ]
-
-
-@dataclass
-class TablePlan:
-    batches: list[NewBatch] = field(default_factory=list)
-    cursor: dict[str, Any] | None = None  # the table's cursor to store with the batches
-    planning: bool = False  # a first chunk plan was made (phase planning -> backfilling)
-    notes: list[str] = field(default_factory=list)
-    empty_source: bool = False  # a files source matched nothing and asks for an alert
 
 
 def incremental_of(spec: PipelineSpec, table: TableSpec) -> str | IncrementalSpec | None:

@@ -12,7 +12,10 @@ from typing import Any
 import pytest
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
-from hakiri.engine.chunks import (
+from hakiri.errors import HakiriError
+from hakiri.sources.cursors import CursorColumn, CursorRange, plan_ranges
+from hakiri.sources.postgres import CursorBounds
+from hakiri.sources.table_batches import (
     TablePlan,
     check_cursor_fits_mode,
     chunk_batch,
@@ -21,9 +24,6 @@ from hakiri.engine.chunks import (
     plan_table,
     snapshot_table_batch,
 )
-from hakiri.errors import HakiriError
-from hakiri.sources.cursors import CursorColumn, CursorRange, plan_ranges
-from hakiri.sources.postgres import CursorBounds
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
 TS = "timestamp without time zone"
