@@ -11,6 +11,7 @@ import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 BATCH_TTL_SECONDS = 600.0
 PIPELINE_LEASE_TTL_SECONDS = 3600.0
@@ -36,6 +37,9 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     # per batch: seconds reading+staging, in the destination commit, in the catalog
     timings: list[dict[str, float]] = field(default_factory=list)
+    # The plan steps this apply executed (enqueue, evolve, load, retire), in the form
+    # `hakiri plan --json` prints them: equal to the plan's when nothing changed in between.
+    steps: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -43,6 +43,8 @@ from hakiri.observability import (
     span,
 )
 from hakiri.planner.backfill import load_parallelism
+from hakiri.planner.builder import batch_ref
+from hakiri.planner.model import EnqueueStep, LoadStep, Step
 from hakiri.quality.anomaly import check_row_count
 from hakiri.quality.rules import RuleCheck, check_rows
 from hakiri.sources.cursors import CursorRange
@@ -103,6 +105,9 @@ class PipelineRunner:
         self._lock = threading.Lock()  # guards outcome, quality and claims across chunk workers
         self._commit_locks: dict[int, threading.Lock] = {}  # per destination: one commit at a time
         self._run_bytes: int | None = None  # input of the pending batches, when all are files
+        self._steps: list[Step] = []  # enqueue steps executed, in order
+        self._claimed: list[str] = []  # batch ids in claim order
+        self._workers = 1
         backfill = spec.backfill
         self.bucket = (
             TokenBucket(parse_rate(backfill.rate_budget))
@@ -127,6 +132,24 @@ class PipelineRunner:
         return outcome
 
     def _converge(self, outcome: Outcome, requested: str | None) -> None:
+        try:
+            self._converge_steps(outcome, requested)
+        finally:
+            outcome.steps = self._executed()
+
+    def _executed(self) -> list[dict[str, Any]]:
+        """The steps this run executed, in plan order: enqueue, evolve, load."""
+        steps: list[Step] = [*self._steps]
+        steps += [
+            self.schema.steps[t.name]
+            for t in self.spec.table_specs()
+            if t.name in self.schema.steps
+        ]
+        if self._claimed:
+            steps.append(LoadStep(batches=self._claimed, parallelism=self._workers))
+        return [s.model_dump(mode="json") for s in steps]
+
+    def _converge_steps(self, outcome: Outcome, requested: str | None) -> None:
         self._recover_stale_claims(keep=requested)
         for table in self.spec.table_specs():
             self._plan_table(table, outcome)
@@ -294,6 +317,9 @@ class PipelineRunner:
             self._set_phase(Phase.PLANNING)
         cursor = (table.name, plan.cursor) if plan.cursor is not None else None
         self.catalog.add_batches(self.spec.id, plan.batches, cursor=cursor)
+        if plan.batches:
+            step = EnqueueStep(table=table.name, batches=[batch_ref(b) for b in plan.batches])
+            self._steps.append(step)
         if plan.planning and plan.batches:
             self._set_phase(Phase.BACKFILLING)
             outcome.notes.append(f"{table.name}: backfill planned in {len(plan.batches)} chunk(s)")
@@ -430,6 +456,7 @@ class PipelineRunner:
         """Claim and load batches until none is left (or max_chunks_per_tick), `parallelism` at once."""
         limit = self.spec.backfill.max_chunks_per_tick if self.spec.backfill else None
         workers = min(self.parallelism(), limit or total, total) or 1
+        self._workers = workers
         total = min(total, limit) if limit else total
         claimed = 0
         controls = self.controls
@@ -447,7 +474,9 @@ class PipelineRunner:
                     batch = self.catalog.claim_batch(
                         self.spec.id, self.holder, controls.claim_ttl, run_id=run_id
                     )
-                claimed += batch is not None
+                if batch is not None:
+                    claimed += 1
+                    self._claimed.append(batch.batch_id)
             if batch is None and controls.capacity is not None:
                 controls.capacity.release()
             return batch

@@ -1,6 +1,6 @@
 """Discovery before a batch is staged: compare the batch's columns with the target, log, evolve.
 
-The decision (`engine.evolution.decide`) is recorded in the catalog's schema log
+The decision (`planner.evolution.decide`, the function `plan` calls too) is recorded in the catalog's schema log
 before the destination changes anything, and the destination applies it before
 any row of the batch moves. A refusal is logged as `blocked` (with the changes it
 named, which `hakiri schema accept` can then accept) and stops the run.
@@ -14,6 +14,8 @@ from hakiri.catalog.records import SchemaEvent
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination, LoadRequest
 from hakiri.engine.evidence import settle_unvalued, shape_like_target
+from hakiri.errors import SchemaIncompatible
+from hakiri.planner.builder import evolve_step
 from hakiri.planner.evolution import (
     SchemaRefused,
     accepted_changes,
@@ -21,6 +23,8 @@ from hakiri.planner.evolution import (
     decide,
     followed_renames,
 )
+from hakiri.planner.model import Column, EvolveStep
+from hakiri.planner.types import destination_type
 from hakiri.spec.connections import destination_kind
 from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import Project
@@ -35,6 +39,8 @@ class SchemaGuard:
         self.kind = destination_kind(project.settings, spec)
         self._logged: set[tuple[str, str, str]] = set()  # (table, kind, column) logged this run
         self._key_checked = False  # the applied spec cannot change during a run: check it once
+        # What this run did to each target, as `plan` shows it: the first decision per table.
+        self.steps: dict[str, EvolveStep] = {}
 
     def shape_empty(self, frame: Any, destination: Destination, request: LoadRequest) -> Any:
         """A batch with no data record and no declared types: the frame to stage, shaped like the
@@ -62,10 +68,19 @@ class SchemaGuard:
         if renamed:
             frame = frame.withColumnsRenamed(renamed)
         target = destination.target_columns(request)
-        if target is None:
-            return frame  # the first load creates the target with the batch's columns
+        if target is None:  # the first load creates the target with the batch's columns
+            columns = [
+                Column(name=f.name, type=destination_type(f.dataType.simpleString(), self.kind))
+                for f in frame.schema.fields
+            ]
+            self._step(EvolveStep(table=table, create=True, columns=columns))
+            return frame
         where = f"pipeline `{self.spec.id}`, table {table} -> {request.target_table}"
-        self._check_key(where)
+        try:
+            self._check_key(where)
+        except SchemaIncompatible as exc:
+            self._step(EvolveStep(table=table, refused=[exc.reason.removeprefix(f"{where}: ")]))
+            raise
         if guessed:
             frame = settle_unvalued(frame, target, guessed, self.kind)
         source = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
@@ -82,6 +97,10 @@ class SchemaGuard:
                 guessed=guessed,
             )
         except SchemaRefused as refused:
+            policy = self.spec.schema_policy
+            self._step(
+                EvolveStep(table=table, refused=[b.refusal(policy) for b in refused.blocked])
+            )
             # Recorded so `hakiri schema accept` knows what it accepts; raised again unchanged.
             self.catalog.log_schema_event(
                 self.spec.id,
@@ -97,11 +116,16 @@ class SchemaGuard:
             raise
         for kind, detail in decision.events():
             self._log(table, kind, detail, request.run_id, events)
+        if not decision.change.empty or decision.discard:
+            self._step(evolve_step(table, decision))
         if not decision.change.empty:
             destination.evolve(request, decision.change)
         if decision.discard:
             frame = frame.drop(*decision.discard)
         return frame
+
+    def _step(self, step: EvolveStep) -> None:
+        self.steps.setdefault(step.table, step)
 
     def _check_key(self, where: str) -> None:
         if self.spec.load.mode is not LoadMode.UPSERT or self._key_checked:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
-from hakiri.errors import SchemaIncompatible
+from hakiri.destinations.base import ColumnRetype
 from hakiri.planner.backfill import (
     backfill_progress,
     live_batches,
@@ -24,12 +24,11 @@ from hakiri.planner.backfill import (
 )
 from hakiri.planner.diff import spec_diff
 from hakiri.planner.evolution import (
-    Blocked,
     SchemaDecision,
     SchemaRefused,
-    check_upsert_key,
     decide,
     followed_renames,
+    upsert_key_change,
 )
 from hakiri.planner.model import (
     Action,
@@ -58,7 +57,7 @@ from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns
 
-__all__ = ["build_plan", "load_order", "plan_pipeline"]
+__all__ = ["batch_ref", "build_plan", "evolve_step", "load_order", "plan_pipeline"]
 
 POSTGRES_IDENTIFIER_BYTES = 63
 
@@ -111,7 +110,7 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     ]
     warnings += [p.describe() for p in backfilling]
     steps: list[Step] = [
-        EnqueueStep(table=t.table.name, batches=[_ref(b) for b in t.batch_plan.batches])
+        EnqueueStep(table=t.table.name, batches=[batch_ref(b) for b in t.batch_plan.batches])
         for t in obs.tables
         if t.batch_plan is not None and t.batch_plan.batches
     ]
@@ -123,6 +122,9 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     if loads:
         workers = min(load_parallelism(spec, obs.has_cursors), len(loads))
         steps.append(LoadStep(batches=loads, parallelism=workers))
+    if obs.skipped:
+        steps = []
+        warnings.append("enabled = false: apply skips it unless it is named (hakiri apply ID)")
     if obs.state is None:
         action = Action.ADD
     elif (
@@ -175,7 +177,8 @@ def _loads_table(t: TableObservation, loads: Sequence[str]) -> bool:
     return any(b.batch_id in wanted for b in [*_queued(t), *new])
 
 
-def _ref(batch: NewBatch) -> BatchRef:
+def batch_ref(batch: NewBatch) -> BatchRef:
+    """A batch as a plan step names it."""
     described = (
         CursorRange.from_predicate(batch.predicate).describe()
         if batch.kind == "chunk" and batch.predicate
@@ -235,11 +238,9 @@ def _schema(
     where = f"pipeline `{spec.id}`, table {t.table.name} -> {t.target.table}"
     refused: list[str] = []
     decision = SchemaDecision()
-    if spec.load.mode is LoadMode.UPSERT:
-        try:
-            check_upsert_key(applied_key, spec.load.upsert_key, where)
-        except SchemaIncompatible as exc:
-            refused.append(exc.reason.removeprefix(f"{where}: "))
+    key_change = upsert_key_change(applied_key, spec.load.upsert_key)
+    if spec.load.mode is LoadMode.UPSERT and key_change is not None:
+        refused.append(key_change)
     if columns is not None and not refused:
         try:
             decision = decide(
@@ -252,45 +253,41 @@ def _schema(
                 where=where,
             )
         except SchemaRefused as exc:
-            refused += [_refusal(b, spec.schema_policy) for b in exc.blocked]
-    change = decision.change
-    add = [Column(name=c.name, type=c.type or None) for c in change.add]
-    widen = [
-        TypeWidening(name=w.column, from_type=w.old_type, to_type=w.new_type) for w in change.widen
-    ]
-    retype = [
-        TypeWidening(name=w.column, from_type=w.old_type, to_type=w.new_type) for w in change.retype
-    ]
-    rename = [f"{old} -> {new}" for old, new in change.rename]
+            refused += [b.refusal(spec.schema_policy) for b in exc.blocked]
+    step = evolve_step(t.table.name, decision)
     target = TargetChange(
         **base,
         exists=True,
         create=False,
-        add_columns=add,
-        widen_columns=widen,
-        rename_columns=rename,
-        retype_columns=retype,
+        add_columns=step.add_columns,
+        widen_columns=step.widen_columns,
+        rename_columns=step.rename_columns,
+        retype_columns=step.retype_columns,
         incompatible=refused,
         **common,
     )
     if refused:
         return target, EvolveStep(table=t.table.name, refused=refused)
-    if change.empty and not decision.discard:
+    if decision.change.empty and not decision.discard:
         return target, None
-    return target, EvolveStep(
-        table=t.table.name,
-        add_columns=add,
-        widen_columns=widen,
-        rename_columns=rename,
-        retype_columns=retype,
+    return target, step
+
+
+def evolve_step(table: str, decision: SchemaDecision) -> EvolveStep:
+    """A schema decision as a plan step: what `plan` shows and `apply --json` reports."""
+    change = decision.change
+    return EvolveStep(
+        table=table,
+        add_columns=[Column(name=c.name, type=c.type or None) for c in change.add],
+        widen_columns=[_widening(w) for w in change.widen],
+        rename_columns=[f"{old} -> {new}" for old, new in change.rename],
+        retype_columns=[_widening(w) for w in change.retype],
         discard_columns=list(decision.discard),
     )
 
 
-def _refusal(blocked: Blocked, policy: str) -> str:
-    if blocked.kind == "incompatible":
-        return blocked.describe()
-    return f"{blocked.describe()} (schema_policy = '{policy}' refuses it)"
+def _widening(retype: ColumnRetype) -> TypeWidening:
+    return TypeWidening(name=retype.column, from_type=retype.old_type, to_type=retype.new_type)
 
 
 def _destination(spark_type: str | None, kind: str) -> str | None:

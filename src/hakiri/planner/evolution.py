@@ -39,6 +39,7 @@ __all__ = [
     "decide",
     "destination_type",
     "followed_renames",
+    "upsert_key_change",
 ]
 
 # Events that change the target: an accept is used up by the next one of these.
@@ -69,12 +70,21 @@ def followed_renames(names: Iterable[str], renames: Mapping[str, str]) -> dict[s
     return {old: new for old, new in renames.items() if old in present and new not in present}
 
 
-def check_upsert_key(applied: Sequence[str] | None, now: Sequence[str] | None, where: str) -> None:
+def upsert_key_change(applied: Sequence[str] | None, now: Sequence[str] | None) -> str | None:
     """An upsert key is never evolved: a change of it on an existing target needs a migration."""
     if applied and list(applied) != list(now or []):
+        return (
+            f"upsert_key changed from ({', '.join(applied)}) to ({', '.join(now or [])}) "
+            "on an existing target"
+        )
+    return None
+
+
+def check_upsert_key(applied: Sequence[str] | None, now: Sequence[str] | None, where: str) -> None:
+    change = upsert_key_change(applied, now)
+    if change is not None:
         raise SchemaIncompatible(
-            f"{where}: upsert_key changed from ({', '.join(applied)}) to "
-            f"({', '.join(now or [])}) on an existing target",
+            f"{where}: {change}",
             "a key change needs an explicit migration: change the target's key yourself, or "
             "load into a new target table",
         )
@@ -102,6 +112,12 @@ class Blocked:
 
     def key(self) -> tuple[str, str]:
         return (self.kind, self.column)
+
+    def refusal(self, policy: str) -> str:
+        """One line for `plan` and `apply --json`: the change and what refuses it."""
+        if self.kind == "incompatible":
+            return self.describe()
+        return f"{self.describe()} (schema_policy = '{policy}' refuses it)"
 
 
 class SchemaRefused(SchemaIncompatible):

@@ -42,3 +42,4 @@ class PipelineObservation:
     tables: tuple[TableObservation, ...] = ()
     errors: tuple[str, ...] = ()  # one line each: an unreachable source or target, ...
     has_cursors: bool = False  # a table source: chunks may load in parallel
+    skipped: bool = False  # disabled and not named: apply leaves it alone

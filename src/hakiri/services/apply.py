@@ -20,6 +20,7 @@ from hakiri.destinations.base import Destination
 from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
+from hakiri.planner.model import RetireStep
 from hakiri.spark.class_sharing import start_warm_up
 from hakiri.spec.connections import (
     Target,
@@ -46,23 +47,26 @@ def apply_project(
     env = os.environ if env is None else env
     observability.configure(env)
     project = load_project(root, env)
-    unknown = [i for i in ids if i not in project.pipelines]
-    if unknown:
-        raise PipelineNotFound(
-            f"no pipeline {', '.join(f'`{i}`' for i in unknown)}",
-            "`hakiri validate` lists the pipelines",
-        )
-    specs = [
-        project.pipelines[i]
-        for i in (ids or project.pipelines)
-        if project.pipelines[i].enabled or ids
-    ]
     outcomes: list[Outcome] = []
     spark = LazySpark(project)
     try:
         with Catalog.open(
             catalog_url(project.root, project.settings.catalog.url, env), migrate=True
         ) as catalog:
+            # A named pipeline that is in no manifest but in the catalog is retired, as `plan`
+            # announces for it; one in neither is a typo.
+            removed = _removed(project, catalog)
+            unknown = [i for i in ids if i not in project.pipelines and i not in removed]
+            if unknown:
+                raise PipelineNotFound(
+                    f"no pipeline {', '.join(f'`{i}`' for i in unknown)}",
+                    "`hakiri validate` lists the pipelines",
+                )
+            specs = [
+                project.pipelines[i]
+                for i in (ids or project.pipelines)
+                if i in project.pipelines and (project.pipelines[i].enabled or ids)
+            ]
             for spec in specs:
                 outcome = _run_one(project, spec, catalog, spark, env, lease_timeout, on_batch)
                 outcomes.append(outcome)
@@ -70,23 +74,31 @@ def apply_project(
                     on_outcome(outcome)
                 if fail_fast and outcome.status == "failed":
                     break
-            if not ids:  # a whole-project apply converges like Terraform: removed means retired
-                for outcome in _retire_removed(project, catalog):
-                    outcomes.append(outcome)
-                    if on_outcome:
-                        on_outcome(outcome)
+            # A whole-project apply converges like Terraform: removed means retired.
+            retire = [i for i in removed if i in ids] if ids else removed
+            for outcome in _retire(catalog, retire):
+                outcomes.append(outcome)
+                if on_outcome:
+                    on_outcome(outcome)
     finally:
         spark.stop()
     return outcomes
 
 
-def _retire_removed(project: Project, catalog: Catalog) -> list[Outcome]:
-    """Pipelines applied before and now in no manifest: marked retired in the catalog (what
-    `plan` announced), their runs, batches and target tables left as they are."""
+def _removed(project: Project, catalog: Catalog) -> list[str]:
+    """Pipelines applied before and now in no manifest, not yet retired."""
+    return [
+        pipeline_id
+        for pipeline_id, state in catalog.pipeline_states().items()
+        if pipeline_id not in project.pipelines and state.phase is not Phase.RETIRED
+    ]
+
+
+def _retire(catalog: Catalog, pipeline_ids: Sequence[str]) -> list[Outcome]:
+    """Mark the pipelines retired in the catalog (what `plan` announced), their runs, batches
+    and target tables left as they are."""
     retired = []
-    for pipeline_id, state in catalog.pipeline_states().items():
-        if pipeline_id in project.pipelines or state.phase is Phase.RETIRED:
-            continue
+    for pipeline_id in pipeline_ids:
         catalog.retire(pipeline_id)
         retired.append(
             Outcome(
@@ -94,6 +106,7 @@ def _retire_removed(project: Project, catalog: Catalog) -> list[Outcome]:
                 "retired",
                 "-",
                 notes=["in no manifest any more: retired; its state and tables are kept"],
+                steps=[RetireStep().model_dump(mode="json")],
             )
         )
     return retired

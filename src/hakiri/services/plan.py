@@ -42,7 +42,7 @@ def plan_project(
         states = catalog.pipeline_states()
         wanted = _select(project, states, ids)
         observations = _Observer(project, catalog, states, env).observe(
-            [project.pipelines[i] for i in wanted if i in project.pipelines]
+            [project.pipelines[i] for i in wanted if i in project.pipelines], named=bool(ids)
         )
         for pid in wanted:
             state = states.get(pid)
@@ -91,7 +91,10 @@ class _Observer:
         self._batches_of: dict[str, list[Batch]] = {}
         self._events_of: dict[str, list[SchemaEvent]] = {}
 
-    def observe(self, specs: Sequence[PipelineSpec]) -> list[PipelineObservation]:
+    def observe(
+        self, specs: Sequence[PipelineSpec], named: bool = False
+    ) -> list[PipelineObservation]:
+        """`named`: the pipelines were asked for by id (apply then runs disabled ones too)."""
         errors: dict[str, list[str]] = {spec.id: [] for spec in specs}
         targets = self._inspect_targets(specs, errors)
         observations = []
@@ -111,6 +114,7 @@ class _Observer:
                     tables,
                     tuple(dict.fromkeys(errors[spec.id])),
                     has_cursors=source.has_cursors,
+                    skipped=not (spec.enabled or named),
                 )
             )
         return observations
