@@ -1,0 +1,373 @@
+"""What `plan --json` says apply will do is what `apply --json` reports it did, step for step.
+
+A property test over generated projects and catalog states: files or PostgreSQL table
+sources, every load mode, both destinations, every schema policy, schema changes
+(a new column, a wider type, a declared rename) with and without `schema accept`, new
+and changed files, new rows past a chunked backfill's cursor, and a removed pipeline.
+Each example applies once to make the catalog state, edits the project, then compares
+the plan's steps with the steps the next apply executed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import textwrap
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from psycopg import sql
+from typer.testing import CliRunner
+
+from hakiri.cli.main import app
+
+pytestmark = pytest.mark.integration
+
+MODES = ["append", "upsert", "truncate", "blue_green"]
+FILE_EDITS = ["new_file", "changed_file", "new_column", "widen", "rename", "retire"]
+TABLE_EDITS = ["new_rows", "new_column", "widen", "retire"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    source: str  # 'files' | 'table'
+    destination: str  # 'postgres' | 'context'
+    mode: str
+    policy: str
+    tables: int
+    applied_first: bool
+    edits: tuple[str, ...]
+    accept: bool  # after a refused apply: `hakiri schema accept`, then compare
+    window: int | None  # table sources: chunk width on the id cursor
+    max_chunks: int | None
+    parallelism: int
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    source = draw(st.sampled_from(["files", "files", "table"]))
+    mode = draw(st.sampled_from(MODES))
+    applied_first = draw(st.sampled_from([True, True, True, False]))
+    edits: tuple[str, ...] = ()
+    if applied_first:
+        choices = FILE_EDITS if source == "files" else TABLE_EDITS
+        edits = tuple(draw(st.lists(st.sampled_from(choices), min_size=1, max_size=3, unique=True)))
+        if draw(st.booleans()):
+            edits += ("more_data",)  # so the edited schema meets a batch to load
+    chunked = source == "table" and draw(st.booleans())
+    return Scenario(
+        source=source,
+        destination=draw(st.sampled_from(["postgres", "postgres", "context"])),
+        mode=mode,
+        policy=draw(st.sampled_from(["evolve", "discard_columns", "freeze"])),
+        tables=draw(st.integers(1, 2)),
+        applied_first=applied_first,
+        edits=edits,
+        accept=draw(st.booleans()),
+        window=draw(st.sampled_from([30, 70])) if chunked else None,
+        max_chunks=draw(st.sampled_from([None, 1, 2])) if chunked else None,
+        parallelism=draw(st.sampled_from([1, 2])),
+    )
+
+
+class World:
+    """One example's project directory, PostgreSQL schema and manifest state."""
+
+    def __init__(self, scenario: Scenario, pg_url: str) -> None:
+        self.s, self.pg_url = scenario, pg_url
+        self.root = Path(tempfile.mkdtemp(prefix="hakiri-plan-is-apply-"))
+        self.schema = f"pa_{uuid.uuid4().hex[:10]}"
+        self.columns = {"id": "int", "name": "string"}
+        self.renames: dict[str, str] = {}
+        self.pipelines = ["p", "q"]
+        self.files = 0
+        self.rows = 0
+        self.query(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
+
+    def close(self) -> None:
+        self.query(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def query(self, statement: Any, *params: Any) -> None:
+        with psycopg.connect(self.pg_url, autocommit=True) as conn:
+            conn.execute(statement, params or None)
+
+    def tables(self, pipeline: str) -> list[str]:
+        return [f"{pipeline}{n}" for n in range(self.s.tables)]
+
+    # ------------------------------------------------------------------ sources
+
+    def add_data(self) -> None:
+        """One more file per table (files), or 100 more rows per table (tables)."""
+        for pipeline in self.pipelines:
+            for table in self.tables(pipeline):
+                if self.s.source == "files":
+                    self._write_file(table, self.files)
+                else:
+                    self._insert(table, self.rows, 100)
+        self.files += 1
+        self.rows += 100
+
+    def _write_file(self, table: str, n: int, changed: bool = False) -> None:
+        path = self.root / "data" / table / f"f{n}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        names = list(self.columns)
+        lines = [",".join(names)]
+        for i in range(n * 10, n * 10 + 10):
+            values = {"id": str(i), "name": f"{'x' if changed else 'n'}{i}", "score": f"{i}.5"}
+            lines.append(",".join(values[c] for c in names))
+        path.write_text("\n".join(lines) + "\n")
+
+    def _insert(self, table: str, start: int, count: int) -> None:
+        name = sql.Identifier(self.schema, f"src_{table}")
+        if start == 0:
+            self.query(sql.SQL("CREATE TABLE {} (id integer PRIMARY KEY, name text)").format(name))
+        score = sql.SQL(", g + 0.5") if "score" in self.columns else sql.SQL("")
+        self.query(
+            sql.SQL(
+                "INSERT INTO {} SELECT g, 'n' || g{} FROM generate_series(%s::int, %s::int) g"
+            ).format(name, score),
+            start + 1,
+            start + count,
+        )
+
+    def edit(self, edit: str) -> None:
+        every = [t for p in self.pipelines for t in self.tables(p)]
+        if edit in ("new_file", "new_rows", "more_data"):
+            self.add_data()
+        elif edit == "changed_file":
+            for table in every:
+                self._write_file(table, 0, changed=True)
+        elif edit == "new_column":
+            self.columns["score"] = "double"
+            if self.s.source == "files":
+                for table in every:
+                    for n in range(self.files):
+                        self._write_file(table, n)
+            else:
+                for table in every:
+                    self.query(
+                        sql.SQL("ALTER TABLE {} ADD COLUMN score double precision").format(
+                            sql.Identifier(self.schema, f"src_{table}")
+                        )
+                    )
+        elif edit == "widen":
+            self.columns["id"] = "bigint"
+            if self.s.source == "table":
+                for table in every:
+                    self.query(
+                        sql.SQL("ALTER TABLE {} ALTER COLUMN id TYPE bigint").format(
+                            sql.Identifier(self.schema, f"src_{table}")
+                        )
+                    )
+        elif edit == "rename":
+            self.renames = {"name": "label"}
+        elif edit == "retire":
+            self.pipelines = ["p"]
+        self.write_manifest()
+
+    # ------------------------------------------------------------------ manifest
+
+    def write_manifest(self) -> None:
+        text = f"""
+        [project]
+        name = "plan-is-apply"
+
+        [connections.wh]
+        type = "postgres"
+        url = "{self.pg_url}"
+
+        [context]
+        path = ".hakiri/context"
+        """
+        for pipeline in self.pipelines:
+            text += self._pipeline(pipeline)
+        (self.root / "hakiri.toml").write_text(textwrap.dedent(text))
+
+    def _pipeline(self, pipeline: str) -> str:
+        s = self.s
+        if s.source == "files":
+            columns = ", ".join(f'{name} = "{kind}"' for name, kind in self.columns.items())
+            source = (
+                f'{{ connector = "files", config = {{ path = "data/*.csv", '
+                f'format = "csv", columns = {{ {columns} }} }} }}'
+            )
+            tables = ", ".join(
+                f'{{ name = "{t}", path = "data/{t}/*.csv" }}' for t in self.tables(pipeline)
+            )
+        else:
+            source = (
+                f'{{ connector = "postgres", config = {{ connection = "wh", '
+                f'schema = "{self.schema}" }} }}'
+            )
+            cursor = ', incremental = "id"' if s.mode != "truncate" else ""
+            tables = ", ".join(
+                f'{{ name = "src_{t}", target = "{t}"{cursor} }}' for t in self.tables(pipeline)
+            )
+        if s.destination == "postgres":
+            destination = (
+                f'destination = {{ connector = "postgres", config = {{ connection = "wh", '
+                f'schema = "{self.schema}" }} }}'
+            )
+        else:
+            destination = 'destination = { connector = "context" }'
+        key = ', upsert_key = ["id"]' if s.mode == "upsert" else ""
+        renames = (
+            "renames = { " + ", ".join(f'{a} = "{b}"' for a, b in self.renames.items()) + " }"
+            if self.renames
+            else ""
+        )
+        backfill = ""
+        if s.window is not None:
+            backfill = (
+                f"\n[pipeline.backfill]\nwindow = {s.window}\nparallelism = {s.parallelism}\n"
+            )
+            if s.max_chunks is not None:
+                backfill += f"max_chunks_per_tick = {s.max_chunks}\n"
+        return f"""
+[[pipeline]]
+id = "{pipeline}"
+source = {source}
+tables = [{tables}]
+{destination}
+load = {{ mode = "{s.mode}"{key} }}
+schema_policy = "{s.policy}"
+{renames}
+{backfill}
+"""
+
+    # ------------------------------------------------------------------ the CLI
+
+    def cli(self, *args: str) -> Any:
+        return CliRunner().invoke(app, [*args, "--project", str(self.root)], catch_exceptions=False)
+
+
+@settings(
+    max_examples=int(os.environ.get("HAKIRI_PLAN_EXAMPLES", "16")),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(scenario=scenarios())
+# The cases the property is about, always run besides the generated ones: an accepted refusal,
+# a chunked backfill left half done by max_chunks_per_tick, a rename in the context store, and
+# a new column under discard_columns.
+@example(
+    scenario=Scenario(
+        "files",
+        "postgres",
+        "upsert",
+        "freeze",
+        1,
+        True,
+        ("widen", "new_column", "more_data"),
+        True,
+        None,
+        None,
+        1,
+    )
+)
+@example(
+    scenario=Scenario(
+        "table", "postgres", "append", "evolve", 2, True, ("new_rows",), False, 30, 1, 2
+    )
+)
+@example(
+    scenario=Scenario(
+        "table",
+        "postgres",
+        "upsert",
+        "evolve",
+        1,
+        True,
+        ("new_column", "new_rows"),
+        False,
+        30,
+        None,
+        2,
+    )
+)
+@example(
+    scenario=Scenario(
+        "files",
+        "context",
+        "append",
+        "evolve",
+        1,
+        True,
+        ("rename", "more_data"),
+        False,
+        None,
+        None,
+        1,
+    )
+)
+@example(
+    scenario=Scenario(
+        "files",
+        "postgres",
+        "append",
+        "discard_columns",
+        1,
+        True,
+        ("new_column", "more_data"),
+        False,
+        None,
+        None,
+        1,
+    )
+)
+def test_the_steps_plan_reports_are_the_steps_apply_executes(
+    scenario: Scenario, pg_url: str, spark
+) -> None:
+    world = World(scenario, pg_url)
+    try:
+        world.add_data()
+        world.write_manifest()
+        if scenario.applied_first:
+            first = world.cli("apply")
+            assert first.exit_code == 0, first.stderr
+            for edit in scenario.edits:
+                world.edit(edit)
+            if scenario.accept:
+                refused = world.cli("apply")  # under freeze: refused, and what it refused is logged
+                if refused.exit_code == 1:
+                    for pipeline in world.pipelines:
+                        world.cli("schema", "accept", pipeline)
+        _compare(world)
+    finally:
+        world.close()
+
+
+def _compare(world: World) -> None:
+    planned = world.cli("plan", "--json")
+    assert planned.exit_code in (0, 1), planned.stderr
+    plan = {p["id"]: p for p in json.loads(planned.stdout)["pipelines"]}
+    applied = world.cli("apply", "--json")
+    outcomes = {o["pipeline_id"]: o for o in json.loads(applied.stdout)}
+    assert set(outcomes) <= set(plan)
+    for pipeline_id, p in plan.items():
+        if p["errors"]:  # apply fails the same way
+            assert outcomes[pipeline_id]["status"] == "failed", p["errors"]
+            continue
+        executed = outcomes.get(pipeline_id, {"steps": [], "status": "no-op"})
+        refused = [s for s in p["steps"] if s["step"] == "evolve" and s["refused"]]
+        if refused:
+            # apply stops at the refused table: every step up to the loads is as planned
+            assert executed["status"] == "failed", executed
+            assert _without_loads(executed["steps"]) == _without_loads(p["steps"])
+        else:
+            assert executed["status"] != "failed", executed
+            assert executed["steps"] == p["steps"]
+
+
+def _without_loads(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [s for s in steps if s["step"] != "load"]
