@@ -115,6 +115,10 @@ class PipelineNotFound(HakiriError):
     pass
 
 
+class PlanStale(HakiriError):
+    """A saved plan that no longer describes what apply would do, or is no plan at all."""
+
+
 class EditError(HakiriError):
     pass
 

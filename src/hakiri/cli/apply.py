@@ -19,6 +19,7 @@ from rich.progress import (
 from rich.table import Table
 
 from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.errors import HakiriError
 
 FailFast = Annotated[
     bool, typer.Option("--fail-fast", help="Stop at the first pipeline that fails.")
@@ -34,15 +35,35 @@ LeaseTimeout = Annotated[
 def apply(
     ids: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[IDS]...", help="Pipelines (default: all enabled)."),
+        typer.Argument(
+            metavar="[IDS]... | PLAN_FILE",
+            help="Pipelines (default: all enabled), or a plan file written by `hakiri plan -o`.",
+        ),
     ] = None,
     project: ProjectDir = Path("."),
     fail_fast: FailFast = False,
     lease_timeout: LeaseTimeout = 0.0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Run pipelines to convergence: load every pending batch, exactly once."""
-    _apply(project, ids or [], fail_fast, lease_timeout, as_json)
+    """Run pipelines to convergence: load every pending batch, exactly once.
+
+    Given a plan file, apply executes that plan, and refuses it when anything the plan
+    observed (manifests, catalog, targets, sources) has changed since."""
+    plan_file = _plan_file(ids or [])
+    _apply(project, ids or [], fail_fast, lease_timeout, as_json, plan_file)
+
+
+def _plan_file(args: list[str]) -> Path | None:
+    """A plan file among the arguments: a path (pipeline ids have no '.' or '/')."""
+    files = [a for a in args if "." in a or "/" in a]
+    if not files:
+        return None
+    if len(args) > 1:
+        raise HakiriError(
+            "a plan file is applied alone: it already names its pipelines",
+            f"run `hakiri apply {files[0]}` without pipeline ids",
+        )
+    return Path(files[0])
 
 
 def run(
@@ -56,9 +77,14 @@ def run(
 
 
 def _apply(
-    project: Path, ids: list[str], fail_fast: bool, lease_timeout: float, as_json: bool
+    project: Path,
+    ids: list[str],
+    fail_fast: bool,
+    lease_timeout: float,
+    as_json: bool,
+    plan_file: Path | None = None,
 ) -> None:
-    from hakiri.services.apply import apply_project
+    from hakiri.services.apply import apply_project, apply_saved_plan
 
     def progress(outcome) -> None:  # type: ignore[no-untyped-def]
         if not as_json:
@@ -108,14 +134,16 @@ def _apply(
     if bars is not None:
         bars.start()
     try:
-        outcomes = apply_project(
-            project,
-            ids,
+        options = dict(
             fail_fast=fail_fast,
             lease_timeout=lease_timeout,
             on_outcome=on_outcome,
             on_batch=on_batch,
         )
+        if plan_file is not None:
+            outcomes = apply_saved_plan(project, plan_file, **options)
+        else:
+            outcomes = apply_project(project, ids, **options)
     finally:
         if bars is not None:
             bars.stop()

@@ -30,19 +30,34 @@ def plan(
         bool,
         typer.Option("--detailed-exitcode", help="Exit 0 = no changes, 2 = changes, 1 = error."),
     ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Also save the plan to this file; `hakiri apply FILE` executes exactly it.",
+        ),
+    ] = None,
 ) -> None:
     """Show what `apply` would change: specs, target tables, pending data. Reads only; starts no JVM."""
-    from hakiri.services.plan import (
-        plan_project,  # catalog and database drivers: loaded only when planning
-    )
+    # catalog and database drivers: loaded only when planning
+    from hakiri.services.plan import plan_project, save_plan
 
-    document = plan_project(project, ids or [])
+    document = save_plan(project, ids or [], out) if out else plan_project(project, ids or [])
     if as_json:
         emit_json(document.model_dump(mode="json"))
     else:
         render(document)
     if document.summary.errors:
+        if out:
+            err.print(
+                f"[red]error:[/red] the plan has errors, so no plan was saved to {escape(str(out))}"
+            )
         raise typer.Exit(1)
+    if out and not as_json:
+        err.print(
+            f"Saved the plan to {escape(str(out))}; `hakiri apply {escape(str(out))}` executes it."
+        )
     if detailed_exitcode and document.summary.changes:
         raise typer.Exit(2)
 

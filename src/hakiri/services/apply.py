@@ -85,6 +85,23 @@ def apply_project(
     return outcomes
 
 
+def apply_saved_plan(
+    root: Path,
+    plan_file: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    **options: Any,
+) -> list[Outcome]:
+    """`hakiri apply plan.json`: refuse a stale plan (`services.plan.check_saved_plan`), else
+    apply the pipelines it planned. Nothing it observed has changed, so apply's own planning,
+    the same pure function, makes the same steps, and executes them."""
+    from hakiri.services.plan import check_saved_plan, read_saved_plan
+
+    saved = read_saved_plan(plan_file)
+    check_saved_plan(root, saved, env)
+    return apply_project(root, saved.named, env=env, **options)
+
+
 def _removed(project: Project, catalog: Catalog) -> list[str]:
     """Pipelines applied before and now in no manifest, not yet retired."""
     return [

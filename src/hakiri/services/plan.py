@@ -7,23 +7,30 @@ An unreachable source or target becomes an error on that pipeline, not a crash.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from hakiri import __version__
 from hakiri.catalog.records import Batch, Phase, PipelineState, SchemaEvent
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
 from hakiri.destinations.context import inspect_context_target
 from hakiri.destinations.postgres import inspect_postgres_targets
-from hakiri.errors import HakiriError, PipelineNotFound
+from hakiri.errors import HakiriError, PipelineNotFound, PlanStale
 from hakiri.planner.builder import build_plan
 from hakiri.planner.evolution import accepted_changes
 from hakiri.planner.model import CatalogInfo, PlanDocument
 from hakiri.planner.observations import PipelineObservation, TableObservation
+from hakiri.planner.saved import SavedPlan, observed, stale_reason
 from hakiri.sources.base import Source
 from hakiri.sources.select import source_for
 from hakiri.spec.connections import context_store_path, destination_url, target_of
@@ -32,9 +39,17 @@ from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
 
-def plan_project(
+@dataclass(frozen=True)
+class ProjectObservation:
+    project: str
+    catalog: CatalogInfo
+    pipelines: list[PipelineObservation]
+
+
+def observe_project(
     root: Path, ids: Sequence[str] = (), env: Mapping[str, str] | None = None
-) -> PlanDocument:
+) -> ProjectObservation:
+    """Everything the planner decides from: manifests, catalog, targets and sources, read-only."""
     env = os.environ if env is None else env
     project = load_project(root, env)
     url = catalog_url(project.root, project.settings.catalog.url, env)
@@ -49,7 +64,89 @@ def plan_project(
             if pid not in project.pipelines and state is not None:
                 observations.append(PipelineObservation(pid, None, state))
         info = CatalogInfo(url=mask_url(url), initialized=catalog.initialized)
-    return build_plan(project.settings.project.name, info, observations)
+    return ProjectObservation(project.settings.project.name, info, observations)
+
+
+def plan_project(
+    root: Path, ids: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> PlanDocument:
+    seen = observe_project(root, ids, env)
+    return build_plan(seen.project, seen.catalog, seen.pipelines)
+
+
+def save_plan(
+    root: Path, ids: Sequence[str], out: Path, env: Mapping[str, str] | None = None
+) -> PlanDocument:
+    """`hakiri plan -o FILE`: the plan and digests of what it was made from, for `apply FILE`.
+    A plan with errors is not written (as Terraform): there is nothing apply could execute."""
+    seen = observe_project(root, ids, env)
+    document = build_plan(seen.project, seen.catalog, seen.pipelines)
+    if document.summary.errors:
+        return document
+    saved = SavedPlan(
+        hakiri_version=__version__,
+        created_at=datetime.now(UTC),
+        project=seen.project,
+        catalog=seen.catalog,
+        named=list(dict.fromkeys(ids)),
+        observed={o.pipeline_id: observed(o) for o in seen.pipelines},
+        plan=document,
+    )
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(saved.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise HakiriError(
+            f"cannot write the plan to {out}: {exc.strerror or exc}",
+            "pick a path in a directory you can write, e.g. -o plan.json",
+        ) from None
+    return document
+
+
+def read_saved_plan(path: Path) -> SavedPlan:
+    """A plan file written by `hakiri plan -o`; one clear error for anything else."""
+    hint = "make one with `hakiri plan -o plan.json`, then run `hakiri apply plan.json`"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise PlanStale(f"cannot read the plan file {path}: {reason}", hint) from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlanStale(
+            f"{path} is not a plan file: {exc.msg} at line {exc.lineno}", hint
+        ) from None
+    if not isinstance(document, dict) or document.get("format") != "hakiri-plan":
+        raise PlanStale(f"{path} is not a hakiri plan file", hint)
+    if document.get("format_version") != 1:
+        raise PlanStale(
+            f"{path} is a plan file of format version {document.get('format_version')!r}; "
+            "this hakiri reads version 1",
+            "run hakiri plan again with this hakiri",
+        )
+    try:
+        return SavedPlan.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise PlanStale(f"{path} is not a valid plan file: {where}: {first['msg']}", hint) from None
+
+
+def check_saved_plan(root: Path, saved: SavedPlan, env: Mapping[str, str] | None = None) -> None:
+    """Raise PlanStale unless observing now gives exactly what `saved` was planned from."""
+    seen = observe_project(root, saved.named, env)
+    reason = stale_reason(
+        saved,
+        version=__version__,
+        project=seen.project,
+        catalog_url=seen.catalog.url,
+        now={o.pipeline_id: observed(o) for o in seen.pipelines},
+    )
+    if reason is not None:
+        raise PlanStale(
+            f"plan is stale: {reason}", "run hakiri plan again, then apply the new plan"
+        )
 
 
 def _select(project: Project, states: Mapping[str, Any], ids: Sequence[str]) -> list[str]:

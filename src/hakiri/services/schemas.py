@@ -1,7 +1,8 @@
 """`hakiri schema export [--check]`: keep the committed JSON Schemas equal to the models.
 
 schemas/pipeline.json and schemas/project.json describe the manifests;
-schemas/plan.json describes `hakiri plan --json`. The CLI adds schemas/openapi.json (serve's
+schemas/plan.json describes `hakiri plan --json`, schemas/saved-plan.json the file
+`hakiri plan -o FILE` writes. The CLI adds schemas/openapi.json (serve's
 HTTP API) through `extra`: services may not import the server layer.
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hakiri.planner.model import PlanDocument
+from hakiri.planner.saved import SavedPlan
 from hakiri.spec.schema_export import DIALECT, render, render_schemas
 
 
@@ -21,7 +23,17 @@ def rendered(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         "$id": "https://hakiri.dev/schemas/v1/plan.json",
         **PlanDocument.model_json_schema(),
     }
-    return {**render_schemas(), "plan.json": render(plan), **(extra or {})}
+    saved = {
+        "$schema": DIALECT,
+        "$id": "https://hakiri.dev/schemas/v1/saved-plan.json",
+        **SavedPlan.model_json_schema(),
+    }
+    return {
+        **render_schemas(),
+        "plan.json": render(plan),
+        "saved-plan.json": render(saved),
+        **(extra or {}),
+    }
 
 
 def export(directory: Path, extra: Mapping[str, str] | None = None) -> list[Path]:
