@@ -55,6 +55,7 @@ def test_export_then_check_in_another_directory(tmp_path, cli) -> None:
         "pipeline.json",
         "plan.json",
         "project.json",
+        "saved-plan.json",
     ]
     for name in ("pipeline.json", "openapi.json"):
         fresh = (out / name).read_text()
