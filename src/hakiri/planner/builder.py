@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
 from hakiri.destinations.base import ColumnRetype
+from hakiri.destinations.capabilities import capabilities_of, refusals
 from hakiri.planner.backfill import (
     backfill_progress,
     live_batches,
@@ -58,8 +59,6 @@ from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns
 
 __all__ = ["batch_ref", "build_plan", "evolve_step", "load_order", "plan_pipeline"]
-
-POSTGRES_IDENTIFIER_BYTES = 63
 
 
 def build_plan(
@@ -122,6 +121,9 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     if loads:
         workers = min(load_parallelism(spec, obs.has_cursors), len(loads))
         steps.append(LoadStep(batches=loads, parallelism=workers))
+    errors = list(obs.errors)
+    for kind in dict.fromkeys(t.target.kind for t in obs.tables):
+        errors += [e.reason for e in refusals(spec, capabilities_of(kind))]
     if obs.skipped:
         steps = []
         warnings.append("enabled = false: apply skips it unless it is named (hakiri apply ID)")
@@ -146,7 +148,7 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         pending=pending,
         steps=steps,
         warnings=warnings,
-        errors=list(obs.errors),
+        errors=errors,
     )
 
 
@@ -385,43 +387,42 @@ def _warnings(spec: PipelineSpec, t: TableObservation) -> list[str]:
             f"target primary key ({', '.join(now.primary_key)}) differs from upsert_key "
             f"({', '.join(spec.load.upsert_key)})"
         )
-    if t.target.kind == "postgres":
+    limit = capabilities_of(t.target.kind).max_identifier_bytes
+    if limit is not None:
         warnings += _identifier_warnings(
-            [t.target.table, *(target_columns or []), *(spec.load.upsert_key or [])]
+            [t.target.table, *(target_columns or []), *(spec.load.upsert_key or [])], limit
         )
-        if now is not None and now.exists:
-            views = (
-                f"; views reading it: {', '.join(now.dependent_views)}"
-                if now.dependent_views
-                else ""
+    if t.target.kind == "postgres" and now is not None and now.exists:
+        views = (
+            f"; views reading it: {', '.join(now.dependent_views)}" if now.dependent_views else ""
+        )
+        if spec.load.mode is LoadMode.BLUE_GREEN:
+            warnings.append(
+                f"blue_green swap takes an ACCESS EXCLUSIVE lock on {t.target.display} for the rename "
+                f"(readers wait briefly){views} (kept: re-pointed inside the swap)"
             )
-            if spec.load.mode is LoadMode.BLUE_GREEN:
-                warnings.append(
-                    f"blue_green swap takes an ACCESS EXCLUSIVE lock on {t.target.display} for the rename "
-                    f"(readers wait briefly){views} (kept: re-pointed inside the swap)"
-                )
-            elif spec.load.mode is LoadMode.TRUNCATE:
-                warnings.append(
-                    f"truncate holds an ACCESS EXCLUSIVE lock on {t.target.display} for the whole load "
-                    f"(readers wait until it commits){views}"
-                )
+        elif spec.load.mode is LoadMode.TRUNCATE:
+            warnings.append(
+                f"truncate holds an ACCESS EXCLUSIVE lock on {t.target.display} for the whole load "
+                f"(readers wait until it commits){views}"
+            )
     return warnings
 
 
-def _identifier_warnings(names: Sequence[str]) -> list[str]:
+def _identifier_warnings(names: Sequence[str], limit: int) -> list[str]:
     warnings = []
     seen: dict[bytes, str] = {}
     for name in dict.fromkeys(names):
         encoded = name.encode("utf-8")
-        if len(encoded) > POSTGRES_IDENTIFIER_BYTES:
+        if len(encoded) > limit:
             warnings.append(
-                f"identifier {name[:40]!r}… is {len(encoded)} bytes; PostgreSQL's limit is 63 "
+                f"identifier {name[:40]!r}… is {len(encoded)} bytes; PostgreSQL's limit is {limit} "
                 "(apply will refuse it rather than let PostgreSQL truncate it)"
             )
-            prefix = encoded[:POSTGRES_IDENTIFIER_BYTES]
+            prefix = encoded[:limit]
             if prefix in seen:
                 warnings.append(
-                    f"identifiers {seen[prefix][:40]!r}… and {name[:40]!r}… collide after truncation to 63 bytes"
+                    f"identifiers {seen[prefix][:40]!r}… and {name[:40]!r}… collide after truncation to {limit} bytes"
                 )
             seen.setdefault(prefix, name)
     return warnings

@@ -1,7 +1,7 @@
 """The row-count anomaly check: is this load's row count far from the recent runs' mean?
 
-Pure: the caller reads the recent successful runs' row counts from the catalog
-and decides what a failed check does (hakiri records a warning).
+`check_row_count` is pure; `check_run_row_count` reads the recent successful runs'
+row counts from the catalog and records a failed check as a warning alert.
 """
 
 from __future__ import annotations
@@ -9,6 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from hakiri.catalog.records import RunStatus
+from hakiri.catalog.store import Catalog
+from hakiri.spec.pipeline import PipelineSpec
 
 __all__ = ["AnomalyCheck", "check_row_count"]
 
@@ -67,3 +71,26 @@ def _number(value: float) -> str:
     if math.isclose(value, round(value), rel_tol=0, abs_tol=1e-9 * max(1.0, abs(value))):
         return f"{round(value):,}"
     return f"{value:,.1f}"
+
+
+def check_run_row_count(catalog: Catalog, spec: PipelineSpec, run_id: str, rows: int) -> str | None:
+    """After a successful load: warn (never fail) when its row count is far from the mean of
+    the pipeline's recent successful loads (`load.expected_row_count_delta`, over
+    `load.window_runs`; replays, which add a few rows, are not loads). The warning is stored
+    as an `anomaly` alert and returned for the run record's quality; None when in range."""
+    delta = spec.load.expected_row_count_delta
+    if delta is None:
+        return None
+    window = spec.load.window_runs
+    history = [
+        run.row_count or 0
+        for run in catalog.runs(spec.id, limit=window * 4 + 10)
+        if run.status is RunStatus.SUCCESS
+        and run.run_id != run_id
+        and not (run.quality or {}).get("replay_of")
+    ][:window]
+    check = check_row_count(rows, history, delta)
+    if check is None or check.ok:
+        return None
+    catalog.add_alert("warning", "anomaly", check.message, pipeline_id=spec.id, run_id=run_id)
+    return f"row-count anomaly: {check.message}"

@@ -50,6 +50,13 @@ from hakiri.destinations.base import (
     StagedBatch,
     TargetColumn,
 )
+from hakiri.destinations.capabilities import CONTEXT, NO_SQL_HOOKS, NO_SQL_HOOKS_HINT, check_replay
+from hakiri.destinations.commit_checks import (
+    check_upsert_key,
+    check_validators,
+    quarantine_of,
+    unknown_mode,
+)
 from hakiri.destinations.context.commit import (
     WATERMARK_COLUMN_KEY,
     WATERMARK_KEY,
@@ -83,7 +90,7 @@ from hakiri.destinations.context.watermark import (
     read_mark,
 )
 from hakiri.destinations.gates import check_cdc_mirror, check_empty_source
-from hakiri.errors import HakiriError, HookError, LoadError, ValidationFailed
+from hakiri.errors import HookError, LoadError
 from hakiri.observability import span
 from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode
@@ -97,12 +104,6 @@ if TYPE_CHECKING:
     from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
 
 __all__ = ["ContextDestination"]
-
-_NO_SQL_HOOKS = "sql and refresh_mat_view hooks need a PostgreSQL destination; the context store has no SQL engine"
-_NO_SQL_HOOKS_HINT = (
-    "remove those hooks from [pipeline.hooks] or load into PostgreSQL; webhook hooks work "
-    "with the context store"
-)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,8 @@ class ContextDestination:
     Delta table `store/t` (a request's target_schema is ignored). `spark` returns the
     SparkSession, started on first use.
     """
+
+    capabilities = CONTEXT
 
     def __init__(self, store: Path, spark: Callable[[], SparkSession]) -> None:
         self.store = Path(store)
@@ -201,7 +204,7 @@ class ContextDestination:
         """The context store has no SQL engine: SQL-like hooks are refused (webhooks are run by
         the engine, not here)."""
         if hooks:
-            raise HookError(f"{slot} hooks: {_NO_SQL_HOOKS}", _NO_SQL_HOOKS_HINT)
+            raise HookError(f"{slot} hooks: {NO_SQL_HOOKS}", NO_SQL_HOOKS_HINT)
 
     def quarantined(
         self,
@@ -221,7 +224,8 @@ class ContextDestination:
     def read_for_replay(
         self, spark: Any, table: QuarantineTable, request: LoadRequest, of_run: str
     ) -> Any:
-        raise _replay_unsupported()
+        check_replay(CONTEXT)
+        return None
 
     # ------------------------------------------------------------------ schema evolution
 
@@ -268,7 +272,7 @@ class ContextDestination:
             load = self._plan(area, request, location, staged.rows)
             # Write-audit-publish: the staged rows are audited before anything is committed.
             validations = self._audit(load.files, request, location)
-            quarantined = self._quarantine(area, request)
+            quarantined = self._quarantine(area, staged, request)
             rows = self._publish(load, request, checkpoint)
         except BaseException:
             area.remove()
@@ -310,8 +314,7 @@ class ContextDestination:
                 )
             watermark = Watermark.from_dict(recorded)
         elif mode not in (LoadMode.APPEND, LoadMode.TRUNCATE, LoadMode.BLUE_GREEN, LoadMode.UPSERT):
-            check_cdc_mirror(request.load)
-            raise LoadError(f"unknown load mode {mode!r}", "use one of the documented load modes")
+            unknown_mode(request.load)
         return _Load(
             location=location,
             table=table,
@@ -335,26 +338,12 @@ class ContextDestination:
 
         A batch of key columns only is fine when the table has more columns (the source stopped
         sending them): its new keys are inserted with NULL there, matched rows stay as they are."""
-        key = tuple(request.load.upsert_key or ())
-        if not key:
-            raise LoadError(
-                f"load mode upsert into {location} needs `upsert_key`",
-                'set `upsert_key = ["id"]` (the columns that identify a row) in [pipeline.load]',
-            )
-        names = schema.names
-        for column in key:
-            if column not in names:
-                raise LoadError(
-                    f"upsert_key column {column!r} is not among the staged columns for {location}",
-                    f"fix `upsert_key` (the rows have: {', '.join(names)}), or select that "
-                    "column in the pipeline's transforms",
-                )
-        columns = names if table is None else [c.name for c in table_columns(table)]
-        if not [name for name in columns if name not in key]:
-            raise LoadError(
-                f"upsert_key {list(key)} covers every loaded column of {location}: nothing to update",
-                "use load mode 'append', or load more columns",
-            )
+        key = check_upsert_key(
+            request.load,
+            schema.names,
+            None if table is None else [c.name for c in table_columns(table)],
+            str(location),
+        )
         self._check_unique_key(files, key, location)
         return key
 
@@ -416,22 +405,16 @@ class ContextDestination:
                 request.validators,
                 ref_table=lambda name: table_frame(spark, self.store, name),
             )
-        failed = [r for r in results if not r.ok and r.on_fail == "abort"]
-        if failed:
-            more = f" (and {len(failed) - 1} more failing validators)" if len(failed) > 1 else ""
-            raise ValidationFailed(
-                f"validator {failed[0].message}{more}; nothing was loaded into {location}",
-                'fix the source data, or set on_fail = "warn" on that validator to load anyway',
-            )
-        return results
+        return check_validators(results, str(location))
 
-    def _quarantine(self, area: StagingArea, request: LoadRequest) -> int:
+    def _quarantine(self, area: StagingArea, staged: StagedBatch, request: LoadRequest) -> int:
         """Commit the staged quarantine records (a retried batch finds its id and skips them)."""
+        quarantine = quarantine_of(staged, request)
         files = area.part_files(area.quarantine_dir)
         count = area.count_rows(files) if files else 0
-        if request.quarantine is None or not count:
+        if quarantine is None or not count:
             return 0
-        location = self._location(request.quarantine.table, "quarantine table")
+        location = self._location(quarantine.table, "quarantine table")
         table = open_table(location)
         if table is not None:
             if is_committed(location, request):
@@ -485,15 +468,9 @@ class ContextDestination:
 
 
 def _refuse_unsupported(request: LoadRequest) -> None:
+    """What the engine refuses before a run (`capabilities.refusals`), refused here too for a
+    caller that bypasses it."""
     if request.replay_of:
-        raise _replay_unsupported()
+        check_replay(CONTEXT)
     if request.post_hook is not None:
-        raise HookError(f"post hooks: {_NO_SQL_HOOKS}", _NO_SQL_HOOKS_HINT)
-
-
-def _replay_unsupported() -> HakiriError:
-    return HakiriError(
-        "replay into the context store is not supported yet",
-        "read the quarantined rows with `hakiri errors`, fix them at the source and apply again; "
-        "replay works for PostgreSQL targets",
-    )
+        raise HookError(f"post hooks: {NO_SQL_HOOKS}", NO_SQL_HOOKS_HINT)

@@ -36,6 +36,8 @@ from hakiri.destinations.base import (
     StagedBatch,
     TargetColumn,
 )
+from hakiri.destinations.capabilities import POSTGRES
+from hakiri.destinations.commit_checks import check_validators, quarantine_of, unknown_mode
 from hakiri.destinations.postgres.copy_writer import (
     CopyStageWriter,
     QuarantineSplit,
@@ -87,7 +89,7 @@ from hakiri.destinations.postgres.staging import (
     writable_frame,
 )
 from hakiri.destinations.postgres.swap import load_blue_green
-from hakiri.errors import HakiriError, LoadError, ValidationFailed
+from hakiri.errors import HakiriError, LoadError
 from hakiri.hooks.runner import SqlLikeHook, run_sql_hooks
 from hakiri.observability import span
 from hakiri.quality.rules import RuleCheck, TaggedRows
@@ -124,6 +126,8 @@ class PostgresDestination:
     blue_green's swap and schema evolution wait for the target; a transaction that
     times out is tried `commit_attempts` times in all, `retry_backoff_seconds` apart (growing).
     """
+
+    capabilities = POSTGRES
 
     def __init__(
         self,
@@ -560,8 +564,7 @@ class PostgresDestination:
         elif mode is LoadMode.INCREMENTAL_WATERMARK:
             rows, watermark = load_incremental_watermark(ctx)
         else:
-            check_cdc_mirror(request.load)
-            raise LoadError(f"unknown load mode {mode!r}", "use one of the documented load modes")
+            unknown_mode(request.load)
 
         quarantined = self._quarantine(conn, staged, staging_schema, request, schema)
         if request.replay_of and request.quarantine is not None:
@@ -606,15 +609,7 @@ class PostgresDestination:
                 default_schema=schema,
                 text_columns=[c.name for c in staged_columns if is_text_type(c.type)],
             )
-        failed = [r for r in results if not r.ok and r.on_fail == "abort"]
-        if failed:
-            more = f" (and {len(failed) - 1} more failing validators)" if len(failed) > 1 else ""
-            raise ValidationFailed(
-                f"validator {failed[0].message}{more}; nothing was loaded into "
-                f"{schema}.{request.target_table}",
-                'fix the source data, or set on_fail = "warn" on that validator to load anyway',
-            )
-        return results
+        return check_validators(results, f"{schema}.{request.target_table}")
 
     @staticmethod
     def _quarantine(
@@ -624,14 +619,15 @@ class PostgresDestination:
         request: LoadRequest,
         schema: str,
     ) -> int:
-        if staged.quarantine_table is None or request.quarantine is None:
+        quarantine = quarantine_of(staged, request)
+        if quarantine is None or staged.quarantine_table is None:
             return 0
         return insert_quarantined(
             conn,
-            quarantine_location(request.quarantine, schema),
+            quarantine_location(quarantine, schema),
             sql.Identifier(staging_schema, staged.quarantine_table),
             request,
-            request.quarantine.node_id,
+            quarantine.node_id,
         )
 
     # ------------------------------------------------------------------ schema evolution

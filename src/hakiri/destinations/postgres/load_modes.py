@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from hakiri.destinations.base import LoadRequest, TargetColumn
+from hakiri.destinations.commit_checks import check_upsert_key
 from hakiri.destinations.gates import _REPLACING_MODES as _REPLACING_MODES
 from hakiri.destinations.gates import (  # re-exported: they lived here before the context store shared them
     CDC_DOCS,
@@ -199,31 +200,16 @@ def load_truncate(ctx: LoadContext) -> int:
 
 
 def load_upsert(ctx: LoadContext) -> int:
-    key = list(ctx.request.load.upsert_key or ())
-    if not key:
-        raise LoadError(
-            f"load mode upsert into {ctx.qualified} needs `upsert_key`",
-            'set `upsert_key = ["id"]` (the columns that identify a row) in [pipeline.load]',
+    key = list(
+        check_upsert_key(
+            ctx.request.load,
+            [c.name for c in ctx.staged_columns],
+            [c.name for c in ctx.target_columns],
+            ctx.qualified,
         )
-    target_names = [c.name for c in ctx.target_columns]
-    for column in key:
-        if column not in target_names:
-            raise LoadError(
-                f"upsert_key column {column!r} does not exist in the target {ctx.qualified}",
-                f"fix `upsert_key` (the target has: {', '.join(target_names)}), or add the column",
-            )
-        if column not in {c.name for c in ctx.staged_columns}:
-            raise LoadError(
-                f"upsert_key column {column!r} is not among the staged columns for {ctx.qualified}",
-                "select that column in the pipeline's transforms, or fix `upsert_key`",
-            )
+    )
     columns = ctx.columns()
     updated = [c.name for c in columns if c.name not in key]
-    if not updated and all(c.name in key for c in ctx.target_columns):
-        raise LoadError(
-            f"upsert_key {key} covers every column of {ctx.qualified}: nothing to update",
-            "use load mode 'append' (with a unique key to skip duplicates), or load more columns",
-        )
     if not _has_unique_index_on(ctx, key):
         raise LoadError(
             f"upsert into {ctx.qualified} needs a unique constraint on {key}, and the target has none",

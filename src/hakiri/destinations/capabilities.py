@@ -1,0 +1,78 @@
+"""What each destination can do, declared once: load modes, identifier length, replay, SQL hooks.
+
+`plan` reports a pipeline that asks for more as an error, and the engine refuses it
+before any data moves, both through `refusals`; each destination class names its
+capabilities (`PostgresDestination.capabilities`, `ContextDestination.capabilities`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hakiri.errors import HakiriError, HookError
+from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
+from hakiri.spec.load import LoadMode
+from hakiri.spec.pipeline import PipelineSpec
+
+__all__ = ["CONTEXT", "POSTGRES", "Capabilities", "capabilities_of", "check_replay", "refusals"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    kind: str  # 'postgres' | 'context', as `spec.connections.Target.kind`
+    modes: frozenset[LoadMode]
+    max_identifier_bytes: int | None  # longer names are refused, never truncated
+    replay: bool  # `hakiri replay` can load quarantined rows back
+    sql_hooks: bool  # `sql` and `refresh_mat_view` hooks run in the destination
+
+
+POSTGRES = Capabilities("postgres", frozenset(LoadMode), 63, replay=True, sql_hooks=True)
+# cdc_mirror is in both: its gate (`gates.check_cdc_mirror`) applies to every destination.
+CONTEXT = Capabilities("context", frozenset(LoadMode), None, replay=False, sql_hooks=False)
+
+NO_SQL_HOOKS = (
+    "sql and refresh_mat_view hooks need a PostgreSQL destination; the context store has no "
+    "SQL engine"
+)
+NO_SQL_HOOKS_HINT = (
+    "remove those hooks from [pipeline.hooks] or load into PostgreSQL; webhook hooks work "
+    "with the context store"
+)
+
+
+def capabilities_of(kind: str) -> Capabilities:
+    return POSTGRES if kind == "postgres" else CONTEXT
+
+
+def refusals(spec: PipelineSpec, capabilities: Capabilities) -> list[HakiriError]:
+    """What `spec` asks of a destination that it cannot do; empty when it can do it all."""
+    found: list[HakiriError] = []
+    mode = spec.load.mode
+    if mode not in capabilities.modes:
+        found.append(
+            HakiriError(
+                f"load mode {mode.value} is not supported by the {capabilities.kind} destination",
+                "pick another load mode (docs/load-modes.md lists each destination's)",
+            )
+        )
+    if not capabilities.sql_hooks:
+        slots = [
+            slot
+            for slot, hooks in (("pre", spec.hooks.pre), ("post", spec.hooks.post))
+            if any(isinstance(h, SqlHook | RefreshMatViewHook) for h in hooks)
+        ]
+        if slots:
+            found.append(
+                HookError(f"{' and '.join(slots)} hooks: {NO_SQL_HOOKS}", NO_SQL_HOOKS_HINT)
+            )
+    return found
+
+
+def check_replay(capabilities: Capabilities) -> None:
+    if not capabilities.replay:
+        raise HakiriError(
+            f"replay into the {'context store' if capabilities.kind == 'context' else capabilities.kind} "
+            "is not supported yet",
+            "read the quarantined rows with `hakiri errors`, fix them at the source and apply "
+            "again; replay works for PostgreSQL targets",
+        )

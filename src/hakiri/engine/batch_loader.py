@@ -1,0 +1,204 @@
+"""One batch, exactly once: read -> transforms -> schema guard -> rules -> stage -> commit -> mark.
+
+The batch was persisted in the catalog and claimed by the caller (`engine.runner`).
+Spark reads and stages it; the destination commits rows + ledger row (+ watermark) in
+one transaction; only then does the catalog mark it committed (DESIGN.md
+"Exactly-once"). A failure marks the batch failed and propagates; a crash at any named
+point (`engine.crash`) is recovered by the next run through the destination's ledger.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from hakiri.catalog.records import Batch
+from hakiri.catalog.store import Catalog
+from hakiri.destinations.base import Destination, LoadRequest, LoadResult
+from hakiri.destinations.gates import check_empty_source
+from hakiri.engine.crash import crash_point
+from hakiri.engine.evidence import guessed_columns
+from hakiri.engine.ratelimit import TokenBucket
+from hakiri.engine.schema_guard import SchemaGuard
+from hakiri.engine.targets import Targets
+from hakiri.errors import HakiriError, SourceDataError
+from hakiri.observability import RunMetrics, span
+from hakiri.quality.rules import RuleCheck, RuleReport
+from hakiri.sources.base import BatchRead, Source
+from hakiri.sources.cursors import CursorRange
+from hakiri.spec.pipeline import PipelineSpec
+
+__all__ = ["BatchLoader", "Loaded", "chunk_predicate"]
+
+
+def chunk_predicate(batch: Batch) -> str | None:
+    """What a batch reads, for people: its cursor range, or its file; None for a snapshot."""
+    if batch.kind == "chunk" and batch.predicate:
+        return CursorRange.from_predicate(batch.predicate).describe()
+    return batch.file_path
+
+
+@dataclass
+class Loaded:
+    """What loading one batch did, for the run to add up."""
+
+    result: LoadResult
+    malformed: int = 0
+    report: RuleReport | None = None
+    # seconds reading+staging, in the destination commit, in the catalog
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class BatchLoader:
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        catalog: Catalog,
+        source: Source,
+        targets: Targets,
+        schema: SchemaGuard,
+        spark: Any,
+        holder: str,
+        metrics: RunMetrics,
+        bucket: TokenBucket | None = None,
+    ) -> None:
+        self.spec, self.catalog, self.source, self.targets = spec, catalog, source, targets
+        self.schema, self.spark, self.holder = schema, spark, holder
+        self.metrics, self.bucket = metrics, bucket
+
+    def load(self, batch: Batch, run_id: str, run_bytes: int | None = None) -> Loaded:
+        """One batch, traced as `hakiri.chunk` (a child of `hakiri.run`)."""
+        started = time.monotonic()
+        attributes = {
+            "hakiri.pipeline_id": self.spec.id,
+            "hakiri.run_id": run_id,
+            "hakiri.chunk_id": batch.batch_id,
+            "hakiri.table": batch.table_name,
+            "hakiri.chunk.predicate": chunk_predicate(batch),
+            "hakiri.chunk.bytes": batch.size_bytes,
+            "hakiri.chunk.attempts": batch.attempt,
+        }
+        with span("hakiri.chunk", attributes) as chunk:
+            waited = self.bucket.acquire(self.source.requests_per_read()) if self.bucket else 0.0
+            loaded = self._load(batch, run_id, run_bytes)
+            chunk.set_attributes(
+                {
+                    "hakiri.chunk.rows": loaded.result.rows_loaded,
+                    "hakiri.chunk.wait_ms": round(waited * 1000),
+                    "hakiri.chunk.duration_ms": round((time.monotonic() - started) * 1000),
+                }
+            )
+        return loaded
+
+    def _load(self, batch: Batch, run_id: str, run_bytes: int | None) -> Loaded:
+        from hakiri.spark.errors import spark_errors
+        from hakiri.spark.transforms import apply_transforms
+
+        destination, request = self.targets.request(batch, run_id, run_bytes)
+        lock = self.targets.commit_lock(destination)
+        checked = None
+        malformed = 0
+        label = batch.file_path or batch.table_name
+        started = time.monotonic()
+        try:
+            # Spark is lazy: reading fails only when staging runs the job, so one block covers both.
+            # For the same reason `hakiri.read` only plans the read: the source rows are read,
+            # checked and staged by the Spark job(s) inside `hakiri.stage`.
+            with spark_errors(f"loading {label} into {request.target_table}"):
+                with span("hakiri.read"):
+                    read = self.source.read(self.spark(), batch)
+                    label = read.label
+                    if read.empty:
+                        self._on_empty(read.label, run_id)
+                    frame = read.frame
+                    if read.evidence:
+                        frame = apply_transforms(frame, self.spec.transforms)
+                with lock:  # no commit runs while the DDL does
+                    if read.evidence:
+                        guessed = guessed_columns(read.inferred, frame, self.spec.transforms)
+                        frame = self.schema.discover(
+                            batch.table_name, frame, destination, request, guessed
+                        )
+                    else:
+                        frame = self.schema.shape_empty(frame, destination, request)
+                if frame is not None:
+                    # The rules are compiled here and evaluated by the staging pass (or, for a
+                    # writer that needs them first, by a cached evaluation inside `stage`).
+                    checked = RuleCheck(frame, self.spec.validate_.rules, label=label)
+                    with span("hakiri.stage"):
+                        staged = destination.stage(checked, request)
+                    malformed = _verified(read, checked, destination, staged)
+            staged_at = time.monotonic()
+            if frame is None:
+                result = _nothing_to_create(request)
+            else:
+                crash_point("after_stage")
+                with lock, span("hakiri.commit"):
+                    result = destination.commit(staged, request, crash_point)
+        except HakiriError as exc:
+            self.catalog.mark_failed(self.spec.id, batch.batch_id, self.holder, exc.reason)
+            raise
+        finally:
+            if checked is not None:
+                checked.release()
+        committed_at = time.monotonic()
+        crash_point("before_catalog_commit")
+        self.catalog.mark_committed(
+            self.spec.id, batch.batch_id, self.holder, rows=result.rows_loaded
+        )
+        lag = (datetime.now(UTC) - batch.created_at).total_seconds() if batch.created_at else None
+        self.metrics.chunk_committed(result.rows_loaded, result.quarantined, lag)
+        for probe in result.validations:
+            if not probe.ok:
+                self.catalog.add_alert(
+                    "warning", "validator", probe.message, pipeline_id=self.spec.id, run_id=run_id
+                )
+        return Loaded(
+            result,
+            malformed,
+            checked.report if checked else None,
+            {
+                "read_stage": staged_at - started,
+                "commit": committed_at - staged_at,
+                "catalog": time.monotonic() - committed_at,
+            },
+        )
+
+    def _on_empty(self, label: str, run_id: str) -> None:
+        """A batch without a data record: what the files source's `on_empty` asks for."""
+        on_empty = getattr(self.spec.source.config, "on_empty", "ignore")
+        message = f"{label} holds no data record"
+        if on_empty == "fail":
+            raise SourceDataError(
+                f"{message} (on_empty = 'fail')",
+                "fix the export, or set on_empty = 'ignore' (or 'alert') to load it as 0 rows",
+            )
+        if on_empty == "alert":
+            self.catalog.add_alert(
+                "warning", "empty_source", message, pipeline_id=self.spec.id, run_id=run_id
+            )
+
+
+def _verified(read: BatchRead, checked: RuleCheck, destination: Destination, staged: Any) -> int:
+    """The read's verdict on what it left out and the rules' report, both judged from the
+    staging pass (a batch with malformed records under on_malformed = "fail", or rows that
+    broke an abort rule, is discarded, not committed); the malformed records dropped."""
+    try:
+        malformed = int(read.verify())
+        checked.finish()
+        return malformed
+    except BaseException:
+        destination.discard(staged)
+        raise
+
+
+def _nothing_to_create(request: LoadRequest) -> LoadResult:
+    """An empty batch with undeclared columns, and no target yet: nothing says what the
+    target's columns would be, so none is created. The batch is committed as 0 rows (the
+    destination holds nothing of it to be exactly-once about); truncate and blue_green
+    still refuse an empty source."""
+    qualified = ".".join(filter(None, (request.target_schema, request.target_table)))
+    check_empty_source(request.load, 0, qualified)
+    return LoadResult(rows_loaded=0)
