@@ -53,6 +53,9 @@ class RunControls:
     draining: threading.Event | None = None  # once set: claim no more batches
     capacity: threading.BoundedSemaphore | None = None  # one permit per batch in flight
     trigger: str = "apply"  # recorded on the run: apply | schedule | event
+    # `apply plan.json`: the saved plan's enqueue steps for this pipeline; a source that now
+    # makes other batches is refused (the plan is stale), never loaded beyond the plan.
+    planned: dict[str, list[str]] | None = None  # table -> batch ids to enqueue
 
     def stopping(self) -> bool:
         return self.draining is not None and self.draining.is_set()

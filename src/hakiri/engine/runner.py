@@ -35,7 +35,7 @@ from hakiri.engine.run_quality import RunQuality
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
 from hakiri.engine.workers import keep_claimed, keep_leased, run_workers
-from hakiri.errors import HakiriError
+from hakiri.errors import HakiriError, PlanStale
 from hakiri.hooks.runner import is_sql_like, run_hooks
 from hakiri.observability import (
     RunMetrics,
@@ -194,6 +194,15 @@ class PipelineRunner:
 
     def _enqueue(self, table: TableSpec, outcome: Outcome) -> None:
         plan = self.source.plan_batches(table, self.catalog)
+        planned = self.controls.planned
+        if planned is not None and [b.batch_id for b in plan.batches] != planned.get(
+            table.name, []
+        ):
+            raise PlanStale(
+                f"plan is stale: pipeline `{self.spec.id}`: the batches of {table.name} changed "
+                "after the plan was checked",
+                "run hakiri plan again, then apply the new plan",
+            )
         outcome.notes.extend(plan.notes)
         if plan.empty_source:
             self.catalog.add_alert(

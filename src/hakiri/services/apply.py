@@ -20,7 +20,7 @@ from hakiri.destinations.base import Destination
 from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
-from hakiri.planner.model import RetireStep
+from hakiri.planner.model import EnqueueStep, RetireStep
 from hakiri.spark.class_sharing import start_warm_up
 from hakiri.spec.connections import (
     Target,
@@ -43,7 +43,9 @@ def apply_project(
     env: Mapping[str, str] | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     on_batch: Callable[[str, int, int, int], None] | None = None,
+    planned: Mapping[str, dict[str, list[str]]] | None = None,
 ) -> list[Outcome]:
+    """`planned` (from a saved plan): per pipeline, the batches each table may enqueue."""
     env = os.environ if env is None else env
     observability.configure(env)
     project = load_project(root, env)
@@ -68,7 +70,10 @@ def apply_project(
                 if i in project.pipelines and (project.pipelines[i].enabled or ids)
             ]
             for spec in specs:
-                outcome = _run_one(project, spec, catalog, spark, env, lease_timeout, on_batch)
+                controls = RunControls(planned=planned.get(spec.id, {})) if planned else None
+                outcome = _run_one(
+                    project, spec, catalog, spark, env, lease_timeout, on_batch, controls
+                )
                 outcomes.append(outcome)
                 if on_outcome:
                     on_outcome(outcome)
@@ -99,7 +104,15 @@ def apply_saved_plan(
 
     saved = read_saved_plan(plan_file)
     check_saved_plan(root, saved, env)
-    return apply_project(root, saved.named, env=env, **options)
+    planned = {
+        p.id: {
+            step.table: [b.id for b in step.batches]
+            for step in p.steps
+            if isinstance(step, EnqueueStep)
+        }
+        for p in saved.plan.pipelines
+    }
+    return apply_project(root, saved.named, env=env, planned=planned, **options)
 
 
 def _removed(project: Project, catalog: Catalog) -> list[str]:
@@ -137,8 +150,9 @@ def _run_one(
     env: Mapping[str, str],
     lease_timeout: float,
     on_batch: Callable[[str, int, int, int], None] | None,
+    controls: RunControls | None = None,
 ) -> Outcome:
-    runner = runner_for(project, spec, catalog, spark, env, lease_timeout, on_batch)
+    runner = runner_for(project, spec, catalog, spark, env, lease_timeout, on_batch, controls)
     try:
         return runner.run()
     except HakiriError as exc:

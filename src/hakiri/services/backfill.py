@@ -25,6 +25,7 @@ from hakiri.catalog.url import catalog_url
 from hakiri.engine.controls import holder_id, holder_is_dead
 from hakiri.errors import HakiriError, LeaseHeld, PipelineNotFound
 from hakiri.sources.cursors import CursorRange, as_python, parse_value
+from hakiri.sources.select import has_cursors
 from hakiri.sources.table_batches import chunk_batch, incremental_of
 from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import load_project
@@ -32,7 +33,6 @@ from hakiri.spec.pipeline import (
     CursorKind,
     IncrementalSpec,
     PipelineSpec,
-    PostgresSource,
     TableSpec,
 )
 
@@ -130,7 +130,7 @@ def history(
 
 def _rewindable_table(spec: PipelineSpec, name: str | None) -> TableSpec:
     """The table entry to rewind; HakiriError when the pipeline cannot rewind it."""
-    if not isinstance(spec.source, PostgresSource):
+    if not has_cursors(spec):
         raise HakiriError(
             f"pipeline `{spec.id}` reads a {spec.source.connector} source; rewind re-reads "
             "cursor ranges, which only PostgreSQL table sources have",

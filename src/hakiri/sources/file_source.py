@@ -6,6 +6,7 @@ batch's files to Spark (`file_reader.read_files`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from hakiri.sources.file_batches import plan_file_batches, snapshot_files
 from hakiri.sources.file_reader import PROVENANCE_COLUMNS, read_files, with_provenance
 from hakiri.sources.files import inspect_files
 from hakiri.spec.pipeline import FilesConfig, PipelineSpec, TableSpec
+from hakiri.spec.project import ProjectFile
 
 __all__ = ["FileSource"]
 
@@ -33,6 +35,13 @@ class FileSource:
 
     def __init__(self, root: Path, spec: PipelineSpec, config: FilesConfig) -> None:
         self.root, self.spec, self.config = root, spec, config
+
+    @classmethod
+    def from_spec(
+        cls, root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
+    ) -> FileSource:
+        assert isinstance(spec.source.config, FilesConfig)
+        return cls(root, spec, spec.source.config)
 
     def observe(self, table: TableSpec, cursor: dict[str, Any] | None = None) -> SourceObservation:
         observed = inspect_files(self.root, self.config, table)

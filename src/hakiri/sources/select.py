@@ -1,4 +1,4 @@
-"""Which `Source` a pipeline reads: the one place that looks at the source's connector."""
+"""Which `Source` a pipeline reads: the one place that maps a connector to its implementation."""
 
 from __future__ import annotations
 
@@ -8,16 +8,23 @@ from pathlib import Path
 from hakiri.sources.base import Source
 from hakiri.sources.file_source import FileSource
 from hakiri.sources.table_source import TableSource
-from hakiri.spec.pipeline import FilesSource, PipelineSpec, PostgresSource
+from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ProjectFile
 
-__all__ = ["source_for"]
+__all__ = ["has_cursors", "source_for"]
+
+_SOURCES: dict[str, type[FileSource] | type[TableSource]] = {
+    "files": FileSource,
+    "postgres": TableSource,
+}
 
 
 def source_for(
     root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
 ) -> Source:
-    if isinstance(spec.source, FilesSource):
-        return FileSource(root, spec, spec.source.config)
-    assert isinstance(spec.source, PostgresSource)
-    return TableSource(settings, spec, spec.source.config, env)
+    return _SOURCES[spec.source.connector].from_spec(root, settings, spec, env)
+
+
+def has_cursors(spec: PipelineSpec) -> bool:
+    """Does the pipeline's source keep cursors (and so chunks, rewinds and parallel loads)?"""
+    return _SOURCES[spec.source.connector].has_cursors

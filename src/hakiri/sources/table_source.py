@@ -8,6 +8,7 @@ the cursor, and for a whole-table batch a digest of its rows); `read` is a Spark
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from hakiri.catalog.records import Batch
@@ -42,6 +43,13 @@ class TableSource:
         self.settings, self.spec, self.config, self.env = settings, spec, config, env
         self._cursors: dict[str, CursorColumn | None] = {}
         self._url: str | None = None
+
+    @classmethod
+    def from_spec(
+        cls, root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
+    ) -> TableSource:
+        assert isinstance(spec.source.config, PostgresSourceConfig)
+        return cls(settings, spec, spec.source.config, env)
 
     @property
     def url(self) -> str:

@@ -165,3 +165,23 @@ def test_what_is_not_a_plan_file_is_one_clear_error(
 
     assert result.exit_code == 1
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_batches_that_appear_after_the_check_are_refused_not_loaded(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    """Between the staleness check and the load, a new file is refused as stale too: apply of
+    a saved plan never loads beyond the plan (here the plan had nothing to enqueue)."""
+    from hakiri.services.apply import apply_project
+
+    project = _project(tmp_path / "project", pg_url, pg_schema)
+    assert project.cli("apply").exit_code == 0
+    project.write("data/b.csv", MORE)  # appeared after a plan that saw no new file
+
+    [outcome] = apply_project(project.root, planned={"p": {}})
+
+    assert outcome.status == "failed"
+    assert outcome.error == (
+        "plan is stale: pipeline `p`: the batches of t changed after the plan was checked"
+    )
+    assert _count(project) == 3

@@ -285,3 +285,19 @@ def test_diff_of_lists_of_tables_is_per_item() -> None:
         ("validate.rules[0].on_fail", "changed"),
         ("validate.rules[1]", "added"),
     ]
+
+
+def test_what_the_destination_cannot_do_is_a_plan_error_as_apply_refuses_it() -> None:
+    spec = _spec(
+        destination={"connector": "context"},
+        hooks={"pre": [{"type": "sql", "statement": "SELECT 1"}]},
+    )
+    context = Target("context", "orders", None, None)
+    table = TableObservation(TableSpec(name="orders"), context, SOURCE, MISSING)
+
+    plan = plan_pipeline(PipelineObservation(spec.id, spec, None, (table,)))
+
+    assert plan.errors == [
+        "pre hooks: sql and refresh_mat_view hooks need a PostgreSQL destination; the context "
+        "store has no SQL engine"
+    ]

@@ -283,10 +283,11 @@ def test_upsert_key_missing_from_the_rows_is_refused_before_anything_is_written(
     with pytest.raises(LoadError) as caught:
         load(dest, frame(spark, ORDERS, [(1, "b")]), req)
 
+    # The same check, and words, as the PostgreSQL destination (`commit_checks`).
     assert caught.value.reason == (
-        f"upsert_key column 'order_id' is not among the staged columns for {store / 'orders'}"
+        f"upsert_key column 'order_id' does not exist in the target {store / 'orders'}"
     )
-    assert "the rows have: id, name" in (caught.value.hint or "")
+    assert "the target has: id, name" in (caught.value.hint or "")
     assert version_of(store / "orders") == 0 and staging_dirs(store) == []
 
 
