@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hakiri.catalog.records import Batch, BatchStatus
+from hakiri.sources.file_batches import SNAPSHOT_MODES
 from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, PipelineSpec, TableSpec
 
@@ -23,8 +24,6 @@ __all__ = [
     "load_parallelism",
     "parallelism_warnings",
 ]
-
-_FULL_REFRESH = (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN)
 
 
 def live_batches(batches: Iterable[Batch]) -> list[Batch]:
@@ -112,7 +111,7 @@ def load_parallelism(spec: PipelineSpec, has_cursors: bool) -> int:
     backfill = spec.backfill
     if backfill is None or not has_cursors:
         return 1
-    if spec.load.mode in (*_FULL_REFRESH, LoadMode.INCREMENTAL_WATERMARK):
+    if spec.load.mode in (*SNAPSHOT_MODES, LoadMode.INCREMENTAL_WATERMARK):
         return 1
     return backfill.parallelism
 
@@ -141,7 +140,7 @@ def parallelism_warnings(
             "committed out of order would move the watermark past rows not loaded yet, so "
             "hakiri loads one chunk at a time"
         ]
-    if mode in _FULL_REFRESH:
+    if mode in SNAPSHOT_MODES:
         return [
             f"backfill.parallelism = {n} has no effect with mode '{mode.value}': the table is "
             "loaded whole, as one batch"

@@ -358,9 +358,12 @@ def _cursor_kind(spec: PipelineSpec, t: TableObservation) -> CursorKind | None:
 
 
 def _warnings(spec: PipelineSpec, t: TableObservation) -> list[str]:
-    warnings = list(t.source.notes) if t.source else []
-    if t.batch_plan is not None:
-        warnings += [n for n in t.batch_plan.notes if n not in warnings]
+    # The batch planner's notes say what apply will note (a glob that matched no file);
+    # the inspection's own say the rest (a header with no record to read names from).
+    if t.batch_plan is not None and t.batch_plan.notes:
+        warnings = list(t.batch_plan.notes)
+    else:
+        warnings = list(t.source.notes) if t.source else []
     transformed = _transform_schema(spec, t)
     if transformed is not None:
         warnings += [f"{t.table.name}: {note}" for note in transformed.notes]
