@@ -58,7 +58,14 @@ from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns
 
-__all__ = ["batch_ref", "build_plan", "evolve_step", "load_order", "plan_pipeline"]
+__all__ = [
+    "applied_now",
+    "batch_ref",
+    "build_plan",
+    "evolve_step",
+    "load_order",
+    "plan_pipeline",
+]
 
 
 def build_plan(
@@ -153,6 +160,11 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
 
 
 # ---------------------------------------------------------------- batches
+
+
+def applied_now(spec: PipelineSpec, named: bool) -> bool:
+    """Does `apply` run this pipeline? Every enabled one, and a disabled one only by name."""
+    return spec.enabled or named
 
 
 def load_order(spec: PipelineSpec, obs: PipelineObservation) -> list[str]:

@@ -20,6 +20,7 @@ from hakiri.destinations.base import Destination
 from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
+from hakiri.planner.builder import applied_now
 from hakiri.planner.model import EnqueueStep, RetireStep
 from hakiri.spark.class_sharing import start_warm_up
 from hakiri.spec.connections import (
@@ -49,25 +50,17 @@ def apply_project(
     env = os.environ if env is None else env
     observability.configure(env)
     project = load_project(root, env)
+    url = catalog_url(project.root, project.settings.catalog.url, env)
+    _check_ids(project, url, ids)
     outcomes: list[Outcome] = []
     spark = LazySpark(project)
     try:
-        with Catalog.open(
-            catalog_url(project.root, project.settings.catalog.url, env), migrate=True
-        ) as catalog:
-            # A named pipeline that is in no manifest but in the catalog is retired, as `plan`
-            # announces for it; one in neither is a typo.
+        with Catalog.open(url, migrate=True) as catalog:
             removed = _removed(project, catalog)
-            unknown = [i for i in ids if i not in project.pipelines and i not in removed]
-            if unknown:
-                raise PipelineNotFound(
-                    f"no pipeline {', '.join(f'`{i}`' for i in unknown)}",
-                    "`hakiri validate` lists the pipelines",
-                )
             specs = [
                 project.pipelines[i]
                 for i in (ids or project.pipelines)
-                if i in project.pipelines and (project.pipelines[i].enabled or ids)
+                if i in project.pipelines and applied_now(project.pipelines[i], bool(ids))
             ]
             for spec in specs:
                 controls = RunControls(planned=planned.get(spec.id, {})) if planned else None
@@ -113,6 +106,22 @@ def apply_saved_plan(
         for p in saved.plan.pipelines
     }
     return apply_project(root, saved.named, env=env, planned=planned, **options)
+
+
+def _check_ids(project: Project, url: str, ids: Sequence[str]) -> None:
+    """A named pipeline that is in no manifest but in the catalog is retired, as `plan`
+    announces for it; one in neither is a typo (refused before the catalog is created)."""
+    missing = [i for i in ids if i not in project.pipelines]
+    if not missing:
+        return
+    with Catalog.open(url, migrate=False) as catalog:
+        removed = set(_removed(project, catalog)) if catalog.initialized else set()
+    unknown = [i for i in missing if i not in removed]
+    if unknown:
+        raise PipelineNotFound(
+            f"no pipeline {', '.join(f'`{i}`' for i in unknown)}",
+            "`hakiri validate` lists the pipelines",
+        )
 
 
 def _removed(project: Project, catalog: Catalog) -> list[str]:

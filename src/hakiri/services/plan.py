@@ -26,7 +26,7 @@ from hakiri.destinations.base import TargetObservation
 from hakiri.destinations.context import inspect_context_target
 from hakiri.destinations.postgres import inspect_postgres_targets
 from hakiri.errors import HakiriError, PipelineNotFound, PlanStale
-from hakiri.planner.builder import build_plan
+from hakiri.planner.builder import applied_now, build_plan
 from hakiri.planner.evolution import accepted_changes
 from hakiri.planner.model import CatalogInfo, PlanDocument
 from hakiri.planner.observations import PipelineObservation, TableObservation
@@ -211,7 +211,7 @@ class _Observer:
                     tables,
                     tuple(dict.fromkeys(errors[spec.id])),
                     has_cursors=source.has_cursors,
-                    skipped=not (spec.enabled or named),
+                    skipped=not applied_now(spec, named),
                 )
             )
         return observations

@@ -185,3 +185,31 @@ def test_batches_that_appear_after_the_check_are_refused_not_loaded(
         "plan is stale: pipeline `p`: the batches of t changed after the plan was checked"
     )
     assert _count(project) == 3
+
+
+def test_apply_of_a_named_pipeline_only_in_the_catalog_retires_it_as_plan_said(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    project = _project(tmp_path / "project", pg_url, pg_schema)
+    assert project.cli("apply").exit_code == 0
+    text = (project.root / "hakiri.toml").read_text()
+    project.write("hakiri.toml", text[: text.index("[[pipeline]]")])  # p removed
+
+    planned = json.loads(project.cli("plan", "p", "--json").stdout)
+    [pipeline] = planned["pipelines"]
+    assert pipeline["action"] == "retire" and pipeline["steps"] == [{"step": "retire"}]
+    applied = project.cli("apply", "p", "--json")
+    assert applied.exit_code == 0, applied.stderr
+    [outcome] = json.loads(applied.stdout)
+    assert (outcome["status"], outcome["steps"]) == ("retired", [{"step": "retire"}])
+
+
+def test_apply_of_an_unknown_pipeline_is_refused_before_a_catalog_exists(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    project = _project(tmp_path / "project", pg_url, pg_schema)
+
+    result = project.cli("apply", "nope")
+
+    assert result.exit_code == 1 and "no pipeline `nope`" in result.stderr
+    assert not (project.root / ".hakiri").exists()
