@@ -73,3 +73,8 @@ def test_the_demo_project_applies_into_the_context_store_then_reports_no_changes
     second = cli("apply")
     assert second.exit_code == 0, second.stderr
     assert "no changes" in second.stderr
+
+    # What plan says after the apply is what apply just said: nothing to load, exit 0.
+    planned = cli("plan", "--detailed-exitcode")
+    assert planned.exit_code == 0, planned.stderr
+    assert "3 unchanged" in planned.stderr and "data to load" not in planned.stderr
