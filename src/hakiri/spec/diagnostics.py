@@ -171,6 +171,13 @@ def _meant_branch(
                 None,
             )
         value = instance[prop]
+        if not isinstance(value, str):
+            return (
+                (*path, prop),
+                f"expected a string for `{prop}` (one of {', '.join(mapping)}), "
+                f"got {_describe(value)}",
+                None,
+            )
         if value not in mapping:
             close = _closest(str(value), mapping)
             hint = (
@@ -209,7 +216,12 @@ def model_diagnostics(
     """Pydantic errors (the checks JSON Schema cannot express) as Diagnostics."""
     found = []
     for item in error.errors():
-        path = _real_path(tuple(item["loc"]), raw)
+        loc = tuple(item["loc"])
+        if item["type"] == "missing" and loc and isinstance(loc[-1], str):
+            # The missing key is not in the document: name it, under where it belongs.
+            path = (*_real_path(loc[:-1], raw), loc[-1])
+        else:
+            path = _real_path(loc, raw)
         ctx = item.get("ctx") or {}
         if item["type"] == "mode_requires_key":
             path = (*path, "mode")

@@ -28,6 +28,7 @@ from hakiri.spec.interpolate import references
 from hakiri.spec.locate import KeyPath, LineIndex, index_json, index_toml
 from hakiri.spec.pipeline import PipelineSpec, PostgresDestination, PostgresSource
 from hakiri.spec.project import ProjectFile
+from hakiri.spec.raw import Problem, decode, nesting_problem, parse_limit_problem
 from hakiri.spec.rules import lint_pipeline
 from hakiri.spec.schema_export import pipeline_schema, project_schema
 
@@ -100,14 +101,30 @@ class _Loader:
         self.overrides = {p.resolve(): t for p, t in overrides.items()}
         self.diagnostics: list[Diagnostic] = []
         self.doc_of: dict[str, _Document] = {}
+        self.project_index = LineIndex()  # hakiri.toml's, once it parsed
 
     # -------------------------------------------------------------- reading
 
+    def exists(self, path: Path) -> bool:
+        resolved = path.resolve()
+        if resolved in self.overrides:
+            return self.overrides[resolved] is not None
+        return path.is_file()
+
     def read(self, path: Path) -> str | None:
+        """The file's text; None (with the problem reported) when it is not UTF-8 text."""
         resolved = path.resolve()
         if resolved in self.overrides:
             return self.overrides[resolved]
-        return path.read_text(encoding="utf-8") if path.is_file() else None
+        try:
+            decoded = decode(path.read_bytes())
+        except OSError as exc:
+            self.error(f"cannot read the file: {exc.strerror or exc}", path, 1)
+            return None
+        if isinstance(decoded, Problem):
+            self.error(decoded.message, path, decoded.line, hint=decoded.hint)
+            return None
+        return decoded
 
     def pipeline_files(self) -> list[Path]:
         directory = (self.root / PIPELINES_DIR).resolve()
@@ -115,7 +132,7 @@ class _Loader:
         found |= {
             p for p in self.overrides if p.parent == directory and p.suffix in (".toml", ".json")
         }
-        return sorted(p for p in found if self.read(p) is not None)
+        return sorted(p for p in found if self.exists(p))
 
     def error(
         self,
@@ -136,28 +153,46 @@ class _Loader:
         )
 
     def parse(self, file: Path, text: str) -> tuple[Any, LineIndex] | None:
-        if file.suffix == ".json":
-            try:
-                return json.loads(text), index_json(text)
-            except json.JSONDecodeError as exc:
-                self.error(
-                    f"invalid JSON: {exc.msg}",
-                    file,
-                    exc.lineno,
-                    hint="fix the syntax; JSON allows no comments or trailing commas",
-                )
-                return None
+        is_json = file.suffix == ".json"
+        problem = nesting_problem(text, is_json)
         try:
-            return tomllib.loads(text), index_toml(text)
-        except tomllib.TOMLDecodeError as exc:
-            match = re.search(r"\(at line (\d+)", str(exc))
+            if problem is None:
+                if is_json:
+                    return json.loads(text), index_json(text)
+                return tomllib.loads(text), index_toml(text)
+        except json.JSONDecodeError as exc:
             self.error(
-                f"invalid TOML: {str(exc).split(' (at line')[0]}",
+                f"invalid JSON: {exc.msg}",
                 file,
-                int(match.group(1)) if match else None,
+                exc.lineno,
+                hint="fix the syntax; JSON allows no comments or trailing commas",
+            )
+            return None
+        except tomllib.TOMLDecodeError as exc:
+            message = str(exc)
+            match = re.search(r"\(at line (\d+)", message)
+            # "at end of document": the last line, where the document stopped short.
+            line = int(match.group(1)) if match else len(text.splitlines()) or 1
+            self.error(
+                f"invalid TOML: {re.sub(r' [(]at (line|end of document).*$', '', message)}",
+                file,
+                line,
                 hint="fix the syntax (strings need quotes; tables are [name])",
             )
             return None
+        except ValueError:  # an integer literal longer than Python converts
+            problem = parse_limit_problem(text)
+            if problem is None:
+                raise
+        except RecursionError:  # nesting the pre-check did not see (it should)
+            problem = Problem(
+                "the document nests too deeply to read",
+                1,
+                "hakiri manifests nest a few levels; flatten the arrays or tables",
+            )
+        assert problem is not None
+        self.error(problem.message, file, problem.line, hint=problem.hint)
+        return None
 
     # -------------------------------------------------------------- checking
 
@@ -198,17 +233,18 @@ class _Loader:
 
     def load(self) -> Project:
         project_path = self.root / PROJECT_FILE
-        text = self.read(project_path)
-        if text is None:
+        if not self.exists(project_path):
             raise ProjectNotFound(
                 f"no {PROJECT_FILE} in {display_path(self.root)}",
                 "run `hakiri init` to create a project, or pass --project DIR",
             )
-        parsed = self.parse(project_path, text)
+        text = self.read(project_path)
+        parsed = self.parse(project_path, text) if text is not None else None
         settings = None
         docs: list[_Document] = []
         if parsed is not None:
             data, index = parsed
+            self.project_index = index
             root_doc = _Document(project_path, data, index, ManifestFormat.TOML_INLINE)
             self.check_variables(root_doc)
             inline = data.get("pipeline") if isinstance(data, dict) else None
@@ -224,7 +260,8 @@ class _Loader:
             settings = self.check_document(_project_checker(), ProjectFile, root_doc, settings_data)
 
         for file in self.pipeline_files():
-            parsed = self.parse(file, self.read(file) or "")
+            text = self.read(file)
+            parsed = self.parse(file, text) if text is not None else None
             if parsed is not None:
                 data, index = parsed
                 fmt = ManifestFormat.JSON if file.suffix == ".json" else ManifestFormat.TOML
@@ -300,7 +337,7 @@ class _Loader:
             self.error(
                 f"default_destination `{default}` is neither 'context' nor a connection",
                 self.root / PROJECT_FILE,
-                None,
+                self.project_index.line_of(("context", "default_destination")),
                 ("context", "default_destination"),
                 hint=f"define [connections.{default}] or use 'context'",
             )

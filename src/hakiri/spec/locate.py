@@ -170,7 +170,9 @@ class _TomlScanner(_Scanner):
                 self.advance()
                 table = self._resolve(self.key(), aot_counts)
                 self.advance()
-                self.index.record(table, self.line)
+                # `[foo.bar]` defines `foo` too: a problem with `foo` is on this line.
+                for depth in range(1, len(table) + 1):
+                    self.index.record(table[:depth], self.line)
             else:
                 keys = self.key()
                 self._record_keys(table, keys)
@@ -193,8 +195,11 @@ class _TomlScanner(_Scanner):
 
 
 def index_toml(text: str) -> LineIndex:
-    """Line index of a TOML document that tomllib has already accepted."""
-    return _TomlScanner(text).document()
+    """Line index of a TOML document that tomllib has already accepted. The document itself
+    is at line 1: a key missing at its top level is reported there."""
+    scanner = _TomlScanner(text)
+    scanner.index.record((), 1)
+    return scanner.document()
 
 
 # ------------------------------------------------------------------- JSON
@@ -261,5 +266,6 @@ class _JsonScanner(_Scanner):
 def index_json(text: str) -> LineIndex:
     """Line index of a JSON document that json.loads has already accepted."""
     scanner = _JsonScanner(text)
+    scanner.index.record((), 1)
     scanner.value(())
     return scanner.index
