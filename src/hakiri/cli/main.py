@@ -25,8 +25,9 @@ from hakiri.cli import (
 )
 from hakiri.cli.render import err, error
 from hakiri.errors import HakiriError
+from hakiri.spark.jvm_output import DEBUG_ENV
 
-_debug = {"on": os.environ.get("HAKIRI_DEBUG") == "1"}
+_debug = {"on": os.environ.get(DEBUG_ENV) == "1"}
 
 
 class _HakiriGroup(TyperGroup):
@@ -76,9 +77,14 @@ def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", help="Show tracebacks for errors, and the JVM's own output."),
+    ] = False,
 ) -> None:
     _debug["on"] = _debug["on"] or debug
+    if debug:
+        os.environ[DEBUG_ENV] = "1"  # the Spark layer leaves the JVM's output on the terminal
 
 
 app.command("init")(project.init)

@@ -26,6 +26,7 @@ from hakiri.spark.jdbc import (
     NO_JDBC_DRIVER_HINT,
     SYSTEM_JDBC_JAR,
 )
+from hakiri.spark.jvm_output import jvm_output_to_log
 from hakiri.spark.packages import (
     cached_packages,
     resolve_packages,
@@ -203,7 +204,8 @@ def build_spark_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with jvm_output_to_log():  # the JVM's start-up warnings and log lines go to a file
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
