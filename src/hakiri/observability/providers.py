@@ -31,6 +31,8 @@ __all__ = ["INSTRUMENTATION_NAME", "configure", "exporters_from_env", "meter", "
 
 INSTRUMENTATION_NAME = "hakiri"
 DEFAULT_SERVICE_NAME = "hakiri"
+EXPORT_TIMEOUT_ENV = "HAKIRI_OTLP_TIMEOUT"
+DEFAULT_EXPORT_TIMEOUT = 2.0
 
 _log = logging.getLogger(__name__)
 
@@ -123,6 +125,11 @@ def _build(
     meter_provider = MeterProvider(
         resource=resource, metric_readers=[*readers, *metric_readers], shutdown_on_exit=False
     )
+    endpoints = tuple(
+        e for signal in ("traces", "metrics") if (e := _otlp_endpoint(env, signal)) is not None
+    )
+    if endpoints:
+        _quiet_exporter_logs(env, endpoints)
     return _Providers(
         tracer_provider,
         meter_provider,
@@ -156,7 +163,7 @@ def exporters_from_env(env: Mapping[str, str], signal: str) -> list[Any]:
         if name == "otlp":
             endpoint = _otlp_endpoint(env, signal)
             if endpoint:
-                exporters.append(_otlp_exporter(signal, endpoint))
+                exporters.append(_otlp_exporter(signal, endpoint, export_timeout(env)))
         elif name == "console":
             exporters.append(_console_exporter(signal))
         elif name != "none":
@@ -178,16 +185,78 @@ def _otlp_endpoint(env: Mapping[str, str], signal: str) -> str | None:
     return endpoint
 
 
-def _otlp_exporter(signal: str, endpoint: str) -> Any:
-    # Headers, timeout, compression and TLS files: the exporter reads the standard
-    # OTEL_EXPORTER_OTLP_* variables of the process itself.
+def _otlp_exporter(signal: str, endpoint: str, timeout: float | None) -> Any:
+    # Headers, compression and TLS files: the exporter reads the standard
+    # OTEL_EXPORTER_OTLP_* variables of the process itself. `timeout` bounds an export,
+    # retries included (None: OTEL_EXPORTER_OTLP_TIMEOUT, read by the exporter).
     if signal == "traces":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        return OTLPSpanExporter(endpoint=endpoint)
+        return OTLPSpanExporter(endpoint=endpoint, timeout=timeout)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    return OTLPMetricExporter(endpoint=endpoint)
+    return OTLPMetricExporter(endpoint=endpoint, timeout=timeout)
+
+
+def export_timeout(env: Mapping[str, str]) -> float | None:
+    """Seconds an OTLP export may take, retries included: HAKIRI_OTLP_TIMEOUT (default 2),
+    unless OTEL_EXPORTER_OTLP_TIMEOUT is set (then None: the exporter reads that)."""
+    if env.get("OTEL_EXPORTER_OTLP_TIMEOUT"):
+        return None
+    text = env.get(EXPORT_TIMEOUT_ENV, "").strip()
+    try:
+        return max(0.1, float(text)) if text else DEFAULT_EXPORT_TIMEOUT
+    except ValueError:
+        _log.warning(
+            "%s=%r is not a number of seconds: %gs used",
+            EXPORT_TIMEOUT_ENV,
+            text,
+            DEFAULT_EXPORT_TIMEOUT,
+        )
+        return DEFAULT_EXPORT_TIMEOUT
+
+
+class _ExportFailures(logging.Handler):
+    """Takes the OpenTelemetry SDK's and exporters' warnings (a retry, then a failure, per
+    batch and per signal): the user hears once per process that the collector did not take
+    hakiri's telemetry, instead of a dozen lines while the run works."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.endpoints: tuple[str, ...] = ()
+        self.timeout: float | None = DEFAULT_EXPORT_TIMEOUT
+        self.said = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.said:
+            return
+        self.said = True
+        where = ", ".join(dict.fromkeys(self.endpoints)) or "the configured endpoint"
+        sys.stderr.write(
+            f"warning: could not export traces or metrics to the OpenTelemetry collector at "
+            f"{where} (unreachable or refusing): each export gives up after "
+            + (
+                f"{self.timeout:g} s ({EXPORT_TIMEOUT_ENV})"
+                if self.timeout
+                else "OTEL_EXPORTER_OTLP_TIMEOUT"
+            )
+            + "; --debug shows every attempt\n"
+        )
+
+
+_failures = _ExportFailures()
+_QUIETED = ("opentelemetry.exporter.otlp", "opentelemetry.sdk")
+
+
+def _quiet_exporter_logs(env: Mapping[str, str], endpoints: tuple[str, ...]) -> None:
+    if env.get("HAKIRI_DEBUG") == "1":
+        return  # --debug: every retry and failure as the SDK logs it
+    _failures.endpoints, _failures.timeout = endpoints, export_timeout(env)
+    for name in _QUIETED:
+        logger = logging.getLogger(name)
+        if _failures not in logger.handlers:
+            logger.addHandler(_failures)
+        logger.propagate = False
 
 
 def _console_exporter(signal: str) -> Any:

@@ -187,3 +187,38 @@ def test_the_process_exit_exports_what_is_left_to_the_collector() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert sorted(received) == ["/v1/metrics", "/v1/traces"]
+
+
+def test_an_export_is_bounded_by_hakiri_otlp_timeout() -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
+    [traces] = exporters_from_env(env, "traces")
+    assert traces._client._timeout == 2.0  # hakiri's default, retries included
+    [traces] = exporters_from_env({**env, "HAKIRI_OTLP_TIMEOUT": "0.5"}, "traces")
+    assert traces._client._timeout == 0.5
+
+
+def test_an_unreachable_collector_is_one_warning_line_at_most() -> None:
+    """A process that exports to a port nobody listens on: the SDK's retry and failure logs
+    (a dozen lines) become one warning, and the process still exits 0."""
+    import socket
+
+    with socket.socket() as probe:  # a free port, closed again: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = (
+        "from hakiri import observability\n"
+        "from hakiri.observability import RunMetrics, span\n"
+        f"observability.configure({{'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:{port}'}})\n"
+        "with span('hakiri.run', {}):\n"
+        "    pass\n"
+        "RunMetrics('p').run_finished(1.0, 'success')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        f"warning: could not export traces or metrics to the OpenTelemetry collector at "
+        f"http://127.0.0.1:{port}/v1/traces"
+    )
