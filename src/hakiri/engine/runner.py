@@ -125,6 +125,20 @@ class PipelineRunner:
             outcome.seconds = time.monotonic() - started
         return outcome
 
+    def abandon(self) -> list[str]:
+        """After a drain that ran out of time, from another thread: hand back the batches this
+        run holds and its pipeline lease, so another process takes them over at once instead of
+        after the TTL. A commit of this run that still lands is recognised by the destination's
+        ledger, so nothing loads twice. Returns the batch ids handed back."""
+        released = [
+            batch.batch_id
+            for batch in self.catalog.batches(self.spec.id, status=BatchStatus.PROCESSING)
+            if batch.holder == self.holder
+            and self.catalog.release(self.spec.id, batch.batch_id, self.holder)
+        ]
+        self.catalog.release_lease(self.spec.id, self.holder)
+        return released
+
     def replay(self, of_run: str) -> Outcome:
         """Load the rows `of_run` quarantined (`engine.replay`)."""
         return Replayer(

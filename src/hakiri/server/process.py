@@ -76,8 +76,8 @@ def serve(root: Path, options: ServeOptions, env: Mapping[str, str]) -> int:
         stuck = reconciler.drain(float(duration_seconds(settings.drain_timeout)))
         if stuck:
             log(
-                f"drain timed out with {', '.join(stuck)} still loading; their claims "
-                f"are taken over by another process after {settings.lease_ttl}"
+                f"drain timed out with {', '.join(stuck)} still loading; their claims are "
+                "handed back: another process takes them over now"
             )
         log("stopped")
     finally:

@@ -26,6 +26,7 @@ from typing import Any
 
 from hakiri.catalog.records import ScheduleFire
 from hakiri.engine.controls import Outcome, RunControls, holder_id
+from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.server.state import ServeState
 from hakiri.services.apply import LazySpark, runner_for
@@ -65,6 +66,7 @@ class Reconciler:
         self.capacity = threading.BoundedSemaphore(settings.max_parallel_chunks)
         self.lease_ttl = float(duration_seconds(settings.lease_ttl))
         self._running: dict[str, threading.Thread] = {}
+        self._runners: dict[str, PipelineRunner] = {}  # the run each thread is in, for a drain
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ deciding
@@ -137,6 +139,8 @@ class Reconciler:
             runner = runner_for(
                 project, spec, self.state.catalog, self.spark, self.env, 0.0, controls=controls
             )
+            with self._lock:
+                self._runners[spec.id] = runner
             outcome = runner.run(requested=dispatch.requested)
         except LeaseHeld:
             # Another replica runs it; a requested run stays pending for whoever is free next.
@@ -152,14 +156,23 @@ class Reconciler:
 
     def drain(self, timeout: float) -> list[str]:
         """Claim nothing more and wait up to `timeout` seconds for runs in flight; returns the
-        pipelines still running when the time ran out."""
+        pipelines still running when the time ran out, whose claims are handed back."""
         self.draining.set()
         with self._lock:
             threads = list(self._running.items())
         deadline = time.monotonic() + timeout
         for _, thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        return [pid for pid, thread in threads if thread.is_alive()]
+        stuck = [pid for pid, thread in threads if thread.is_alive()]
+        for pipeline_id in stuck:  # give their claims back now, not after the lease TTL
+            with self._lock:
+                runner = self._runners.get(pipeline_id)
+            if runner is not None:
+                try:
+                    runner.abandon()
+                except HakiriError as exc:  # the catalog is down: the TTL will do it
+                    self.log(f"{pipeline_id}: could not hand back its claims: {exc.reason}")
+        return stuck
 
 
 def slot_to_fire(

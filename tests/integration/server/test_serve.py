@@ -237,6 +237,46 @@ def test_sigterm_drains_claims_nothing_more_and_exits_0(
     ]
 
 
+def test_a_drain_that_runs_out_of_time_hands_back_its_claims_at_once(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    """drain_timeout = "1s" and chunks of a million rows: the chunk in flight cannot finish, so
+    serve hands its claim and the pipeline lease back before it exits; the next process takes
+    the chunk at once (not after the 10-minute lease TTL) and the target ends exactly loaded."""
+    chunks, window = 3, 1_000_000
+    project = id_backfill_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        chunks=chunks,
+        window=window,
+        pipeline='schedule = "every 1s"',
+        settings=SERVE_SPARK + '\n[serve]\ndrain_timeout = "1s"\nlease_ttl = "10m"\n',
+    )
+
+    def batches(status: BatchStatus) -> list[Batch]:
+        with _catalog(tmp_path) as catalog:
+            return catalog.batches("p", status=status)
+
+    with ServeProcess(tmp_path) as serve:
+        serve.wait_ready()
+        serve.wait_for(lambda: batches(BatchStatus.COMMITTED), 180, "a first chunk")
+        serve.wait_for(lambda: batches(BatchStatus.PROCESSING), 60, "a chunk in flight")
+        assert serve.terminate() == 0
+    assert "drain timed out with p still loading; their claims are handed back" in serve.log
+
+    with _catalog(tmp_path) as catalog:
+        assert not catalog.batches("p", status=BatchStatus.PROCESSING)
+        # The 10-minute lease is free now: another process may take the pipeline at once.
+        assert catalog.acquire_lease("p", "another-replica", 60).acquired
+        catalog.release_lease("p", "another-replica")
+
+    assert project.cli("apply").exit_code == 0
+    assert project.query(f'SELECT count(*), count(DISTINCT id) FROM "{pg_schema}".dst') == [
+        (window * chunks, window * chunks)
+    ]
+
+
 def test_a_missed_slot_runs_once_at_start_up_and_a_restart_does_not_fire_it_again(
     tmp_path: Path, pg_url: str, pg_schema: str
 ) -> None:
