@@ -96,6 +96,7 @@ class TestPostgres:
         self.base_dir: Path | None = None
         self.bin_dir: Path | None = None
         self.startup_seconds: float = 0.0
+        self._options = ""  # the server's command-line options, for `resume`
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -130,6 +131,24 @@ class TestPostgres:
         data = base / "data"
         self._kill(data)
         shutil.rmtree(base, ignore_errors=True)
+
+    def halt(self) -> None:
+        """Stop the server as an outage would (fast shutdown: sessions cut), keeping its data."""
+        assert self.bin_dir is not None and self.base_dir is not None
+        self._run(
+            [self.bin_dir / "pg_ctl", "stop", "-D", self.base_dir / "data", "-m", "fast", "-w"],
+            what="pg_ctl stop",
+        )
+
+    def resume(self) -> None:
+        """Start a halted server again, on the same port with the same data."""
+        assert self.bin_dir is not None and self.base_dir is not None
+        data, log = self.base_dir / "data", self.base_dir / "server.log"
+        self._run(
+            [self.bin_dir / "pg_ctl", "start", "-D", data, "-l", log, "-w", "-t", "60",
+             "-o", self._options],
+            what="pg_ctl start",
+        )  # fmt: skip
 
     def __enter__(self) -> TestPostgres:
         return self.start()
@@ -180,6 +199,7 @@ class TestPostgres:
                 check=False,
             )
             if started.returncode == 0:
+                self._options = options
                 self.port = port
                 self.url = f"postgresql://{SUPERUSER}@127.0.0.1:{port}/{DATABASE}"
                 return

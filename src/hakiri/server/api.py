@@ -148,7 +148,8 @@ def readyz(state: State) -> JSONResponse:
     but the process stays ready on the previous version."""
     checks = state.readiness()
     ready = all(checks.values())
-    body = Readiness(ready=ready, **checks, reload_error=state.reload_error)
+    failing = state.failing() or None
+    body = Readiness(ready=ready, **checks, reload_error=state.reload_error, failing=failing)
     return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if ready else 503)
 
 

@@ -41,6 +41,12 @@ class Readiness(Document):
         description="Present when the last manifest edit did not validate; "
         "the previous version stays in force.",
     )
+    failing: dict[str, str] | None = Field(
+        None,
+        description="What keeps failing now, with its last message: `tick` (the scheduler, "
+        "e.g. the catalog is down) or a pipeline id (its runs, e.g. its destination is down). "
+        "Cleared when it recovers.",
+    )
 
 
 class RunDocument(Document):

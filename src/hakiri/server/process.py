@@ -35,6 +35,7 @@ from hakiri.spec.loader import PIPELINES_DIR, PROJECT_FILE, load_project
 __all__ = ["ServeOptions", "serve"]
 
 LOOP_SECONDS = 0.5  # the reconciler's pass; every-Ns schedules are exact to this
+BACKOFF_MAX_SECONDS = 10.0  # the longest pause between ticks while they fail
 
 
 @dataclass(frozen=True)
@@ -97,17 +98,27 @@ def _loop(
 ) -> None:
     watcher = ManifestWatcher(root, env, state)
     next_watch = time.monotonic() + watch_seconds
+    quiet = reconciler.quiet
     while not stop.is_set():
         try:
             if time.monotonic() >= next_watch:
                 watcher.check(busy=set(reconciler.in_flight()))
                 next_watch = time.monotonic() + watch_seconds
             reconciler.tick()
-        except HakiriError as exc:  # the catalog went away for a moment: say so, go on
-            log(f"tick failed: {exc.reason}")
+            quiet.ok("tick", "the scheduler")
+        except HakiriError as exc:  # the catalog is down: say so once, back off, go on
+            quiet.failed("tick", f"tick failed: {exc.reason}")
         except Exception as exc:  # a bug: reported, and serve keeps the other pipelines going
-            log(f"tick failed: internal error: {type(exc).__name__}: {exc}")
-        state.wakeup.wait(LOOP_SECONDS)
+            quiet.failed("tick", f"tick failed: internal error: {type(exc).__name__}: {exc}")
+        # While ticks fail, wait longer each time (up to BACKOFF_MAX_SECONDS): an outage is
+        # not hammered, and a recovery is noticed within that.
+        streak = quiet.streak("tick")
+        pause = (
+            min(LOOP_SECONDS * 2 ** max(streak - 1, 0), BACKOFF_MAX_SECONDS)
+            if streak
+            else LOOP_SECONDS
+        )
+        state.wakeup.wait(pause)
         state.wakeup.clear()
     log("draining: no new runs or chunk claims")
 

@@ -28,6 +28,7 @@ from hakiri.catalog.records import ScheduleFire
 from hakiri.engine.controls import Outcome, RunControls, holder_id
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, LeaseHeld
+from hakiri.server.quiet_log import QuietLog
 from hakiri.server.state import ServeState
 from hakiri.services.apply import LazySpark, runner_for
 from hakiri.spec.base import duration_seconds
@@ -67,6 +68,8 @@ class Reconciler:
         self.lease_ttl = float(duration_seconds(settings.lease_ttl))
         self._running: dict[str, threading.Thread] = {}
         self._runners: dict[str, PipelineRunner] = {}  # the run each thread is in, for a drain
+        self.quiet = QuietLog(log)  # repeated failures: said once, then once a minute
+        state.failing = self.quiet.failing
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ deciding
@@ -146,11 +149,15 @@ class Reconciler:
             # Another replica runs it; a requested run stays pending for whoever is free next.
             return
         except HakiriError as exc:
-            self.log(f"{spec.id}: failed ({dispatch.trigger}): {exc.reason}")
+            self.quiet.failed(spec.id, f"{spec.id}: failed ({dispatch.trigger}): {exc.reason}")
             return
         except Exception as exc:  # a bug: reported, and the loop goes on with the others
             self.log(f"{spec.id}: internal error ({dispatch.trigger}): {type(exc).__name__}: {exc}")
             return
+        if outcome.status == "failed":
+            self.quiet.failed(spec.id, describe(outcome, dispatch.trigger), outcome.error)
+            return
+        self.quiet.ok(spec.id, spec.id)
         if outcome.status != "no-op" or dispatch.trigger != "schedule":  # quiet idle slots
             self.log(describe(outcome, dispatch.trigger))
 

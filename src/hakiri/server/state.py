@@ -32,6 +32,8 @@ class ServeState:
         self.spark_up = spark_up
         self.reload_error: str | None = None
         self.wakeup = threading.Event()  # set by a trigger: the scheduler looks at once
+        # What is failing now (the scheduler's tick, or a pipeline's runs): key -> last message.
+        self.failing: Callable[[], dict[str, str]] = dict
 
     def project(self) -> Project:
         with self._lock:
