@@ -66,6 +66,7 @@ class ScheduleFire:
     slot: datetime
     fired_at: datetime
     holder: str
+    started_at: datetime | None = None  # None: its run has not started (or its holder died)
 
 
 @dataclass(frozen=True)

@@ -206,4 +206,6 @@ schedule_fires = Table(
     Column("slot", UTCDateTime, nullable=False),
     Column("fired_at", UTCDateTime, nullable=False),
     Column("holder", String, nullable=False),
+    # When the firing process started the slot's run; NULL: it died first (taken over).
+    Column("started_at", UTCDateTime, nullable=True),
 )

@@ -268,7 +268,7 @@ class Catalog(BatchClaims, PipelineLeases):
         return (
             None
             if row is None
-            else ScheduleFire(row.pipeline_id, row.slot, row.fired_at, row.holder)
+            else ScheduleFire(row.pipeline_id, row.slot, row.fired_at, row.holder, row.started_at)
         )
 
     def claim_fire(self, pipeline_id: str, slot: datetime, holder: str) -> bool:
@@ -278,7 +278,7 @@ class Catalog(BatchClaims, PipelineLeases):
 
         def work(conn: Connection) -> bool:
             now = utcnow()
-            values = {"slot": slot, "fired_at": now, "holder": holder}
+            values = {"slot": slot, "fired_at": now, "holder": holder, "started_at": None}
             first = self._db.insert(t).values(pipeline_id=pipeline_id, **values)
             first = first.on_conflict_do_nothing(index_elements=[t.c.pipeline_id])
             if conn.execute(first.returning(t.c.pipeline_id)).first() is not None:
@@ -287,6 +287,32 @@ class Catalog(BatchClaims, PipelineLeases):
             return conn.execute(later.values(**values)).rowcount == 1
 
         return self._db.write(work)
+
+    def fire_started(self, pipeline_id: str, slot: datetime, holder: str) -> None:
+        """The run of the slot `holder` fired has started: no other replica takes it over."""
+        t = tables.schedule_fires
+        stmt = (
+            update(t)
+            .where(t.c.pipeline_id == pipeline_id, t.c.slot == slot, t.c.holder == holder)
+            .values(started_at=utcnow())
+        )
+        self._db.write(lambda conn: conn.execute(stmt))
+
+    def take_over_fire(self, pipeline_id: str, slot: datetime, dead: str, holder: str) -> bool:
+        """Fire `slot` again as `holder`: `dead` won it and never started its run. True for the
+        one replica that took it over."""
+        t = tables.schedule_fires
+        stmt = (
+            update(t)
+            .where(
+                t.c.pipeline_id == pipeline_id,
+                t.c.slot == slot,
+                t.c.holder == dead,
+                t.c.started_at.is_(None),
+            )
+            .values(holder=holder, fired_at=utcnow())
+        )
+        return self._db.write(lambda conn: conn.execute(stmt).rowcount == 1)
 
     def finish_run(
         self,

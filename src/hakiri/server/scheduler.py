@@ -25,7 +25,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hakiri.catalog.records import ScheduleFire
-from hakiri.engine.controls import Outcome, RunControls, holder_id
+from hakiri.engine.controls import Outcome, RunControls, holder_id, holder_is_dead
+from hakiri.engine.crash import crash_point
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.server.quiet_log import QuietLog
@@ -50,6 +51,7 @@ class Dispatch:
     pipeline_id: str
     trigger: str  # schedule | event
     requested: str | None = None
+    slot: datetime | None = None  # a scheduled run: the slot it fires
 
 
 class Reconciler:
@@ -90,18 +92,35 @@ class Reconciler:
             dispatch = None
             if pipeline_id in requested:
                 dispatch = Dispatch(pipeline_id, "event", requested[pipeline_id])
-            elif spec.enabled and spec.schedule and self._fire(spec, now):
-                dispatch = Dispatch(pipeline_id, "schedule")
+            elif spec.enabled and spec.schedule and (slot := self._fire(spec, now)) is not None:
+                crash_point("after_fire_claim")
+                dispatch = Dispatch(pipeline_id, "schedule", slot=slot)
             if dispatch is not None:
                 self._start(dispatch, spec)
 
-    def _fire(self, spec: PipelineSpec, now: datetime) -> bool:
+    def _fire(self, spec: PipelineSpec, now: datetime) -> datetime | None:
+        """The slot this replica fires now, if any: a due one it won, or one whose replica
+        won it and died before starting its run (taken over, so a sparse cron slot is not lost)."""
         assert spec.schedule is not None
         catalog = self.state.catalog
-        slot = slot_to_fire(
-            parse_schedule(spec.schedule), catalog.last_fire(spec.id), now, self.holder
-        )
-        return slot is not None and catalog.claim_fire(spec.id, slot, self.holder)
+        last = catalog.last_fire(spec.id)
+        if last is not None and self._abandoned(last, now):
+            taken = catalog.take_over_fire(spec.id, last.slot, last.holder, self.holder)
+            if taken:
+                self.log(f"{spec.id}: slot {last.slot:%Y-%m-%d %H:%M}Z was won by {last.holder}, "
+                         "which never started it: running it here")  # fmt: skip
+            return last.slot if taken else None
+        slot = slot_to_fire(parse_schedule(spec.schedule), last, now, self.holder)
+        if slot is not None and catalog.claim_fire(spec.id, slot, self.holder):
+            return slot
+        return None
+
+    def _abandoned(self, last: ScheduleFire, now: datetime) -> bool:
+        """Won by another replica that has not started its run: because it died (on this host,
+        we can tell at once), or it is silent for longer than a lease."""
+        if last.started_at is not None or last.holder == self.holder:
+            return False
+        return holder_is_dead(last.holder) or (now - last.fired_at).total_seconds() > self.lease_ttl
 
     # ------------------------------------------------------------------ running
 
@@ -127,6 +146,12 @@ class Reconciler:
         thread.start()
 
     def _run(self, dispatch: Dispatch, project: Any, spec: PipelineSpec) -> None:
+        if dispatch.slot is not None:
+            try:
+                self.state.catalog.fire_started(spec.id, dispatch.slot, self.holder)
+            except HakiriError as exc:
+                self.quiet.failed(spec.id, f"{spec.id}: failed ({dispatch.trigger}): {exc.reason}")
+                return
         controls = RunControls(
             lease_ttl=self.lease_ttl,
             claim_ttl=self.lease_ttl,

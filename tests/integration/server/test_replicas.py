@@ -92,3 +92,72 @@ def test_two_replicas_share_a_backfill_and_one_finishes_it_after_the_other_is_ki
     rest = set(after) - committed_before
     assert {_holder_pid(after[k]) for k in rest} == {survivor.pid}
     assert sum(b.attempt > 1 for b in after.values()) <= 1
+
+
+def test_a_slot_won_by_a_replica_that_died_before_its_run_is_fired_by_another(
+    tmp_path: Path, pg_url: str, pg_schema: str, pg_catalog: str
+) -> None:
+    """A daily schedule: at start-up, the latest missed slot fires once. The first replica
+    wins it and is killed right after (HAKIRI_CRASH_AT=after_fire_claim ends it as SIGKILL
+    would); the second replica sees a slot whose run never started, takes it over and runs it,
+    instead of waiting a day for the next one."""
+    from tests.support.project import Project
+
+    project = Project(tmp_path, pg_url, pg_schema)
+    project.write(
+        "hakiri.toml",
+        f"""
+        [project]
+        name = "sparse"
+        {SERVE_SPARK}
+        [catalog]
+        url = "{pg_catalog}"
+
+        [connections.wh]
+        type = "postgres"
+        url = "{pg_url}"
+
+        [[pipeline]]
+        id = "p"
+        source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {{ id = "bigint", name = "string" }} }} }}
+        tables = ["t"]
+        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{pg_schema}" }} }}
+        load = {{ mode = "append" }}
+        schedule = "0 2 * * *"
+        """,
+    )
+    project.write("data/a.csv", "id,name\n1,ada\n2,grace\n")
+    catalog_url = pg_catalog.replace("postgresql://", "postgresql+psycopg://", 1)
+
+    with ServeProcess(tmp_path, env={"HAKIRI_CRASH_AT": "after_fire_claim"}) as doomed:
+        assert doomed.process.wait(timeout=180) == 137, doomed.log
+    assert "crashing at after_fire_claim" in doomed.log
+    with Catalog.open(catalog_url, migrate=False) as catalog:
+        won = catalog.last_fire("p")
+        assert won is not None and won.started_at is None
+        assert won.holder.split(":")[1] == str(doomed.pid)
+        assert catalog.runs("p") == []
+
+    with ServeProcess(tmp_path) as survivor:
+        survivor.wait_ready()
+        survivor.wait_for(
+            lambda: (
+                project.query(f'SELECT count(*) FROM "{pg_schema}".t')[0][0] == 2
+                if project.query(
+                    "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 't'",
+                    pg_schema,
+                )
+                else None
+            ),
+            120,
+            "the taken-over slot's run",
+        )
+        assert "which never started it: running it here" in survivor.log
+        assert survivor.terminate() == 0
+
+    with Catalog.open(catalog_url, migrate=False) as catalog:
+        fired = catalog.last_fire("p")
+        assert fired is not None and fired.slot == won.slot and fired.started_at is not None
+        [run] = catalog.runs("p")
+        assert run.trigger == "schedule"
+    assert project.rows("t") == [(1, "ada"), (2, "grace")]
