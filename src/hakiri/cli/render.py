@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,18 +49,33 @@ def emit_json(document: Any) -> None:
 def diagnostic(d: Diagnostic) -> None:
     style = "red" if d.severity == "error" else "yellow"
     where = f" ({d.where})" if d.where else ""
-    err.print(f"[{style}]{d.severity}:[/{style}] {escape(d.message)}{escape(where)}")
+    err.print(f"[{style}]{d.severity}:[/{style}] {one_line(d.message)}{one_line(where)}")
     if d.hint:
-        err.print(f"  [dim]hint:[/dim] {escape(d.hint)}")
+        err.print(f"  [dim]hint:[/dim] {one_line(d.hint)}")
 
 
 def error(exc: HakiriError) -> None:
     if isinstance(exc, ManifestError):
         for d in exc.diagnostics:
             diagnostic(d)
-    err.print(f"[red]error:[/red] {escape(exc.reason)}")
+    err.print(f"[red]error:[/red] {one_line(exc.reason)}")
     if exc.hint:
-        err.print(f"  [dim]hint:[/dim] {escape(exc.hint)}")
+        err.print(f"  [dim]hint:[/dim] {one_line(exc.hint)}")
+
+
+def one_line(text: str) -> str:
+    """`escape`d, with control and format characters written as escapes: a key or value
+    from a manifest (a newline, an ANSI escape, a right-to-left override) can neither break
+    an error over several lines nor restyle the terminal."""
+    return escape("".join(_visible(ch) for ch in text))
+
+
+def _visible(ch: str) -> str:
+    if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp"):
+        return ch
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch) or (
+        f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+    )
 
 
 def escape(text: str) -> str:

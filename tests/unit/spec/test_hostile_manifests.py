@@ -6,6 +6,7 @@ with an ordinary mistake: both are reported, so a bad file never hides the other
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -120,6 +121,8 @@ def test_each_hostile_manifest_is_one_located_diagnostic_and_hides_no_other(
     assert any(expected in line for line in errors), result.stderr
     assert OTHER_ERROR in errors
     assert errors[-1] == "error: 2 problems in the project manifests", result.stderr
+    located = re.compile(r"\((?:[^()\s]+):\d+(?: at .*)?\)$")
+    assert all(located.search(line) for line in errors[:-1]), result.stderr
 
 
 def test_a_bad_default_destination_has_its_line(

@@ -169,3 +169,4 @@ def test_validate_survives_hostile_manifests_with_located_errors(mutation: tuple
     assert result.exit_code == 0 or errors
     for line in errors:
         assert SUMMARY.match(line) or LOCATED.search(line), line
+    assert len(errors) == len(set(errors)), result.stderr  # no diagnostic twice
