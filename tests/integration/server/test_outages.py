@@ -60,10 +60,17 @@ def test_serve_rides_out_a_catalog_outage_and_loads_what_came_meanwhile_once(
 
             catalog_pg.halt()
             project.write("data/b.csv", "id,name\n3,edsger\n")
+            # 503 as soon as the catalog stops answering; `failing` once a tick has failed.
             down = serve.wait_for(
-                lambda: (r := serve.get("/readyz")).status_code == 503 and r.json(), 30, "503"
+                lambda: (
+                    (r := serve.get("/readyz")).status_code == 503
+                    and "tick" in r.json().get("failing", {})
+                    and r.json()
+                ),
+                30,
+                "a 503 that names the failing tick",
             )
-            assert down["catalog"] is False and "tick" in down["failing"]
+            assert down["catalog"] is False and down["ready"] is False
             time.sleep(8)  # sixteen ticks' worth of outage
             during = serve.log
             catalog_pg.resume()
