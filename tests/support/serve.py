@@ -27,6 +27,40 @@ SERVE_SPARK = """
 master = "local[1]"
 conf = { "spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "spark.ui.enabled" = "false" }
 """
+
+
+def files_manifest(
+    pg_url: str,
+    schema: str,
+    *,
+    name: str = "served",
+    load: str = '{ mode = "upsert", upsert_key = ["id"] }',
+    schedule: str | None = None,
+    catalog: str | None = None,
+) -> str:
+    """hakiri.toml of pipeline `p`: data/*.csv (id bigint, name string) into `schema`.t on the
+    suite's PostgreSQL, with serve's small Spark; `catalog` is a catalog URL (default SQLite)."""
+    catalog_table = f'[catalog]\nurl = "{catalog}"\n' if catalog else ""
+    schedule_line = f'schedule = "{schedule}"' if schedule else ""
+    return f"""
+[project]
+name = "{name}"
+{SERVE_SPARK}
+{catalog_table}
+[connections.wh]
+type = "postgres"
+url = "{pg_url}"
+
+[[pipeline]]
+id = "p"
+source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {{ id = "bigint", name = "string" }} }} }}
+tables = ["t"]
+destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+load = {load}
+{schedule_line}
+"""
+
+
 # A project of two files pipelines for the API tests: `orders` runs every minute, `paused`
 # is switched off in its manifest.
 SHOP_MANIFEST = """

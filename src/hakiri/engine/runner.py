@@ -163,9 +163,11 @@ class PipelineRunner:
             outcome.steps = self._executed()
 
     def _execute(self, outcome: Outcome, requested: str | None) -> None:
-        for table in self.spec.table_specs():  # what plan reports as errors, refused first
-            for refusal in refusals(self.spec, capabilities_of(self.targets.target(table).kind)):
-                raise refusal
+        # What plan reports as errors is refused before anything moves.
+        kinds = {self.targets.target(table).kind for table in self.spec.table_specs()}
+        problems = [p for kind in sorted(kinds) for p in refusals(self.spec, capabilities_of(kind))]
+        if problems:
+            raise problems[0]
         recover_stale_claims(self.catalog, self.spec.id, keep=requested)
         for table in self.spec.table_specs():
             self._enqueue(table, outcome)

@@ -14,7 +14,6 @@ from hakiri.catalog.records import SchemaEvent
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination, LoadRequest
 from hakiri.engine.evidence import settle_unvalued, shape_like_target
-from hakiri.errors import SchemaIncompatible
 from hakiri.planner.builder import evolve_step
 from hakiri.planner.evolution import (
     SchemaRefused,
@@ -22,6 +21,7 @@ from hakiri.planner.evolution import (
     check_upsert_key,
     decide,
     followed_renames,
+    upsert_key_change,
 )
 from hakiri.planner.model import Column, EvolveStep
 from hakiri.planner.types import destination_type
@@ -76,11 +76,7 @@ class SchemaGuard:
             self._step(EvolveStep(table=table, create=True, columns=columns))
             return frame
         where = f"pipeline `{self.spec.id}`, table {table} -> {request.target_table}"
-        try:
-            self._check_key(where)
-        except SchemaIncompatible as exc:
-            self._step(EvolveStep(table=table, refused=[exc.reason.removeprefix(f"{where}: ")]))
-            raise
+        self._check_key(table, where)
         if guessed:
             frame = settle_unvalued(frame, target, guessed, self.kind)
         source = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
@@ -127,11 +123,15 @@ class SchemaGuard:
     def _step(self, step: EvolveStep) -> None:
         self.steps.setdefault(step.table, step)
 
-    def _check_key(self, where: str) -> None:
+    def _check_key(self, table: str, where: str) -> None:
+        """An upsert key changed on an existing target is refused (and recorded as the step)."""
         if self.spec.load.mode is not LoadMode.UPSERT or self._key_checked:
             return
         state = self.catalog.pipeline_state(self.spec.id)
         applied = (state.applied_spec.get("load") or {}).get("upsert_key") if state else None
+        change = upsert_key_change(applied, self.spec.load.upsert_key)
+        if change is not None:
+            self._step(EvolveStep(table=table, refused=[change]))
         check_upsert_key(applied, self.spec.load.upsert_key, where)
         self._key_checked = True
 

@@ -107,8 +107,10 @@ class Reconciler:
         if last is not None and self._abandoned(last, now):
             taken = catalog.take_over_fire(spec.id, last.slot, last.holder, self.holder)
             if taken:
-                self.log(f"{spec.id}: slot {last.slot:%Y-%m-%d %H:%M}Z was won by {last.holder}, "
-                         "which never started it: running it here")  # fmt: skip
+                self.log(
+                    f"{spec.id}: slot {last.slot:%Y-%m-%d %H:%M}Z was won by {last.holder}, "
+                    "which never started it: running it here"
+                )
             return last.slot if taken else None
         slot = slot_to_fire(parse_schedule(spec.schedule), last, now, self.holder)
         if slot is not None and catalog.claim_fire(spec.id, slot, self.holder):

@@ -35,6 +35,14 @@ class FileSource:
 
     def __init__(self, root: Path, spec: PipelineSpec, config: FilesConfig) -> None:
         self.root, self.spec, self.config = root, spec, config
+        # Each table's files are listed and hashed once per source, and a source is made per
+        # plan or run: `observe` and `plan_batches` see the same files, read once.
+        self._inspected: dict[str, SourceObservation] = {}
+
+    def _inspect(self, table: TableSpec) -> SourceObservation:
+        if table.name not in self._inspected:
+            self._inspected[table.name] = inspect_files(self.root, self.config, table)
+        return self._inspected[table.name]
 
     @classmethod
     def from_spec(
@@ -44,7 +52,7 @@ class FileSource:
         return cls(root, spec, spec.source.config)
 
     def observe(self, table: TableSpec, cursor: dict[str, Any] | None = None) -> SourceObservation:
-        observed = inspect_files(self.root, self.config, table)
+        observed = self._inspect(table)
         if not self.config.provenance or observed.columns is None:
             return observed
         # `read` adds the provenance columns to every batch: they reach the target too.
@@ -53,7 +61,7 @@ class FileSource:
 
     def plan_batches(self, table: TableSpec, catalog: Catalog) -> TablePlan:
         config = self.config
-        observed = inspect_files(self.root, config, table)
+        observed = self._inspect(table)
         if not observed.files:
             pattern = table.path or config.path
             if config.on_miss == "fail":

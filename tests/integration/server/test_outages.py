@@ -5,7 +5,6 @@ exactly once."""
 
 from __future__ import annotations
 
-import textwrap
 import time
 from pathlib import Path
 
@@ -13,31 +12,9 @@ import pytest
 
 from tests.support.postgres import TestPostgres
 from tests.support.project import Project
-from tests.support.serve import SERVE_SPARK, ServeProcess
+from tests.support.serve import ServeProcess, files_manifest
 
 pytestmark = pytest.mark.integration
-
-
-def _manifest(pg_url: str, schema: str, catalog_url: str) -> str:
-    return textwrap.dedent(f"""
-        [project]
-        name = "outage"
-        {SERVE_SPARK}
-        [catalog]
-        url = "{catalog_url}"
-
-        [connections.wh]
-        type = "postgres"
-        url = "{pg_url}"
-
-        [[pipeline]]
-        id = "p"
-        source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {{ id = "bigint", name = "string" }} }} }}
-        tables = ["t"]
-        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
-        load = {{ mode = "append" }}
-        schedule = "every 1s"
-        """)
 
 
 def test_serve_rides_out_a_catalog_outage_and_loads_what_came_meanwhile_once(
@@ -45,7 +22,17 @@ def test_serve_rides_out_a_catalog_outage_and_loads_what_came_meanwhile_once(
 ) -> None:
     with TestPostgres() as catalog_pg:
         project = Project(tmp_path, pg_url, pg_schema)
-        project.write("hakiri.toml", _manifest(pg_url, pg_schema, catalog_pg.url))
+        project.write(
+            "hakiri.toml",
+            files_manifest(
+                pg_url,
+                pg_schema,
+                name="outage",
+                load='{ mode = "append" }',
+                schedule="every 1s",
+                catalog=catalog_pg.url,
+            ),
+        )
         project.write("data/a.csv", "id,name\n1,ada\n2,grace\n")
 
         def rows() -> list[tuple[int, str]]:

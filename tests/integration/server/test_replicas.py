@@ -11,7 +11,7 @@ import psycopg
 
 from hakiri.catalog.records import Batch, BatchStatus
 from hakiri.catalog.store import Catalog
-from tests.support.serve import SERVE_SPARK, ServeProcess
+from tests.support.serve import SERVE_SPARK, ServeProcess, files_manifest
 from tests.support.tables import id_backfill_project
 
 CHUNKS, WINDOW = 40, 250
@@ -106,25 +106,14 @@ def test_a_slot_won_by_a_replica_that_died_before_its_run_is_fired_by_another(
     project = Project(tmp_path, pg_url, pg_schema)
     project.write(
         "hakiri.toml",
-        f"""
-        [project]
-        name = "sparse"
-        {SERVE_SPARK}
-        [catalog]
-        url = "{pg_catalog}"
-
-        [connections.wh]
-        type = "postgres"
-        url = "{pg_url}"
-
-        [[pipeline]]
-        id = "p"
-        source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {{ id = "bigint", name = "string" }} }} }}
-        tables = ["t"]
-        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{pg_schema}" }} }}
-        load = {{ mode = "append" }}
-        schedule = "0 2 * * *"
-        """,
+        files_manifest(
+            pg_url,
+            pg_schema,
+            name="sparse",
+            load='{ mode = "append" }',
+            schedule="0 2 * * *",
+            catalog=pg_catalog,
+        ),
     )
     project.write("data/a.csv", "id,name\n1,ada\n2,grace\n")
     catalog_url = pg_catalog.replace("postgresql://", "postgresql+psycopg://", 1)

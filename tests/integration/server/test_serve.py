@@ -3,45 +3,21 @@ effect without a restart, backfill progress shows in the API, SIGTERM drains to 
 
 from __future__ import annotations
 
-import textwrap
 import time
 from pathlib import Path
 
 from hakiri.catalog.records import Batch, BatchStatus, Phase, RunStatus
 from hakiri.catalog.store import Catalog
 from tests.support.project import Project
-from tests.support.serve import SERVE_SPARK, TOKEN, ServeProcess
+from tests.support.serve import SERVE_SPARK, TOKEN, ServeProcess, files_manifest
 from tests.support.tables import id_backfill_project
 
 
 def _files_project(root: Path, pg_url: str, schema: str, *, schedule: str | None) -> Project:
     project = Project(root, pg_url, schema)
-    schedule_line = f'schedule = "{schedule}"' if schedule else ""
-    project.write("hakiri.toml", _manifest(pg_url, schema, schedule_line))
+    project.write("hakiri.toml", files_manifest(pg_url, schema, schedule=schedule))
     project.write("data/a.csv", "id,name\n1,ada\n2,grace\n")
     return project
-
-
-def _manifest(pg_url: str, schema: str, schedule_line: str, extra: str = "") -> str:
-    return (
-        textwrap.dedent(f"""
-        [project]
-        name = "served"
-        {SERVE_SPARK}
-        [connections.wh]
-        type = "postgres"
-        url = "{pg_url}"
-
-        [[pipeline]]
-        id = "p"
-        source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {{ id = "bigint", name = "string" }} }} }}
-        tables = ["t"]
-        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
-        load = {{ mode = "upsert", upsert_key = ["id"] }}
-        {schedule_line}
-        """)
-        + extra
-    )
 
 
 def _catalog(root: Path) -> Catalog:
