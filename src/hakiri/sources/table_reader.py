@@ -44,7 +44,8 @@ def read_table(
     """The rows of `config.schema.table` matching `where` (every row when None)."""
     from psycopg import sql
 
-    from hakiri.spark.session import JDBC_DRIVER_CLASS, jdbc_url_from_postgres_url
+    from hakiri.spark.jdbc import JDBC_DRIVER_CLASS
+    from hakiri.spark.session import jdbc_url_from_postgres_url
 
     jdbc_url, properties = jdbc_url_from_postgres_url(url)
     query = sql.SQL("SELECT * FROM {}").format(sql.Identifier(config.schema_name, table))

@@ -38,11 +38,6 @@ if TYPE_CHECKING:
     from hakiri.spec.project import SparkSettings
 
 __all__ = [
-    "JARS_ENV",
-    "JDBC_DRIVER_CLASS",
-    "JDBC_MAVEN_COORDINATE",
-    "NO_JDBC_DRIVER_HINT",
-    "SYSTEM_JDBC_JAR",
     "JarResolution",
     "build_spark_session",
     "default_spark_conf",

@@ -119,7 +119,12 @@ class _Loader:
         try:
             decoded = decode(path.read_bytes())
         except OSError as exc:
-            self.error(f"cannot read the file: {exc.strerror or exc}", path, 1)
+            self.error(
+                f"cannot read the file: {exc.strerror or exc}",
+                path,
+                1,
+                hint="check that the file is readable by this user",
+            )
             return None
         if isinstance(decoded, Problem):
             self.error(decoded.message, path, decoded.line, hint=decoded.hint)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hakiri.errors import SparkSetupError
+from hakiri.spark.jdbc import JDBC_MAVEN_COORDINATE
 from hakiri.spark.packages import resolve_packages
-from hakiri.spark.session import JDBC_MAVEN_COORDINATE
 
 pytestmark = pytest.mark.integration
 

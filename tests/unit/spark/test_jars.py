@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hakiri.errors import SparkSetupError
+from hakiri.spark.jdbc import JDBC_MAVEN_COORDINATE
 from hakiri.spark.packages import PackageSet, maven_repositories
 from hakiri.spark.session import (
-    JDBC_MAVEN_COORDINATE,
     JarResolution,
     jdbc_url_from_postgres_url,
     resolve_jdbc_jars,

@@ -405,7 +405,8 @@ class PostgresDestination:
         """The rows of `of_run` that were dropped and not replayed yet, as a Spark DataFrame with
         the target's columns (PostgreSQL converts each JSON row to the target's row type) plus
         REPLAY_ROW_COLUMN; None when the quarantine or the target table does not exist."""
-        from hakiri.spark.session import JDBC_DRIVER_CLASS, jdbc_url_from_postgres_url
+        from hakiri.spark.jdbc import JDBC_DRIVER_CLASS
+        from hakiri.spark.session import jdbc_url_from_postgres_url
 
         schema = self._schema(request)
         location = quarantine_location(table, schema)

@@ -61,7 +61,8 @@ class JdbcStageWriter:
         self.batch_size = batch_size
 
     def write(self, frame: Any, schema: str, table: str) -> None:
-        from hakiri.spark.session import JDBC_DRIVER_CLASS, jdbc_url_from_postgres_url
+        from hakiri.spark.jdbc import JDBC_DRIVER_CLASS
+        from hakiri.spark.session import jdbc_url_from_postgres_url
 
         jdbc_url, properties = jdbc_url_from_postgres_url(self.url)
         writer = (
