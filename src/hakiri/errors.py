@@ -159,6 +159,10 @@ class EmptySource(LoadError):
     pass
 
 
+class DeletesRefused(LoadError):
+    """The delete guard refused a load whose snapshot would delete or close too many rows."""
+
+
 class SchemaIncompatible(HakiriError):
     pass
 

@@ -119,6 +119,27 @@ class QuarantinedRow:
 
 
 @dataclass(frozen=True)
+class Window:
+    """The rows of the target one replace_window batch replaces: `lo <(=) column <(=) hi`
+    (None: unbounded on that side), OR the column IS NULL when `nulls`. Bounds are text,
+    cast to the column's type by the destination."""
+
+    column: str
+    lo: str | None
+    hi: str | None
+    lo_inclusive: bool = True
+    hi_inclusive: bool = False
+    nulls: bool = False
+
+    def describe(self) -> str:
+        left = "[" if self.lo_inclusive else "("
+        right = "]" if self.hi_inclusive else ")"
+        lo = "-inf" if self.lo is None else self.lo
+        hi = "+inf" if self.hi is None else self.hi
+        return f"{self.column} in {left}{lo}, {hi}{right}" + (" or NULL" if self.nulls else "")
+
+
+@dataclass(frozen=True)
 class LoadRequest:
     """Everything a destination needs to commit one batch; built by the engine."""
 
@@ -142,6 +163,12 @@ class LoadRequest:
     # A destination may pick how it stages by it (PostgreSQL: JDBC for a small run, see
     # `PostgresDestination`).
     run_bytes: int | None = None
+    # When the batch's data was taken (a file's modification time, else when the batch was
+    # planned): scd2's version start without a change-time column, and the time a delete
+    # closes a version or sets deleted_at. Deterministic across retries of the batch.
+    batch_time: datetime | None = None
+    # replace_window with window = 'range': the batch's cursor range.
+    window: Window | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +194,10 @@ class LoadResult:
     backup_table: str | None = None
     watermark: str | None = None  # incremental_watermark: the mark after this load
     quarantined: int = 0  # rule-violation records written to the quarantine table
+    # Rows the load removed or closed: deleted (upsert deletes = 'hard'), marked deleted
+    # ('soft'), versions closed because their key left the snapshot (scd2), or replaced
+    # (replace_window: the window's rows before the load).
+    rows_deleted: int = 0
     validations: tuple[
         ProbeResult, ...
     ] = ()  # every dataset validator's result (all passed or warned)

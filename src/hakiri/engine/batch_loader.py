@@ -10,25 +10,26 @@ point (`engine.crash`) is recovered by the next run through the destination's le
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from hakiri.catalog.records import Batch
 from hakiri.catalog.store import Catalog
-from hakiri.destinations.base import Destination, LoadRequest, LoadResult
+from hakiri.destinations.base import Destination, LoadRequest, LoadResult, Window
 from hakiri.destinations.gates import check_empty_source
 from hakiri.engine.crash import crash_point
 from hakiri.engine.evidence import guessed_columns
 from hakiri.engine.ratelimit import TokenBucket
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
-from hakiri.errors import HakiriError, SourceDataError
+from hakiri.errors import HakiriError, LoadError, SourceDataError
 from hakiri.observability import RunMetrics, span
 from hakiri.quality.rules import RuleCheck, RuleReport
 from hakiri.sources.base import BatchRead, Source
-from hakiri.sources.cursors import CursorRange
-from hakiri.spec.pipeline import PipelineSpec
+from hakiri.sources.cursors import CursorRange, as_python
+from hakiri.spec.load import LoadMode
+from hakiri.spec.pipeline import CursorKind, PipelineSpec
 
 __all__ = ["BatchLoader", "Loaded", "chunk_predicate"]
 
@@ -110,6 +111,11 @@ class BatchLoader:
                 with span("hakiri.read"):
                     read = self.source.read(self.spark(), batch)
                     label = read.label
+                    request = replace(
+                        request,
+                        batch_time=read.taken_at or batch.created_at,
+                        window=batch_window(batch, self.spec),
+                    )
                     if read.empty:
                         self._on_empty(read.label, run_id)
                     frame = read.frame
@@ -179,6 +185,31 @@ class BatchLoader:
             self.catalog.add_alert(
                 "warning", "empty_source", message, pipeline_id=self.spec.id, run_id=run_id
             )
+
+
+def batch_window(batch: Batch, spec: PipelineSpec) -> Window | None:
+    """replace_window with window = 'range': the batch's cursor range, as the window it replaces."""
+    if spec.load.mode is not LoadMode.REPLACE_WINDOW or spec.load.window != "range":
+        return None
+    if batch.kind != "chunk" or not batch.predicate:
+        raise LoadError(
+            f"batch {batch.batch_id} of {batch.table_name} has no cursor range to replace",
+            'replace_window with window = "range" needs a table source read past a cursor',
+        )
+    found = CursorRange.from_predicate(batch.predicate)
+    kind = CursorKind(found.kind)
+
+    def bound(value: Any) -> str | None:
+        return None if value is None else str(as_python(kind, value))
+
+    return Window(
+        found.column,
+        bound(found.lo),
+        bound(found.hi),
+        found.lo_inclusive,
+        found.hi_inclusive,
+        found.nulls,
+    )
 
 
 def _verified(read: BatchRead, checked: RuleCheck, destination: Destination, staged: Any) -> int:

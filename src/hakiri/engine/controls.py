@@ -26,6 +26,8 @@ class Outcome:
     mode: str
     run_id: str | None = None
     rows: int = 0
+    # rows deleted, marked deleted, closed (scd2) or replaced (replace_window) by the load modes
+    deleted: int = 0
     batches: int = 0
     recovered: int = 0  # batches found in the destination's ledger after a crash
     malformed: int = 0

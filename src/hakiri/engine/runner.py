@@ -372,6 +372,7 @@ class PipelineRunner:
                     controls.capacity.release()
             with self._lock:
                 outcome.rows += loaded.result.rows_loaded
+                outcome.deleted += loaded.result.rows_deleted
                 outcome.malformed += loaded.malformed
                 outcome.batches += 1
                 outcome.timings.append(loaded.timings)

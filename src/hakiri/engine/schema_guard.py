@@ -25,6 +25,7 @@ from hakiri.planner.evolution import (
 )
 from hakiri.planner.model import Column, EvolveStep
 from hakiri.planner.types import destination_type
+from hakiri.spark.load_shape import shape_for_load
 from hakiri.spec.connections import destination_kind
 from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import Project
@@ -67,6 +68,8 @@ class SchemaGuard:
         renamed = followed_renames(frame.columns, self.spec.renames)
         if renamed:
             frame = frame.withColumnsRenamed(renamed)
+        # scd2's validity columns, upsert's deleted_at: columns of the target like the source's.
+        frame = shape_for_load(frame, self.spec.load, request.batch_time)
         target = destination.target_columns(request)
         if target is None:  # the first load creates the target with the batch's columns
             columns = [

@@ -575,3 +575,12 @@ def _not_boolean(root: exp.Expr) -> str | None:
     if isinstance(node, _NOT_BOOLEAN_CALLS):
         return f"a call of {_function_name(node, 'a function')}()"
     return None
+
+
+def filter_as_postgres(text: str) -> str:
+    """An allowed filter (Spark SQL, as manifests write them) in PostgreSQL's dialect, every
+    identifier quoted (hakiri creates PostgreSQL columns with their names' exact case)."""
+    check_expression(text, boolean=True)
+    import sqlglot
+
+    return sqlglot.transpile(text, read="spark", write="postgres", identify=True)[0]

@@ -323,7 +323,8 @@ def _loaded_columns(spec: PipelineSpec, t: TableObservation) -> list[tuple[str, 
     else:
         columns = [(c.name, c.type) for c in transformed.columns]
     renamed = followed_renames([n for n, _ in columns], spec.renames)
-    return [(renamed.get(n, n), s) for n, s in columns]
+    added: list[tuple[str, str | None]] = list(spec.load.added_columns())
+    return [(renamed.get(n, n), s) for n, s in columns] + added
 
 
 def _transform_schema(spec: PipelineSpec, t: TableObservation) -> OutputSchema | None:

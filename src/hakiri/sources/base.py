@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hakiri.catalog.records import NewBatch
@@ -76,6 +77,9 @@ class BatchRead:
     # (name, Spark type) of the columns whose type Spark inferred from the values (files without
     # declared `columns`, except Parquet): a guess, see `engine.evidence`.
     inferred: tuple[tuple[str, str], ...] = ()
+    # When the data was taken, if the source knows (files: the newest modification time of
+    # the batch's files); None: the batch's planned time stands for it.
+    taken_at: datetime | None = None
 
 
 class Source(Protocol):

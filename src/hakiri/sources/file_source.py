@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,13 @@ class FileSource:
             empty=read.empty,
             evidence=evidence,
             inferred=tuple(read.frame.dtypes) if guessing else (),
+            taken_at=self._taken_at(files),
         )
+
+    def _taken_at(self, files: list[SourceFile]) -> datetime | None:
+        """The newest modification time of the batch's files (UTC, whole microseconds)."""
+        times = [(self.root / f.path).stat().st_mtime for f in files]
+        return datetime.fromtimestamp(max(times), UTC) if times else None
 
     def _files_of(self, batch: Batch) -> list[SourceFile]:
         if batch.kind == "snapshot":

@@ -226,8 +226,9 @@ def model_diagnostics(
         if item["type"] == "mode_requires_key":
             path = (*path, "mode")
         elif "at" in ctx:
-            # A check across keys of one table names the key the message is about.
-            path = (*path, ctx["at"])
+            # A check across keys names the key the message is about ('load.deletes': a
+            # pipeline-wide check that points into a table below it).
+            path = (*path, *str(ctx["at"]).split("."))
         message = str(item["msg"]).removeprefix("Value error, ")
         full = (*base, *path)
         found.append(

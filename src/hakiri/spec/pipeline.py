@@ -384,6 +384,60 @@ class PipelineSpec(SpecModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _load_fits_the_source(self) -> Self:
+        """What a load mode needs from the source: full snapshots to find deletes in, a cursor
+        range to replace."""
+        load = self.load
+        cursors = self.cursor_columns()
+        if load.detects_deletes and cursors:
+            if load.mode is LoadMode.SCD2:
+                hint = 'set deletes = "ignore": an incremental batch is not a full snapshot'
+            else:
+                hint = "remove `deletes`, or read the table whole (no `incremental`) to compare it"
+            raise PydanticCustomError(
+                "load_option",
+                "{reason}",
+                {
+                    "reason": f"load mode {load.mode.value} finds deleted keys by comparing a full "
+                    "snapshot with the target, and this source reads increments past a cursor "
+                    f"({', '.join(sorted(set(cursors)))}): every key it did not re-read would "
+                    "be deleted",
+                    "hint": hint,
+                    "at": "load.deletes" if "deletes" in load.model_fields_set else "load.mode",
+                },
+            )
+        if load.mode is LoadMode.REPLACE_WINDOW and load.window == "range":
+            problem = None
+            if isinstance(self.source, FilesSource):
+                problem = "a files source has no cursor range"
+            elif len(cursors) < len(self.tables) or set(cursors) != {load.window_column}:
+                problem = (
+                    f"every table's cursor (`incremental`) must be the window column "
+                    f"{load.window_column!r}"
+                )
+            if problem:
+                raise PydanticCustomError(
+                    "load_option",
+                    "{reason}",
+                    {
+                        "reason": f"window = 'range' replaces the cursor range of each batch: {problem}",
+                        "hint": f'set incremental = "{load.window_column}", or use window = '
+                        '"values" (the window is the values the batch has)',
+                        "at": "load.window",
+                    },
+                )
+        return self
+
+    def cursor_columns(self) -> list[str]:
+        """The cursor column of each table that reads past a cursor (pipeline or table level)."""
+        found = []
+        for table in self.table_specs():
+            cursor = table.incremental or self.incremental
+            if cursor is not None:
+                found.append(cursor if isinstance(cursor, str) else cursor.column)
+        return found
+
     def table_specs(self) -> list[TableSpec]:
         """Every entry of `tables` as a TableSpec (plain names expanded)."""
         return [TableSpec(name=t) if isinstance(t, str) else t for t in self.tables]

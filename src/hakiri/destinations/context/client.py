@@ -71,6 +71,11 @@ from hakiri.destinations.context.commit import (
     write_rows,
 )
 from hakiri.destinations.context.evolve import evolve_table
+from hakiri.destinations.context.history import (
+    merge_replace_window,
+    merge_scd2,
+    merge_upsert_with_deletes,
+)
 from hakiri.destinations.context.inspect import table_columns
 from hakiri.destinations.context.quarantine import quarantine_records, read_quarantined
 from hakiri.destinations.context.staging import (
@@ -105,6 +110,15 @@ if TYPE_CHECKING:
 
 __all__ = ["ContextDestination"]
 
+_MODES = (
+    LoadMode.APPEND,
+    LoadMode.TRUNCATE,
+    LoadMode.BLUE_GREEN,
+    LoadMode.UPSERT,
+    LoadMode.SCD2,
+    LoadMode.REPLACE_WINDOW,
+)
+
 
 @dataclass(frozen=True)
 class _Load:
@@ -116,6 +130,7 @@ class _Load:
     rows: int  # the rows in them, counted when they were staged
     merge_key: tuple[str, ...] | None  # upsert into an existing table
     overwrite: bool
+    mode: LoadMode
     watermark: Watermark | None
 
 
@@ -273,7 +288,7 @@ class ContextDestination:
             # Write-audit-publish: the staged rows are audited before anything is committed.
             validations = self._audit(load.files, request, location)
             quarantined = self._quarantine(area, staged, request)
-            rows = self._publish(load, request, checkpoint)
+            rows, deleted = self._publish(load, request, checkpoint)
         except BaseException:
             area.remove()
             raise
@@ -281,6 +296,7 @@ class ContextDestination:
         checkpoint("after_dest_commit")
         return LoadResult(
             rows_loaded=rows,
+            rows_deleted=deleted,
             created_target=load.table is None,
             watermark=load.watermark.mark if load.watermark else None,
             quarantined=quarantined,
@@ -313,7 +329,7 @@ class ContextDestination:
                     "apply again to re-stage the batch",
                 )
             watermark = Watermark.from_dict(recorded)
-        elif mode not in (LoadMode.APPEND, LoadMode.TRUNCATE, LoadMode.BLUE_GREEN, LoadMode.UPSERT):
+        elif mode not in _MODES:
             unknown_mode(request.load)
         return _Load(
             location=location,
@@ -322,6 +338,7 @@ class ContextDestination:
             rows=rows,
             merge_key=merge_key,
             overwrite=mode in (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN),
+            mode=mode,
             watermark=watermark,
         )
 
@@ -431,19 +448,31 @@ class ContextDestination:
         )
         return count
 
-    def _publish(self, load: _Load, request: LoadRequest, checkpoint: Checkpoint) -> int:
+    def _publish(
+        self, load: _Load, request: LoadRequest, checkpoint: Checkpoint
+    ) -> tuple[int, int]:
         """The data commit, by Spark, with checkpoint('before_dest_commit') just before it;
-        the rows written."""
+        (rows written, rows deleted or closed)."""
         metadata = batch_metadata(request)
         if load.watermark is not None:
             metadata[WATERMARK_COLUMN_KEY] = load.watermark.column
             if load.watermark.mark is not None:
                 metadata[WATERMARK_KEY] = load.watermark.mark
         checkpoint("before_dest_commit")
+        spark = self._delta_spark()
+        exists = load.table is not None
+        if load.mode is LoadMode.SCD2:
+            return merge_scd2(spark, load.location, load.files, request, metadata, exists)
+        if load.mode is LoadMode.REPLACE_WINDOW and exists:
+            return merge_replace_window(spark, load.location, load.files, request, metadata)
+        if load.merge_key is not None and request.load.deletes is not None:
+            return merge_upsert_with_deletes(
+                spark, load.location, load.files, load.merge_key, request, metadata
+            )
         if load.merge_key is not None:
             return merge_rows(
-                self._delta_spark(), load.location, load.files, load.merge_key, request, metadata
-            )
+                spark, load.location, load.files, load.merge_key, request, metadata
+            ), 0
         write_rows(
             self._delta_spark(),
             load.location,
@@ -452,7 +481,7 @@ class ContextDestination:
             request=request,
             metadata=metadata,
         )
-        return load.rows
+        return load.rows, 0
 
     # ------------------------------------------------------------------ helpers
 

@@ -44,6 +44,11 @@ from hakiri.destinations.postgres.copy_writer import (
     copy_statement,
 )
 from hakiri.destinations.postgres.evolve import evolve_target
+from hakiri.destinations.postgres.history import (
+    detect_deletes,
+    load_replace_window,
+    load_scd2,
+)
 from hakiri.destinations.postgres.inspect import inspect_postgres_target, observe_targets
 from hakiri.destinations.postgres.ledger import LoadLedger, ensure_ledger_tables
 from hakiri.destinations.postgres.load_modes import (
@@ -524,7 +529,7 @@ class PostgresDestination:
             )
         if created:
             target_columns = create_target(
-                conn, schema, table, staging_obs.columns, request.load.upsert_key
+                conn, schema, table, staging_obs.columns, request.load.primary_key()
             )
         else:
             target_columns = target_obs.columns
@@ -544,12 +549,19 @@ class PostgresDestination:
             backup = backup_target(ctx)
 
         watermark = None
+        deleted = 0
         if mode is LoadMode.APPEND:
             rows = load_append(ctx)
         elif mode is LoadMode.TRUNCATE:
             rows = load_truncate(ctx)
         elif mode is LoadMode.UPSERT:
+            if request.load.deletes is not None:
+                deleted = detect_deletes(ctx)
             rows = load_upsert(ctx)
+        elif mode is LoadMode.SCD2:
+            rows, deleted = load_scd2(ctx)
+        elif mode is LoadMode.REPLACE_WINDOW:
+            rows, deleted = load_replace_window(ctx)
         elif mode is LoadMode.BLUE_GREEN and created:
             # Nothing to swap with: load the new table directly.
             rows = insert_from_staging(ctx)
@@ -584,6 +596,7 @@ class PostgresDestination:
             _drop_staging(conn, staging_schema, staging_table)
         return LoadResult(
             rows_loaded=rows,
+            rows_deleted=deleted,
             created_target=created,
             backup_table=backup,
             watermark=watermark,

@@ -49,7 +49,15 @@ __all__ = [
 ]
 
 # Modes that change or remove rows already in the target: backup_before_load snapshots first.
-DESTRUCTIVE_MODES = frozenset({LoadMode.TRUNCATE, LoadMode.BLUE_GREEN, LoadMode.UPSERT})
+DESTRUCTIVE_MODES = frozenset(
+    {
+        LoadMode.TRUNCATE,
+        LoadMode.BLUE_GREEN,
+        LoadMode.UPSERT,
+        LoadMode.SCD2,
+        LoadMode.REPLACE_WINDOW,
+    }
+)
 
 _NUMERIC_TYPES = ("smallint", "integer", "bigint", "numeric", "real", "double precision")
 _TEMPORAL_TYPES = ("date", "timestamp")

@@ -1,0 +1,491 @@
+"""scd2, upsert's delete detection and replace_window in the context store: each ONE Delta
+MERGE, executed by Spark, with the batch's transaction identity.
+
+The semantics are PostgreSQL's (`destinations/postgres/history.py` explains scd2 step by
+step); here each step is a DataFrame, and the writes of a batch are one MERGE whose source
+rows carry an action: `delete` (a history row that changes), `close` (a current version
+whose key left the snapshot) and `insert` (a version the history lacks). Nothing is
+collected to the driver: only counts (the delete guard's) and the MERGE's metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hakiri.destinations.base import LoadRequest
+from hakiri.destinations.context.commit import (
+    TXN_VERSION,
+    app_id,
+    delta_uri,
+    spark_name,
+    user_metadata,
+)
+from hakiri.destinations.context.staging import read_parquet
+from hakiri.destinations.delete_guard import check_deletes
+from hakiri.errors import EmptySource, LoadError
+from hakiri.guards.expressions import check_expression
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = ["merge_replace_window", "merge_scd2", "merge_upsert_with_deletes"]
+
+_ACTION = "_hakiri_action"
+
+
+def _session(spark: SparkSession, request: LoadRequest, metadata: dict[str, str]) -> SparkSession:
+    """A session of its own carrying the batch's transaction identity (a MERGE takes it from
+    the session's settings, see `commit.merge_rows`)."""
+    session = spark.newSession()
+    session.conf.set("spark.databricks.delta.write.txnAppId", app_id(request))
+    session.conf.set("spark.databricks.delta.write.txnVersion", str(TXN_VERSION))
+    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata(metadata))
+    return session
+
+
+def _metrics(result: Any) -> dict[str, int]:
+    row = result.first() if result is not None else None
+    if row is None:  # Delta skipped it: the transaction identity was already in the log
+        return {}
+    return {k: int(v or 0) for k, v in row.asDict().items()}
+
+
+def _scope(request: LoadRequest) -> Column:
+    from pyspark.sql import functions as F
+
+    scope = request.load.delete_scope
+    if scope is None:
+        return F.lit(True)
+    check_expression(scope, boolean=True)
+    return F.coalesce(F.expr(scope), F.lit(False))
+
+
+def _batch_time(request: LoadRequest) -> Column:
+    from pyspark.sql import functions as F
+
+    if request.batch_time is None:
+        raise LoadError(
+            f"batch {request.batch_id} has no batch time", "apply again to re-read the batch"
+        )
+    utc = request.batch_time.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ")
+    return F.lit(utc).cast("timestamp")
+
+
+def _keys_equal(key: Sequence[str], left: str, right: str) -> Column:
+    from pyspark.sql import functions as F
+
+    condition = F.lit(True)
+    for k in key:
+        condition = condition & (
+            F.col(f"{left}.{spark_name(k)}") == F.col(f"{right}.{spark_name(k)}")
+        )
+    return condition
+
+
+def _condition(key: Sequence[str], left: str, right: str) -> str:
+    return " AND ".join(f"{left}.{spark_name(k)} = {right}.{spark_name(k)}" for k in key)
+
+
+def _check_key(frame: DataFrame, key: Sequence[str], location: Path, what: str) -> None:
+    from pyspark.sql import functions as F
+
+    missing = [k for k in key if k not in frame.columns]
+    if missing:
+        raise LoadError(
+            f"{what} column {missing[0]!r} is not among the staged columns for {location}",
+            "fix the key in [pipeline.load], or select that column in the transforms",
+        )
+    any_null = F.lit(False)
+    for k in key:
+        any_null = any_null | F.col(spark_name(k)).isNull()
+    nulls = frame.where(any_null).count()
+    if nulls:
+        raise LoadError(
+            f"{what} {list(key)} is NULL in {nulls:,} staged rows for {location}",
+            "filter those rows out or fill the key in a transform: a NULL key is no record",
+        )
+
+
+def _hash(columns: Sequence[str]) -> Column:
+    from pyspark.sql import functions as F
+
+    if not columns:
+        return F.lit("")
+    return F.sha2(F.to_json(F.struct(*[F.col(spark_name(c)) for c in columns])), 256)
+
+
+# ---------------------------------------------------------------- scd2
+
+
+def merge_scd2(
+    spark: SparkSession,
+    location: Path,
+    files: Sequence[Path],
+    request: LoadRequest,
+    metadata: dict[str, str],
+    table_exists: bool,
+) -> tuple[int, int]:
+    """The staged versions into the history at `location` (created when missing); (history
+    rows written, versions closed)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from hakiri.spark.errors import spark_errors
+
+    load = request.load
+    key = load.key_columns
+    vf, vt, cur = load.valid_from_column, load.valid_to_column, load.is_current_column
+    session = _session(spark, request, metadata)
+    staged = read_parquet(session, files)
+    with spark_errors(f"placing the versions in the history at {location}", fallback=LoadError):
+        _check_key(staged, key, location, "key")
+        columns = [c for c in staged.columns if c not in (vf, vt, cur)]
+        tracked = list(load.track) if load.track else [c for c in columns if c not in key]
+        unknown = [t for t in tracked if t not in columns]
+        if unknown:
+            raise LoadError(
+                f"track names {unknown[0]!r}, which is not a staged column for {location}",
+                "fix `track`, or leave it out to track every non-key column",
+            )
+        duplicate = staged.groupBy(*[spark_name(c) for c in (*key, vf)]).count().where("count > 1")
+        if duplicate.limit(1).count():
+            raise LoadError(
+                f"the staged rows for {location} hold several versions of one key that start "
+                "at the same time",
+                "deduplicate the rows in a transform, or declare `change_time_column` so each "
+                "version has its own start",
+            )
+        new = staged.select(*[spark_name(c) for c in (*columns, vf)]).withColumn(
+            "_h", _hash(tracked)
+        )
+        if not table_exists:
+            history = _history(new.withColumn("_src", F.lit(1)), key, columns, vf, vt, cur)
+            writer = (
+                history.drop("_h")
+                .write.format("delta")
+                .mode("append")
+                .option("txnAppId", app_id(request))
+                .option("txnVersion", TXN_VERSION)
+                .option("userMetadata", user_metadata(metadata))
+            )
+            writer.save(delta_uri(location))
+            return history.count(), 0
+
+        from delta.tables import DeltaTable
+
+        target = DeltaTable.forPath(session, delta_uri(location))
+        table = target.toDF()
+        rows = staged.count()
+        at = _batch_time(request)
+        current = table.where(F.col(spark_name(cur)))
+        closing = None
+        closed_count = 0
+        if load.detects_deletes:
+            scoped = current.where(_scope(request))
+            closing = scoped.where(F.col(spark_name(vf)) <= at).join(
+                staged.select(*[spark_name(k) for k in key]), list(key), "left_anti"
+            )
+            closed_count = closing.count()
+            check_deletes(
+                load,
+                staged=rows,
+                doomed=closed_count,
+                scoped=scoped.count(),
+                qualified=str(location),
+                verb="close",
+            )
+        # The keys this batch changes: a staged version that is not the current one again.
+        affected = (
+            new.alias("n")
+            .join(
+                current.withColumn("_h", _hash(tracked)).alias("t"),
+                _keys_equal(key, "n", "t")
+                & (F.col(f"t.{spark_name(vf)}") <= F.col(f"n.{spark_name(vf)}"))
+                & (F.col("t._h") == F.col("n._h")),
+                "left_anti",
+            )
+            .select(*[F.col(f"n.{spark_name(k)}").alias(k) for k in key])
+            .distinct()
+        )
+        old = table.join(affected, list(key), "left_semi").withColumn("_h", _hash(tracked))
+        window = Window.partitionBy(*[spark_name(k) for k in key]).orderBy(spark_name(vf))
+        old = old.withColumn("_next", F.lead(spark_name(vf)).over(window))
+        events_old = old.select(*[spark_name(c) for c in columns], spark_name(vf), "_h").withColumn(
+            "_src", F.lit(0)
+        )
+        gaps = (
+            old.where(
+                F.col(spark_name(vt)).isNotNull()
+                & (F.col("_next").isNull() | (F.col("_next") != F.col(spark_name(vt))))
+            )
+            .select(
+                *[
+                    F.col(spark_name(c))
+                    if c in key
+                    else F.lit(None).cast(old.schema[c].dataType).alias(c)
+                    for c in columns
+                ],
+                F.col(spark_name(vt)).alias(vf),
+                F.lit(None).cast("string").alias("_h"),
+            )
+            .withColumn("_src", F.lit(0))
+        )
+        incoming = new.join(affected, list(key), "left_semi").withColumn("_src", F.lit(1))
+        result = _history(
+            events_old.unionByName(
+                gaps.withColumn("_gap", F.lit(True)), allowMissingColumns=True
+            ).unionByName(incoming, allowMissingColumns=True),
+            key,
+            columns,
+            vf,
+            vt,
+            cur,
+        )
+        identical = (
+            old.alias("t")
+            .join(
+                result.alias("r"),
+                _keys_equal(key, "t", "r")
+                & (F.col(f"t.{spark_name(vf)}") == F.col(f"r.{spark_name(vf)}"))
+                & F.col(f"t.{spark_name(vt)}").eqNullSafe(F.col(f"r.{spark_name(vt)}"))
+                & (F.col("t._h") == F.col("r._h")),
+                "left_semi",
+            )
+            .select(*[spark_name(k) for k in key], spark_name(vf))
+        )
+        deletes = (
+            old.select(*[spark_name(k) for k in key], spark_name(vf))
+            .join(identical, [*key, vf], "left_anti")
+            .withColumn(_ACTION, F.lit("delete"))
+        )
+        inserts = result.join(identical, [*key, vf], "left_anti").drop("_h")
+        inserts = inserts.withColumn(_ACTION, F.lit("insert"))
+        source = inserts.unionByName(deletes, allowMissingColumns=True)
+        if closing is not None:
+            source = source.unionByName(
+                closing.select(*[spark_name(k) for k in key], spark_name(vf)).withColumn(
+                    _ACTION, F.lit("close")
+                ),
+                allowMissingColumns=True,
+            )
+        everything = [*columns, vf, vt, cur]
+        merge = (
+            target.alias("t")
+            .merge(
+                source.alias("s"),
+                f"{_condition(key, 't', 's')} AND t.{spark_name(vf)} = s.{spark_name(vf)} "
+                f"AND s.{_ACTION} IN ('delete', 'close')",
+            )
+            .whenMatchedDelete(condition=f"s.{_ACTION} = 'delete'")
+            .whenMatchedUpdate(
+                condition=f"s.{_ACTION} = 'close'",
+                set={spark_name(vt): at, spark_name(cur): F.lit(False)},
+            )
+            .whenNotMatchedInsert(
+                condition=f"s.{_ACTION} = 'insert'",
+                values={spark_name(c): f"s.{spark_name(c)}" for c in everything},
+            )
+        )
+        metrics = _metrics(merge.execute())
+    return metrics.get("num_inserted_rows", 0), closed_count if metrics else 0
+
+
+def _history(
+    events: DataFrame, key: Sequence[str], columns: Sequence[str], vf: str, vt: str, cur: str
+) -> DataFrame:
+    """Events (versions with `_h`, gaps with `_gap`) -> the versions with their ends."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if "_gap" not in events.columns:
+        events = events.withColumn("_gap", F.lit(False))
+    events = events.withColumn("_gap", F.coalesce(F.col("_gap"), F.lit(False)))
+    keys = [spark_name(k) for k in key]
+    at = spark_name(vf)
+    one = Window.partitionBy(*keys, at).orderBy(F.col("_src").desc())
+    ordered = Window.partitionBy(*keys).orderBy(at)
+    events = events.withColumn("_rank", F.row_number().over(one)).where("_rank = 1")
+    events = events.withColumn("_prev_gap", F.lag("_gap").over(ordered)).withColumn(
+        "_prev_h", F.lag("_h").over(ordered)
+    )
+    first = F.col("_prev_gap").isNull()
+    kept = events.where(
+        ~(~F.col("_gap") & ~first & ~F.col("_prev_gap") & (F.col("_prev_h") == F.col("_h")))
+        & ~(F.col("_gap") & (first | F.col("_prev_gap")))
+    )
+    timed = kept.withColumn("_end", F.lead(at).over(ordered)).where(~F.col("_gap"))
+    return timed.select(
+        *[spark_name(c) for c in columns],
+        F.col(at),
+        F.col("_end").alias(vt),
+        F.col("_end").isNull().alias(cur),
+        "_h",
+    )
+
+
+# ---------------------------------------------------------------- upsert's deletes
+
+
+def merge_upsert_with_deletes(
+    spark: SparkSession,
+    location: Path,
+    files: Sequence[Path],
+    key: Sequence[str],
+    request: LoadRequest,
+    metadata: dict[str, str],
+) -> tuple[int, int]:
+    """MERGE on the key: matched rows updated, new ones inserted, and the target rows in scope
+    (not already soft-deleted) whose key the snapshot lacks deleted or marked deleted, after
+    the guard; (rows inserted or updated, rows deleted or marked)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from hakiri.spark.errors import spark_errors
+
+    load = request.load
+    session = _session(spark, request, metadata)
+    staged = read_parquet(session, files)
+    names = staged.columns
+    with spark_errors(f"merging into the Delta table at {location}", fallback=LoadError):
+        target = DeltaTable.forPath(session, delta_uri(location))
+        live = _scope(request)
+        if load.deletes == "soft":
+            if load.deleted_at_column not in target.toDF().columns:
+                raise LoadError(
+                    f"the Delta table at {location} has no column {load.deleted_at_column!r}",
+                    "apply again: hakiri adds it with the staged rows",
+                )
+            live = live & F.col(spark_name(load.deleted_at_column)).isNull()
+        scoped = target.toDF().where(live)
+        doomed = scoped.join(staged.select(*[spark_name(k) for k in key]), list(key), "left_anti")
+        verb = "delete" if load.deletes == "hard" else "mark deleted"
+        doomed_rows = doomed.count()
+        check_deletes(
+            load,
+            staged=staged.count(),
+            doomed=doomed_rows,
+            scoped=scoped.count(),
+            qualified=str(location),
+            verb=verb,
+        )
+        condition = _scope_sql(request, "t")
+        if load.deletes == "soft":
+            condition = f"({condition}) AND t.{spark_name(load.deleted_at_column)} IS NULL"
+        merge = target.alias("t").merge(staged.alias("s"), _condition(key, "t", "s"))
+        updated = [n for n in names if n not in key]
+        if updated:
+            merge = merge.whenMatchedUpdate(
+                set={spark_name(n): f"s.{spark_name(n)}" for n in updated}
+            )
+        merge = merge.whenNotMatchedInsert(
+            values={spark_name(n): f"s.{spark_name(n)}" for n in names}
+        )
+        if load.deletes == "hard":
+            merge = merge.whenNotMatchedBySourceDelete(condition=condition)
+        else:
+            merge = merge.whenNotMatchedBySourceUpdate(
+                condition=condition,
+                set={spark_name(load.deleted_at_column): _batch_time(request)},
+            )
+        metrics = _metrics(merge.execute())
+    if not metrics:
+        return 0, 0
+    written = metrics.get("num_inserted_rows", 0) + metrics.get("num_updated_rows", 0)
+    if load.deletes == "hard":
+        return written, metrics.get("num_deleted_rows", 0)
+    # Delta counts the rows marked deleted among the updated ones.
+    return written - doomed_rows, doomed_rows
+
+
+def _scope_sql(request: LoadRequest, alias: str) -> str:
+    """`delete_scope` with every column qualified by the target's alias (a MERGE condition
+    must not be able to read the source's column of the same name)."""
+    scope = request.load.delete_scope
+    if scope is None:
+        return "TRUE"
+    import sqlglot
+    from sqlglot import exp
+
+    check_expression(scope, boolean=True)
+    tree = sqlglot.parse_one(scope, read="spark")
+    for column in tree.find_all(exp.Column):
+        if not column.table:
+            column.set("table", exp.to_identifier(alias))
+    return f"COALESCE({tree.sql(dialect='spark')}, FALSE)"
+
+
+# ---------------------------------------------------------------- replace_window
+
+
+def merge_replace_window(
+    spark: SparkSession,
+    location: Path,
+    files: Sequence[Path],
+    request: LoadRequest,
+    metadata: dict[str, str],
+) -> tuple[int, int]:
+    """Delete the batch's window, insert the staged rows, as one MERGE; (inserted, deleted)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from hakiri.spark.errors import spark_errors
+
+    load = request.load
+    column = load.window_column or ""
+    session = _session(spark, request, metadata)
+    staged = read_parquet(session, files)
+    names = staged.columns
+    if column not in names:
+        raise LoadError(
+            f"window_column {column!r} is not among the staged columns for {location}",
+            "fix `window_column`, or select that column in the transforms",
+        )
+    name = spark_name(column)
+    with spark_errors(f"replacing a window of the Delta table at {location}", fallback=LoadError):
+        target = DeltaTable.forPath(session, delta_uri(location))
+        inserts = {spark_name(n): f"s.{spark_name(n)}" for n in names}
+        window = request.window
+        if window is None:  # the values the batch has: each is a delete row of the MERGE
+            doomed = staged.select(name).distinct().withColumn(_ACTION, F.lit("delete"))
+            source = staged.withColumn(_ACTION, F.lit("insert")).unionByName(
+                doomed, allowMissingColumns=True
+            )
+            merge = (
+                target.alias("t")
+                .merge(source.alias("s"), f"t.{name} <=> s.{name} AND s.{_ACTION} = 'delete'")
+                .whenMatchedDelete()
+                .whenNotMatchedInsert(condition=f"s.{_ACTION} = 'insert'", values=inserts)
+            )
+        else:
+            kind = target.toDF().schema[column].dataType.simpleString()
+            parts = []
+            for value, op in (
+                (window.lo, ">=" if window.lo_inclusive else ">"),
+                (window.hi, "<=" if window.hi_inclusive else "<"),
+            ):
+                if value is not None:
+                    literal = "'" + value.replace("'", "''") + "'"
+                    parts.append(f"t.{name} {op} CAST({literal} AS {kind})")
+            inside = " AND ".join(parts) or "TRUE"
+            if window.nulls:
+                inside = f"(({inside}) OR t.{name} IS NULL)"
+            if load.fail_on_empty_source and staged.limit(1).count() == 0:
+                rows = target.toDF().alias("t").where(F.expr(inside)).count()
+                if rows:
+                    raise EmptySource(
+                        f"the source has 0 rows in {window.describe()}; refusing to empty that "
+                        f"window of {location} ({rows:,} rows)",
+                        "if the window really is empty now, set `fail_on_empty_source = false` "
+                        "in [pipeline.load]",
+                    )
+            merge = (
+                target.alias("t")
+                .merge(staged.alias("s"), "FALSE")
+                .whenNotMatchedInsert(values=inserts)
+                .whenNotMatchedBySourceDelete(condition=inside)
+            )
+        metrics = _metrics(merge.execute())
+    return metrics.get("num_inserted_rows", 0), metrics.get("num_deleted_rows", 0)
