@@ -15,6 +15,7 @@ import sys
 import textwrap
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -29,6 +30,20 @@ MODES = {
     "truncate": 'load = { mode = "truncate" }',
     "blue_green": 'load = { mode = "blue_green" }',
     "incremental_watermark": 'load = { mode = "incremental_watermark", watermark_column = "seq" }',
+    # Each file is a full snapshot: part-2 closes (scd2) or deletes (upsert) ids 1 and 3.
+    "scd2": 'load = { mode = "scd2", key = ["id"], max_delete_fraction = 1.0 }',
+    "upsert_deletes": (
+        'load = { mode = "upsert", upsert_key = ["id"], deletes = "hard", max_delete_fraction = 1.0 }'
+    ),
+    "replace_window": 'load = { mode = "replace_window", window_column = "id" }',
+}
+# What each target is compared on (scd2's validity columns come from the files' mtimes).
+COLUMNS = {"scd2": ("id", "seq", "name", "valid_from", "valid_to", "is_current")}
+DEFAULT_COLUMNS = ("id", "seq", "name")
+# The files' modification times: scd2's batch times, the same in every project.
+TAKEN = {
+    "part-1.csv": datetime(2026, 1, 1, tzinfo=UTC),
+    "part-2.csv": datetime(2026, 1, 2, tzinfo=UTC),
 }
 # Two files: two batches (one snapshot batch for truncate/blue_green). The second
 # file updates id 2 (upsert) and repeats an old seq (the watermark filters it).
@@ -45,6 +60,8 @@ def _project(root: Path, schema: str, pg_url: str, destination: str = "postgres"
             path = root / "data" / mode / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
+            stamp = TAKEN[name].timestamp()
+            os.utime(path, (stamp, stamp))
     target = (
         f'destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}'
         if destination == "postgres"
@@ -92,8 +109,9 @@ def _rows(pg_url: str, schema: str) -> dict[str, list[tuple]]:
     with psycopg.connect(pg_url) as conn:
         return {
             mode: conn.execute(
-                sql.SQL("SELECT id, seq, name FROM {} ORDER BY id, seq").format(
-                    sql.Identifier(schema, f"t_{mode}")
+                sql.SQL("SELECT {} FROM {} ORDER BY id, seq").format(
+                    sql.SQL(", ").join(map(sql.Identifier, COLUMNS.get(mode, DEFAULT_COLUMNS))),
+                    sql.Identifier(schema, f"t_{mode}"),
                 )
             ).fetchall()
             for mode in MODES
@@ -106,7 +124,7 @@ def _context_rows(root: Path) -> dict[str, list[tuple]]:
     rows = {}
     for mode in MODES:
         table = DeltaTable(root / ".hakiri" / "context" / f"t_{mode}").to_pyarrow_table()
-        columns = [table.column(c).to_pylist() for c in ("id", "seq", "name")]
+        columns = [table.column(c).to_pylist() for c in COLUMNS.get(mode, DEFAULT_COLUMNS)]
         rows[mode] = sorted(zip(*columns, strict=True))
     return rows
 
@@ -161,6 +179,22 @@ def clean_rows(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         (3, 30, "edsger"),
         (5, 50, "frances"),
     ]
+    day1, day2 = TAKEN["part-1.csv"], TAKEN["part-2.csv"]
+    assert rows["scd2"] == [
+        (1, 10, "ada", day1, day2, False),
+        (2, 20, "grace", day1, day2, False),
+        (2, 40, "grace hopper", day2, None, True),
+        (3, 30, "edsger", day1, day2, False),
+        (4, 25, "barbara", day2, None, True),
+        (5, 50, "frances", day2, None, True),
+    ]
+    assert rows["upsert_deletes"] == [
+        (2, 40, "grace hopper"),
+        (4, 25, "barbara"),
+        (5, 50, "frances"),
+    ]
+    # part-2 replaces the window of ids it has (2, 4, 5); ids 1 and 3 stay
+    assert rows["replace_window"] == rows["upsert"]
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
     return rows
