@@ -159,13 +159,18 @@ def _rewindable_table(spec: PipelineSpec, name: str | None) -> TableSpec:
             'set `incremental = "<column>"` to load it in chunks; until then a changed table '
             "is reloaded by the next apply",
         )
-    if spec.load.mode is not LoadMode.UPSERT:
+    if spec.load.mode not in _REWINDABLE:
         raise HakiriError(
             f"rewind reloads rows that are already in the target; mode "
             f"'{spec.load.mode.value}' of pipeline `{spec.id}` would load them twice",
-            "use mode = 'upsert' with an upsert_key, so reloaded rows replace themselves",
+            "use mode = 'upsert' with an upsert_key (reloaded rows replace themselves), "
+            "replace_window (the window is replaced) or scd2 (a version already there is kept)",
         )
     return entry
+
+
+# Modes for which loading a range again is idempotent.
+_REWINDABLE = (LoadMode.UPSERT, LoadMode.REPLACE_WINDOW, LoadMode.SCD2)
 
 
 def _cursor_column(spec: PipelineSpec, entry: TableSpec) -> str | None:
