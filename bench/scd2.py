@@ -638,7 +638,8 @@ def report(
             print(f"MISMATCH at batch {batch.snapshot.number}: {problem}")
     if hakiri_error:
         print(f"\nhakiri failed at {hakiri_error}")
-    print(machine["line"])
+    machine["load_average_end"] = os.getloadavg()[0]
+    print(f"{machine['line']}; load average {machine['load_average_end']:.2f} at the end")
 
 
 def first_failed(batches: list[Batch]) -> Batch | None:
