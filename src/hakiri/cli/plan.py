@@ -146,6 +146,17 @@ def _pipeline(p: PipelinePlan) -> None:
         if work.queued_batches:
             parts.append(f"{work.queued_batches} batch(es) left by an earlier run")
         err.print(f"    [cyan]data[/cyan] {escape(work.table)}: {escape('; '.join(parts))}")
+        if work.deletes is not None:
+            d = work.deletes
+            share = f" ({d.rows / d.of:.0%})" if d.of else ""
+            line = f"the next snapshot would {d.verb} {d.rows:,} of {d.of:,} row(s){share}"
+            if d.refused:
+                err.print(
+                    f"    [red]! deletes[/red] {escape(work.table)}: {escape(line)}, over "
+                    f"max_delete_fraction = {d.max_fraction:g}: apply will refuse it"
+                )
+            else:
+                err.print(f"    [yellow]- deletes[/yellow] {escape(work.table)}: {escape(line)}")
     for step in p.steps:
         if isinstance(step, LoadStep):
             at_once = f", {step.parallelism} at a time" if step.parallelism > 1 else ""

@@ -264,6 +264,11 @@ class Destination(Protocol):
         retype converts the values (a value that cannot convert fails the whole change)."""
         ...
 
+    def count_deletes(self, frame: Any, request: LoadRequest) -> tuple[int, int] | None:
+        """For `plan`, read-only: (target rows the snapshot `frame` would delete or close, the
+        live target rows in scope), the delete guard's numbers; None without a target."""
+        ...
+
     def read_for_replay(
         self, spark: Any, table: QuarantineTable, request: LoadRequest, of_run: str
     ) -> Any:

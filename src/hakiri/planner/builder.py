@@ -36,6 +36,7 @@ from hakiri.planner.model import (
     BatchRef,
     CatalogInfo,
     Column,
+    DeletePreview,
     EnqueueStep,
     EvolveStep,
     LoadStep,
@@ -100,7 +101,7 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     loading = {t.table.name for t in obs.tables if _loads_table(t, loads)}
     schema = [_schema(spec, t, applied_key) for t in obs.tables]
     targets = [change for change, _ in schema]
-    pending = [_pending(t) for t in obs.tables]
+    pending = [_pending(spec, t) for t in obs.tables]
     warnings = [w for t in obs.tables for w in _warnings(spec, t)]
     warnings += list(
         dict.fromkeys(  # pipeline-wide reasons are found once per table: say them once
@@ -208,7 +209,7 @@ def batch_ref(batch: NewBatch) -> BatchRef:
     )
 
 
-def _pending(t: TableObservation) -> PendingWork:
+def _pending(spec: PipelineSpec, t: TableObservation) -> PendingWork:
     new = t.batch_plan.batches if t.batch_plan is not None else []
     files: list[tuple[str, str]] = []
     for b in new:
@@ -224,6 +225,30 @@ def _pending(t: TableObservation) -> PendingWork:
         estimated_rows=t.source.estimated_rows if t.source is not None and new else None,
         new_batches=len(new),
         queued_batches=len(_queued(t)),
+        deletes=_delete_preview(spec, t),
+    )
+
+
+def _delete_preview(spec: PipelineSpec, t: TableObservation) -> DeletePreview | None:
+    if t.deletes is None:
+        return None
+    batch, rows, scoped = t.deletes
+    load = spec.load
+    verb = (
+        "close"
+        if load.mode is LoadMode.SCD2
+        else "delete"
+        if load.deletes == "hard"
+        else "mark deleted"
+    )
+    limit = load.max_delete_fraction
+    return DeletePreview(
+        batch=batch,
+        verb=verb,
+        rows=rows,
+        of=scoped,
+        max_fraction=limit,
+        refused=bool(scoped) and rows > limit * scoped,
     )
 
 

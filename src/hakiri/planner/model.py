@@ -90,6 +90,17 @@ class TargetChange(_Frozen):
         )
 
 
+class DeletePreview(_Frozen):
+    """What the next snapshot's delete detection would do, counted before any load."""
+
+    batch: str = Field(description="The snapshot batch counted (the next one to load).")
+    verb: str = Field(description="'delete', 'mark deleted' (soft) or 'close' (scd2).")
+    rows: int = Field(description="Target rows whose key the snapshot lacks.")
+    of: int = Field(description="Live target rows in scope (delete_scope).")
+    max_fraction: float = Field(description="The load's max_delete_fraction.")
+    refused: bool = Field(description="Over the guard: apply will refuse the whole load.")
+
+
 class PendingWork(_Frozen):
     table: str
     new_files: list[str] = Field(default_factory=list)
@@ -101,6 +112,9 @@ class PendingWork(_Frozen):
     new_batches: int = Field(0, description="Batches apply will add to the catalog.")
     queued_batches: int = Field(
         0, description="Batches an earlier run left unloaded (a backfill, a failure, a rewind)."
+    )
+    deletes: DeletePreview | None = Field(
+        None, description="Delete-detecting loads (upsert deletes, scd2 close): the guard's count."
     )
 
     @property

@@ -32,6 +32,9 @@ class TableObservation:
     batch_plan: TablePlan | None = None
     # (kind, column) changes `hakiri schema accept` accepted and no load has applied yet.
     accepted: frozenset[tuple[str, str]] = frozenset()
+    # Delete-detecting loads: (the next snapshot's batch id, target rows it would delete or
+    # close, live target rows in scope), counted by Spark; None when not counted.
+    deletes: tuple[str, int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """`hakiri plan`: observe (manifests, catalog, targets, sources), then let the planner decide.
 
 Read-only everywhere: the catalog is opened without migrating (a missing one reads
-as empty and is not created), PostgreSQL sessions are read-only, and no JVM starts.
-An unreachable source or target becomes an error on that pipeline, not a crash.
+as empty and is not created), PostgreSQL sessions are read-only. No JVM starts, except
+to count what a delete-detecting load (upsert `deletes`, scd2 closing) would delete when
+it has a snapshot to load (`engine.delete_preview`). An unreachable source or target
+becomes an error on that pipeline, not a crash.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,18 +21,20 @@ from typing import Any
 from pydantic import ValidationError
 
 from hakiri import __version__
-from hakiri.catalog.records import Batch, Phase, PipelineState, SchemaEvent
+from hakiri.catalog.records import Batch, BatchStatus, NewBatch, Phase, PipelineState, SchemaEvent
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
 from hakiri.destinations.context import inspect_context_target
 from hakiri.destinations.postgres import inspect_postgres_targets
+from hakiri.engine.delete_preview import count_snapshot_deletes
 from hakiri.errors import HakiriError, PipelineNotFound, PlanStale
 from hakiri.planner.builder import applied_now, build_plan
 from hakiri.planner.evolution import accepted_changes
 from hakiri.planner.model import CatalogInfo, PlanDocument
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.saved import SavedPlan, observed, stale_reason
+from hakiri.services.spark_session import LazySpark
 from hakiri.sources.base import Source
 from hakiri.sources.select import source_for
 from hakiri.spec.connections import context_store_path, destination_url, target_of
@@ -53,12 +57,16 @@ def observe_project(
     env = os.environ if env is None else env
     project = load_project(root, env)
     url = catalog_url(project.root, project.settings.catalog.url, env)
+    spark = LazySpark(project)
     with Catalog.open(url, migrate=False) as catalog:
         states = catalog.pipeline_states()
         wanted = _select(project, states, ids)
-        observations = _Observer(project, catalog, states, env).observe(
-            [project.pipelines[i] for i in wanted if i in project.pipelines], named=bool(ids)
-        )
+        try:
+            observations = _Observer(project, catalog, states, env, spark).observe(
+                [project.pipelines[i] for i in wanted if i in project.pipelines], named=bool(ids)
+            )
+        finally:
+            spark.stop()
         for pid in wanted:
             state = states.get(pid)
             if pid not in project.pipelines and state is not None:
@@ -182,9 +190,10 @@ class _Observer:
         catalog: Catalog,
         states: Mapping[str, PipelineState],
         env: Mapping[str, str],
+        spark: LazySpark,
     ) -> None:
         self.states = states
-        self.project, self.catalog, self.env = project, catalog, env
+        self.project, self.catalog, self.env, self.spark = project, catalog, env, spark
         self._batches_of: dict[str, list[Batch]] = {}
         self._events_of: dict[str, list[SchemaEvent]] = {}
 
@@ -203,6 +212,10 @@ class _Observer:
                 )
                 for table in spec.table_specs()
             )
+            if spec.load.detects_deletes and applied_now(spec, named):
+                tables = tuple(
+                    self._count_deletes(spec, source, t, errors[spec.id]) for t in tables
+                )
             observations.append(
                 PipelineObservation(
                     spec.id,
@@ -239,6 +252,25 @@ class _Observer:
             batch_plan,
             frozenset(accepted_changes(self._events(spec.id), table.name)),
         )
+
+    def _count_deletes(
+        self, spec: PipelineSpec, source: Source, t: TableObservation, errors: list[str]
+    ) -> TableObservation:
+        """The next snapshot's deletes, when there is one to load and a target to delete from."""
+        queued = [b for b in t.batches if b.status in (BatchStatus.PENDING, BatchStatus.FAILED)]
+        new = list(t.batch_plan.batches) if t.batch_plan is not None else []
+        following: Batch | NewBatch | None = (queued or new or [None])[0]
+        if following is None or t.target_now is None or not t.target_now.exists:
+            return t
+        counted = _attempt(
+            errors,
+            lambda: count_snapshot_deletes(
+                self.project, spec, source, following, self.spark.get, self.env
+            ),
+        )
+        if counted is None:
+            return t
+        return replace(t, deletes=(following.batch_id, *counted))
 
     def _batches(self, pipeline_id: str) -> list[Batch]:
         """The pipeline's batches, read once for all its tables."""

@@ -68,6 +68,23 @@ def test_a_partial_snapshot_is_refused_whole_until_the_fraction_allows_it(
     assert len(before) == 10
 
     project.write("data/day2.csv", PARTIAL)
+    # plan counts them before any load, and says apply will refuse
+    planned = project.cli("plan", "--json")
+    assert planned.exit_code == 0, planned.output
+    [pending] = json.loads(planned.stdout)["pipelines"][0]["pending"]
+    assert pending["deletes"] == {
+        "batch": pending["deletes"]["batch"],
+        "verb": "delete",
+        "rows": 7,
+        "of": 10,
+        "max_fraction": 0.2,
+        "refused": True,
+    }
+    shown = project.cli("plan")
+    assert (
+        "the next snapshot would delete 7 of 10 row(s) (70%), over max_delete_fraction = 0.2: "
+        "apply will refuse it" in " ".join(shown.output.split())
+    )
     refused = project.cli("apply")
     assert refused.exit_code == 1
     assert "would delete 7 of the 10 rows" in refused.output

@@ -72,6 +72,7 @@ from hakiri.destinations.context.commit import (
 )
 from hakiri.destinations.context.evolve import evolve_table
 from hakiri.destinations.context.history import (
+    count_deletes,
     merge_replace_window,
     merge_scd2,
     merge_upsert_with_deletes,
@@ -253,6 +254,10 @@ class ContextDestination:
             return None
         with delta_errors(location, "read", reading=True):
             return table_columns(table)
+
+    def count_deletes(self, frame: Any, request: LoadRequest) -> tuple[int, int] | None:
+        location = self._location(request.target_table, "target table")
+        return count_deletes(self._delta_spark(), location, frame, request)
 
     def evolve(self, request: LoadRequest, change: SchemaChange) -> None:
         """Apply `change` to the target table as ONE new Delta version (metadata-only when it

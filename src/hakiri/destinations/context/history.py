@@ -31,7 +31,7 @@ from hakiri.guards.expressions import check_expression
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["merge_replace_window", "merge_scd2", "merge_upsert_with_deletes"]
+__all__ = ["count_deletes", "merge_replace_window", "merge_scd2", "merge_upsert_with_deletes"]
 
 _ACTION = "_hakiri_action"
 
@@ -489,3 +489,36 @@ def merge_replace_window(
             )
         metrics = _metrics(merge.execute())
     return metrics.get("num_inserted_rows", 0), metrics.get("num_deleted_rows", 0)
+
+
+# ---------------------------------------------------------------- plan's count
+
+
+def count_deletes(
+    spark: SparkSession, location: Path, frame: DataFrame, request: LoadRequest
+) -> tuple[int, int] | None:
+    """For `plan`: (rows the snapshot `frame` would delete or close, live rows in scope) of the
+    Delta table at `location`; None when it does not exist yet."""
+    from pyspark.sql import functions as F
+
+    from hakiri.destinations.context.inspect import is_delta_table
+    from hakiri.spec.load import LoadMode
+
+    if not is_delta_table(location):
+        return None
+    load = request.load
+    key = load.key_columns if load.mode is LoadMode.SCD2 else list(load.upsert_key or ())
+    table = spark.read.format("delta").load(delta_uri(location))
+    live = table.where(_scope(request))
+    if load.mode is LoadMode.SCD2:
+        if load.is_current_column not in table.columns:
+            return None
+        live = live.where(F.col(spark_name(load.is_current_column)))
+    elif load.deletes == "soft" and load.deleted_at_column in table.columns:
+        live = live.where(F.col(spark_name(load.deleted_at_column)).isNull())
+    doomed = live
+    if load.mode is LoadMode.SCD2 and request.batch_time is not None:
+        doomed = doomed.where(F.col(spark_name(load.valid_from_column)) <= _batch_time(request))
+    keys = [spark_name(k) for k in key]
+    missing = doomed.select(*keys).join(frame.select(*keys).distinct(), list(key), "left_anti")
+    return missing.count(), live.count()

@@ -45,6 +45,7 @@ from hakiri.destinations.postgres.copy_writer import (
 )
 from hakiri.destinations.postgres.evolve import evolve_target
 from hakiri.destinations.postgres.history import (
+    count_deletes,
     detect_deletes,
     load_replace_window,
     load_scd2,
@@ -645,6 +646,9 @@ class PostgresDestination:
         )
 
     # ------------------------------------------------------------------ schema evolution
+
+    def count_deletes(self, frame: Any, request: LoadRequest) -> tuple[int, int] | None:
+        return count_deletes(self.url, self._schema(request), frame, request)
 
     def target_columns(self, request: LoadRequest) -> tuple[TargetColumn, ...] | None:
         """The target's columns as `plan` sees them (format_type spelling); None without a target."""

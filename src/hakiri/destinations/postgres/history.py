@@ -25,14 +25,16 @@ version, and a batch loaded twice changes nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
+from hakiri.destinations.base import LoadRequest
 from hakiri.destinations.delete_guard import check_deletes
 from hakiri.destinations.postgres.load_modes import LoadContext, insert_from_staging
 from hakiri.errors import LoadError
 from hakiri.guards.expressions import filter_as_postgres
+from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
     from hakiri.destinations.base import TargetColumn
@@ -446,3 +448,59 @@ def load_replace_window(ctx: LoadContext) -> tuple[int, int]:
         sql.SQL("DELETE FROM {} t WHERE {}").format(ctx.target, condition)
     ).rowcount
     return insert_from_staging(ctx), deleted
+
+
+# ---------------------------------------------------------------- plan's count
+
+
+def count_deletes(
+    url: str, schema: str, frame: Any, request: LoadRequest
+) -> tuple[int, int] | None:
+    """For `plan`, before any load: (rows the snapshot `frame` would delete or close, live rows
+    in scope) of the target, the guard's two numbers; None when there is no target yet. The
+    target's keys are read by Spark (JDBC, read-only) and compared there: only counts return."""
+    from hakiri.destinations.postgres.inspect import inspect_postgres_target
+    from hakiri.destinations.postgres.sql_client import connect
+    from hakiri.spark.session import jdbc_url_from_postgres_url
+
+    load = request.load
+    table = request.target_table
+    seen = inspect_postgres_target(url, schema, table)
+    if not seen.exists:
+        return None
+    key = load.key_columns if load.mode is LoadMode.SCD2 else list(load.upsert_key or ())
+    names = seen.column_names
+    conditions = []
+    if load.delete_scope is not None:
+        conditions.append(sql.SQL(filter_as_postgres(load.delete_scope)))
+    if load.mode is LoadMode.SCD2:
+        if load.is_current_column not in names:
+            return None
+        conditions.append(sql.SQL("{}").format(sql.Identifier(load.is_current_column)))
+    elif load.deletes == "soft" and load.deleted_at_column in names:
+        conditions.append(sql.SQL("{} IS NULL").format(sql.Identifier(load.deleted_at_column)))
+    where = sql.SQL(" AND ").join(conditions) if conditions else _TRUE
+    live = sql.SQL("SELECT {} FROM {} WHERE {}").format(
+        _names(key), sql.Identifier(schema, table), where
+    )
+    doomed_query = live
+    if load.mode is LoadMode.SCD2 and request.batch_time is not None:
+        doomed_query = sql.SQL("{} AND {} <= {}").format(
+            live, sql.Identifier(load.valid_from_column), sql.Literal(request.batch_time)
+        )
+    conn = connect(url)
+    try:
+        conn.read_only = True
+        scoped = int(
+            conn.execute(sql.SQL("SELECT count(*) FROM ({}) x").format(live)).fetchone()[0]
+        )
+        text = doomed_query.as_string(conn)
+    finally:
+        conn.close()
+    jdbc, properties = jdbc_url_from_postgres_url(url)
+    reader = frame.sparkSession.read.format("jdbc").option("url", jdbc).option("query", text)
+    for name, value in properties.items():
+        reader = reader.option(name, value)
+    targets = reader.load()
+    doomed = targets.join(frame.select(*key).distinct(), list(key), "left_anti").count()
+    return doomed, scoped

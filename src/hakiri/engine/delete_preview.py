@@ -1,0 +1,91 @@
+"""`plan`'s count of what a delete-detecting load would delete, before any load.
+
+For upsert with `deletes` and scd2 with deletes = 'close', the next snapshot to load is
+read by Spark as apply reads it (source, transforms, renames, the mode's columns), and
+the destination counts the live target rows in scope whose key that snapshot lacks. The
+guard's numbers, exactly: the row rules (which may drop rows) are the one thing apply
+does and this does not. Read-only; only two counts reach the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from hakiri.catalog.records import Batch, BatchStatus, NewBatch
+from hakiri.destinations.base import Destination
+from hakiri.engine.targets import Targets
+from hakiri.planner.evolution import followed_renames
+from hakiri.sources.base import Source
+from hakiri.spec.connections import Target, context_store_path, destination_url
+from hakiri.spec.loader import Project
+from hakiri.spec.pipeline import PipelineSpec
+
+__all__ = ["count_snapshot_deletes"]
+
+
+def count_snapshot_deletes(
+    project: Project,
+    spec: PipelineSpec,
+    source: Source,
+    batch: Batch | NewBatch,
+    spark: Callable[[], Any],
+    env: Mapping[str, str],
+) -> tuple[int, int] | None:
+    """(rows the batch would delete or close, live target rows in scope); None without a target."""
+    from hakiri.spark.errors import spark_errors
+    from hakiri.spark.load_shape import shape_for_load
+    from hakiri.spark.transforms import apply_transforms
+
+    batch = _as_batch(spec, batch)
+    targets = Targets(project, spec, lambda t: _destination(project, spec, t, env, spark))
+    destination, request = targets.request(batch, run_id="plan")
+    label = batch.file_path or batch.table_name
+    with spark_errors(f"counting the rows {label} would delete from {request.target_table}"):
+        read = source.read(spark(), batch)
+        frame = apply_transforms(read.frame, spec.transforms) if read.evidence else read.frame
+        renamed = followed_renames(frame.columns, spec.renames)
+        if renamed:
+            frame = frame.withColumnsRenamed(renamed)
+        taken = read.taken_at or batch.created_at or datetime.now(UTC)
+        frame = shape_for_load(frame, spec.load, taken)
+        return destination.count_deletes(frame, replace(request, batch_time=taken))
+
+
+def _as_batch(spec: PipelineSpec, batch: Batch | NewBatch) -> Batch:
+    if isinstance(batch, Batch):
+        return batch
+    return Batch(
+        batch.batch_id,
+        spec.id,
+        batch.table_name,
+        batch.kind,
+        BatchStatus.PENDING,
+        attempt=0,
+        seq=0,
+        file_path=batch.file_path,
+        content_hash=batch.content_hash,
+        predicate=batch.predicate,
+        generation=batch.generation,
+        size_bytes=batch.size_bytes,
+    )
+
+
+def _destination(
+    project: Project,
+    spec: PipelineSpec,
+    target: Target,
+    env: Mapping[str, str],
+    spark: Callable[[], Any],
+) -> Destination:
+    if target.kind == "context":
+        from hakiri.destinations.context.client import ContextDestination
+
+        return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
+    from hakiri.destinations.postgres.client import PostgresDestination
+
+    return PostgresDestination(
+        destination_url(project.settings, spec, env), target.schema or "public"
+    )
