@@ -213,7 +213,9 @@ def test_rewind_refuses_windows_it_cannot_rewind(
             (
                 "rewind reloads rows that are already in the target; mode 'append' of pipeline "
                 "`p` would load them twice",
-                "use mode = 'upsert' with an upsert_key, so reloaded rows replace themselves",
+                "use mode = 'upsert' with an upsert_key (reloaded rows replace themselves), "
+                "replace_window (the window is replaced) or scd2 (a version already there is "
+                "kept)",
             ),
         ),
         (
