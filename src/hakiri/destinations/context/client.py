@@ -27,6 +27,7 @@ Load modes: append (DataFrame writer, mode append); truncate and blue_green (mod
 "overwrite": one new table version replaces every row atomically; blue_green needs no swap
 here, the previous version stays readable by time travel); upsert (MERGE on the key);
 incremental_watermark (rows past the mark, filtered when staged, see `watermark`);
+scd2, upsert with `deletes` and replace_window (one MERGE each, see `history`);
 cdc_mirror is refused by the same gate as in PostgreSQL. A missing table is created from
 the staged rows, whatever the mode. `backup_before_load` needs no copy: the version before
 the load stays readable until it is vacuumed. Schema evolution (`evolve`) is one version
