@@ -577,10 +577,17 @@ def _not_boolean(root: exp.Expr) -> str | None:
     return None
 
 
-def filter_as_postgres(text: str) -> str:
-    """An allowed filter (Spark SQL, as manifests write them) in PostgreSQL's dialect, every
-    identifier quoted (hakiri creates PostgreSQL columns with their names' exact case)."""
+def filter_for(text: str, *, dialect: str, alias: str | None = None) -> str:
+    """An allowed filter (Spark SQL, as manifests write them) in `dialect` ('postgres' or
+    'spark'), every column qualified by `alias` when given (so a MERGE or a correlated query
+    cannot read another table's column of the same name). Every identifier is quoted: hakiri
+    creates columns with their names' exact case, and a name may be a keyword."""
     check_expression(text, boolean=True)
     import sqlglot
 
-    return sqlglot.transpile(text, read="spark", write="postgres", identify=True)[0]
+    tree = sqlglot.parse_one(text, read="spark")
+    if alias is not None:
+        for column in tree.find_all(exp.Column):
+            if not column.table:
+                column.set("table", exp.to_identifier(alias))
+    return tree.sql(dialect=dialect, identify=True)

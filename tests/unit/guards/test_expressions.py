@@ -246,3 +246,15 @@ def test_sort_keys_are_checked_like_any_expression() -> None:
         parse_sort_key("rand() desc")
     with pytest.raises(UnsafeExpression, match="needs an expression"):
         parse_sort_key("nulls last")
+
+
+def test_a_filter_is_qualified_and_quoted_for_the_destination_that_runs_it() -> None:
+    from hakiri.guards.expressions import filter_for
+
+    text = "region = 'EU' AND order_date >= date'2026-01-01'"
+    assert filter_for(text, dialect="postgres", alias="t") == (
+        '"t"."region" = \'EU\' AND "t"."order_date" >= CAST(\'2026-01-01\' AS DATE)'
+    )
+    assert filter_for(text, dialect="spark", alias="t").startswith("`t`.`region` = 'EU'")
+    with pytest.raises(UnsafeExpression):
+        filter_for("region = (SELECT 1)", dialect="postgres")

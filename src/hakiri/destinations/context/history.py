@@ -26,7 +26,7 @@ from hakiri.destinations.context.commit import (
 from hakiri.destinations.context.staging import read_parquet
 from hakiri.destinations.delete_guard import check_deletes
 from hakiri.errors import EmptySource, LoadError
-from hakiri.guards.expressions import check_expression
+from hakiri.guards.expressions import check_expression, filter_for
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -406,15 +406,7 @@ def _scope_sql(request: LoadRequest, alias: str) -> str:
     scope = request.load.delete_scope
     if scope is None:
         return "TRUE"
-    import sqlglot
-    from sqlglot import exp
-
-    check_expression(scope, boolean=True)
-    tree = sqlglot.parse_one(scope, read="spark")
-    for column in tree.find_all(exp.Column):
-        if not column.table:
-            column.set("table", exp.to_identifier(alias))
-    return f"COALESCE({tree.sql(dialect='spark')}, FALSE)"
+    return f"COALESCE({filter_for(scope, dialect='spark', alias=alias)}, FALSE)"
 
 
 # ---------------------------------------------------------------- replace_window

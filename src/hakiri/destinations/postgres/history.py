@@ -33,7 +33,7 @@ from hakiri.destinations.base import LoadRequest
 from hakiri.destinations.delete_guard import check_deletes
 from hakiri.destinations.postgres.load_modes import LoadContext, insert_from_staging
 from hakiri.errors import LoadError
-from hakiri.guards.expressions import filter_as_postgres
+from hakiri.guards.expressions import filter_for
 from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
@@ -49,9 +49,8 @@ def _scope(ctx: LoadContext, alias: str) -> sql.Composable:
     scope = ctx.request.load.delete_scope
     if scope is None:
         return _TRUE
-    # The filter names bare columns: evaluate it on the aliased row.
-    return sql.SQL("(SELECT {} FROM (SELECT {}.*) AS _scope)").format(
-        sql.SQL(filter_as_postgres(scope)), sql.Identifier(alias)
+    return sql.SQL("coalesce(({}), false)").format(
+        sql.SQL(filter_for(scope, dialect="postgres", alias=alias))
     )
 
 
@@ -472,7 +471,7 @@ def count_deletes(
     names = seen.column_names
     conditions = []
     if load.delete_scope is not None:
-        conditions.append(sql.SQL(filter_as_postgres(load.delete_scope)))
+        conditions.append(sql.SQL(filter_for(load.delete_scope, dialect="postgres")))
     if load.mode is LoadMode.SCD2:
         if load.is_current_column not in names:
             return None
