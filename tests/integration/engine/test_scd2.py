@@ -228,3 +228,37 @@ def test_six_snapshots_build_the_history_sql_computes(
     assert again.exit_code == 0 and "no changes" in again.output
     replayed = _history_pg(project) if destination == "postgres" else _history_context(project)
     assert replayed == history
+
+
+def test_a_keyless_source_keys_its_records_by_row_hash(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark: SparkSession
+) -> None:
+    project = postgres_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        source='{ path = "data/*.csv", columns = { name = "string", tier = "string" } }',
+        body='load = { mode = "scd2", key = "row_hash", max_delete_fraction = 1.0 }',
+    )
+    for name, taken, rows in (
+        ("a.csv", "2026-02-01 00:00:00", ["ada,basic", "bob,basic"]),
+        ("b.csv", "2026-02-02 00:00:00", ["ada,gold", "bob,basic"]),
+    ):
+        project.write(f"data/{name}", "\n".join(["name,tier", *rows]) + "\n")
+        stamp = _utc(taken).timestamp()
+        os.utime(project.root / "data" / name, (stamp, stamp))
+    applied = project.cli("apply")
+    assert applied.exit_code == 0, applied.output
+    history = project.query(
+        sql.SQL(
+            "SELECT name, tier, valid_from, valid_to, is_current, length(_hakiri_row_hash) "
+            "FROM {} ORDER BY valid_from, name"
+        ).format(sql.Identifier(pg_schema, "t"))
+    )
+    day1, day2 = _utc("2026-02-01 00:00:00"), _utc("2026-02-02 00:00:00")
+    # a changed row is another record: ada/basic closed, ada/gold opened; bob untouched
+    assert history == [
+        ("ada", "basic", day1, day2, False, 64),
+        ("bob", "basic", day1, None, True, 64),
+        ("ada", "gold", day2, None, True, 64),
+    ]
