@@ -17,6 +17,10 @@ from hakiri.spark.class_sharing import class_sharing_options, start_warm_up
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The warm-up commands start_warm_up launched (recorded instead of run)."""
+    # pyspark binds `from subprocess import Popen` when java_gateway is first imported: import
+    # it before Popen is replaced, or the suite's SparkSession would launch its JVM with the fake.
+    import pyspark.java_gateway  # noqa: F401
+
     launched: list[list[str]] = []
 
     def popen(argv: list[str], **_: Any) -> None:
