@@ -49,12 +49,13 @@ run: check-prereqs venv
 		$(BIN)/hakiri apply --project examples/postgres; \
 	fi
 
-# CI runs this: the linters and the import-layer contract first, then every test.
+# CI runs this: the linters and the import-layer contract first, then every test, on two
+# workers (pytest-xdist; each starts its own PostgreSQL and SparkSession).
 test: check-test-prereqs venv-dev
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 test-unit: venv-dev
 	$(BIN)/python -m pytest -m "not integration"
