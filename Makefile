@@ -55,7 +55,7 @@ test: check-test-prereqs venv-dev
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -n 2 --dist load
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 test-unit: venv-dev
 	$(BIN)/python -m pytest -m "not integration"

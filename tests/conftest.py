@@ -34,31 +34,11 @@ INTEGRATION_FIXTURES = frozenset({"pg_url", "spark", "spark_cluster"})
 os.environ.setdefault("HAKIRI_COPY_MIN_RUN_BYTES", "0")
 
 
-# Modules whose tests start hakiri (and its JVM) in subprocesses, a minute or more each.
-# `make test` runs the suite on two workers (pytest-xdist): these go first, so the other
-# worker's many short tests fill the time beside them instead of both workers ending on them.
-LONG_MODULES = (
-    "integration/engine/test_crash_points.py",
-    "integration/cluster/test_cluster_loads.py",
-    "integration/spark/test_jvm_output.py",
-    "integration/plan/test_plan_is_apply.py",
-    "integration/server/test_replicas.py",
-    "integration/spark/test_class_sharing.py",
-    "integration/engine/test_backfill_resume.py",
-    "integration/server/test_outages.py",
-    "integration/server/test_serve.py",
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # fixturenames is the whole closure, so pg_conn/pg_schema users count too.
     for item in items:
         if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
-    items.sort(key=lambda item: not item.nodeid.replace("\\", "/").startswith(_LONG))
-
-
-_LONG = tuple(f"tests/{module}" for module in LONG_MODULES)
 
 
 @pytest.fixture(scope="session")
