@@ -38,12 +38,26 @@ def plan(
             help="Also save the plan to this file; `hakiri apply FILE` executes exactly it.",
         ),
     ] = None,
+    count_deletes: Annotated[
+        bool,
+        typer.Option(
+            "--count-deletes",
+            help="Count the target rows the next snapshot of each delete-detecting pipeline "
+            "(upsert deletes, scd2 close) would delete, and whether the guard refuses it. "
+            "Starts Spark to read the snapshot.",
+        ),
+    ] = False,
 ) -> None:
-    """Show what `apply` would change: specs, target tables, pending data. Reads only; starts no JVM."""
+    """Show what `apply` would change: specs, target tables, pending data. Reads only; starts no
+    JVM (unless --count-deletes)."""
     # catalog and database drivers: loaded only when planning
     from hakiri.services.plan import plan_project, save_plan
 
-    document = save_plan(project, ids or [], out) if out else plan_project(project, ids or [])
+    document = (
+        save_plan(project, ids or [], out, count_deletes=count_deletes)
+        if out
+        else plan_project(project, ids or [], count_deletes=count_deletes)
+    )
     if as_json:
         emit_json(document.model_dump(mode="json"))
     else:

@@ -1,4 +1,4 @@
-"""`plan`'s count of what a delete-detecting load would delete, before any load.
+"""`hakiri plan --count-deletes`: what a delete-detecting load would delete, before any load.
 
 For upsert with `deletes` and scd2 with deletes = 'close', the next snapshot to load is
 read by Spark as apply reads it (source, transforms, renames, the mode's columns), and
@@ -9,7 +9,7 @@ does and this does not. Read-only; only two counts reach the driver.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +19,7 @@ from hakiri.destinations.base import Destination
 from hakiri.engine.targets import Targets
 from hakiri.planner.evolution import followed_renames
 from hakiri.sources.base import Source
-from hakiri.spec.connections import Target, context_store_path, destination_url
+from hakiri.spec.connections import Target
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
 
@@ -32,7 +32,7 @@ def count_snapshot_deletes(
     source: Source,
     batch: Batch | NewBatch,
     spark: Callable[[], Any],
-    env: Mapping[str, str],
+    destination_for: Callable[[Target], Destination],
 ) -> tuple[int, int] | None:
     """(rows the batch would delete or close, live target rows in scope); None without a target."""
     from hakiri.spark.errors import spark_errors
@@ -40,7 +40,7 @@ def count_snapshot_deletes(
     from hakiri.spark.transforms import apply_transforms
 
     batch = _as_batch(spec, batch)
-    targets = Targets(project, spec, lambda t: _destination(project, spec, t, env, spark))
+    targets = Targets(project, spec, destination_for)
     destination, request = targets.request(batch, run_id="plan")
     label = batch.file_path or batch.table_name
     with spark_errors(f"counting the rows {label} would delete from {request.target_table}"):
@@ -70,22 +70,4 @@ def _as_batch(spec: PipelineSpec, batch: Batch | NewBatch) -> Batch:
         predicate=batch.predicate,
         generation=batch.generation,
         size_bytes=batch.size_bytes,
-    )
-
-
-def _destination(
-    project: Project,
-    spec: PipelineSpec,
-    target: Target,
-    env: Mapping[str, str],
-    spark: Callable[[], Any],
-) -> Destination:
-    if target.kind == "context":
-        from hakiri.destinations.context.client import ContextDestination
-
-        return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
-    from hakiri.destinations.postgres.client import PostgresDestination
-
-    return PostgresDestination(
-        destination_url(project.settings, spec, env), target.schema or "public"
     )

@@ -103,6 +103,13 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     targets = [change for change, _ in schema]
     pending = [_pending(spec, t) for t in obs.tables]
     warnings = [w for t in obs.tables for w in _warnings(spec, t)]
+    warnings += [
+        f"{p.table}: the rows its next snapshot deletes are counted at load, where "
+        f"max_delete_fraction = {spec.load.max_delete_fraction:g} guards them; "
+        "`hakiri plan --count-deletes` counts them now"
+        for p in pending
+        if spec.load.detects_deletes and p.has_work and p.deletes is None
+    ]
     warnings += list(
         dict.fromkeys(  # pipeline-wide reasons are found once per table: say them once
             w

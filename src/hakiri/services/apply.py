@@ -16,22 +16,14 @@ from hakiri import observability
 from hakiri.catalog.records import Phase
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
-from hakiri.destinations.base import Destination
 from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.planner.builder import applied_now
 from hakiri.planner.model import EnqueueStep, RetireStep
-from hakiri.services.spark_session import LazySpark
-from hakiri.spec.connections import (
-    Target,
-    context_store_path,
-    destination_url,
-)
+from hakiri.services.runtime import LazySpark, destination_for
 from hakiri.spec.loader import Project, load_project
-from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
-
-COPY_MIN_RUN_BYTES_ENV = "HAKIRI_COPY_MIN_RUN_BYTES"
+from hakiri.spec.pipeline import PipelineSpec
 
 
 def apply_project(
@@ -189,46 +181,3 @@ def runner_for(
         on_batch,
         controls,
     )
-
-
-def destination_for(
-    project: Project,
-    spec: PipelineSpec,
-    target: Target,
-    env: Mapping[str, str],
-    spark: Callable[[], Any],
-) -> Destination:
-    """The destination one table of a pipeline loads into; `spark` starts Spark on first use."""
-    if target.kind == "context":
-        from hakiri.destinations.context.client import ContextDestination
-
-        return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
-    from hakiri.destinations.postgres import PostgresDestination as PostgresLoader
-
-    batch_size = (
-        spec.destination.config.batch_size
-        if isinstance(spec.destination, PostgresDestination)
-        else 10_000
-    )
-    url = destination_url(project.settings, spec, env)
-    return PostgresLoader(
-        url,
-        target.schema or "public",
-        batch_size=batch_size,
-        writer=spec.load.writer,
-        copy_min_run_bytes=_copy_min_run_bytes(env),
-    )
-
-
-def _copy_min_run_bytes(env: Mapping[str, str]) -> int:
-    """HAKIRI_COPY_MIN_RUN_BYTES tunes when `writer = "auto"` switches to COPY."""
-    from hakiri.destinations.postgres.client import COPY_MIN_RUN_BYTES
-
-    text = env.get(COPY_MIN_RUN_BYTES_ENV, "").strip()
-    try:
-        return max(0, int(text)) if text else COPY_MIN_RUN_BYTES
-    except ValueError:
-        raise HakiriError(
-            f"{COPY_MIN_RUN_BYTES_ENV}={text!r} is not a number of bytes",
-            f"set {COPY_MIN_RUN_BYTES_ENV} to an integer such as 67108864, or unset it",
-        ) from None

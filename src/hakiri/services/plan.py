@@ -1,10 +1,10 @@
 """`hakiri plan`: observe (manifests, catalog, targets, sources), then let the planner decide.
 
 Read-only everywhere: the catalog is opened without migrating (a missing one reads
-as empty and is not created), PostgreSQL sessions are read-only. No JVM starts, except
-to count what a delete-detecting load (upsert `deletes`, scd2 closing) would delete when
-it has a snapshot to load (`engine.delete_preview`). An unreachable source or target
-becomes an error on that pipeline, not a crash.
+as empty and is not created), PostgreSQL sessions are read-only, and no JVM starts,
+unless `count_deletes` asks Spark to count what a delete-detecting load (upsert
+`deletes`, scd2 closing) would delete (`engine.delete_preview`). An unreachable source
+or target becomes an error on that pipeline, not a crash.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from hakiri.planner.evolution import accepted_changes
 from hakiri.planner.model import CatalogInfo, PlanDocument
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.saved import SavedPlan, observed, stale_reason
-from hakiri.services.spark_session import LazySpark
+from hakiri.services.runtime import LazySpark, destination_for
 from hakiri.sources.base import Source
 from hakiri.sources.select import source_for
 from hakiri.spec.connections import context_store_path, destination_url, target_of
@@ -51,13 +51,19 @@ class ProjectObservation:
 
 
 def observe_project(
-    root: Path, ids: Sequence[str] = (), env: Mapping[str, str] | None = None
+    root: Path,
+    ids: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    *,
+    count_deletes: bool = False,
 ) -> ProjectObservation:
-    """Everything the planner decides from: manifests, catalog, targets and sources, read-only."""
+    """Everything the planner decides from: manifests, catalog, targets and sources, read-only.
+    `count_deletes`: also read the next snapshot of each delete-detecting pipeline with Spark
+    and count the target rows it would delete (`plan --count-deletes`)."""
     env = os.environ if env is None else env
     project = load_project(root, env)
     url = catalog_url(project.root, project.settings.catalog.url, env)
-    spark = LazySpark(project)
+    spark = LazySpark(project) if count_deletes else None
     with Catalog.open(url, migrate=False) as catalog:
         states = catalog.pipeline_states()
         wanted = _select(project, states, ids)
@@ -66,7 +72,8 @@ def observe_project(
                 [project.pipelines[i] for i in wanted if i in project.pipelines], named=bool(ids)
             )
         finally:
-            spark.stop()
+            if spark is not None:
+                spark.stop()
         for pid in wanted:
             state = states.get(pid)
             if pid not in project.pipelines and state is not None:
@@ -76,18 +83,27 @@ def observe_project(
 
 
 def plan_project(
-    root: Path, ids: Sequence[str] = (), env: Mapping[str, str] | None = None
+    root: Path,
+    ids: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    *,
+    count_deletes: bool = False,
 ) -> PlanDocument:
-    seen = observe_project(root, ids, env)
+    seen = observe_project(root, ids, env, count_deletes=count_deletes)
     return build_plan(seen.project, seen.catalog, seen.pipelines)
 
 
 def save_plan(
-    root: Path, ids: Sequence[str], out: Path, env: Mapping[str, str] | None = None
+    root: Path,
+    ids: Sequence[str],
+    out: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    count_deletes: bool = False,
 ) -> PlanDocument:
     """`hakiri plan -o FILE`: the plan and digests of what it was made from, for `apply FILE`.
     A plan with errors is not written (as Terraform): there is nothing apply could execute."""
-    seen = observe_project(root, ids, env)
+    seen = observe_project(root, ids, env, count_deletes=count_deletes)
     document = build_plan(seen.project, seen.catalog, seen.pipelines)
     if document.summary.errors:
         return document
@@ -190,7 +206,7 @@ class _Observer:
         catalog: Catalog,
         states: Mapping[str, PipelineState],
         env: Mapping[str, str],
-        spark: LazySpark,
+        spark: LazySpark | None,
     ) -> None:
         self.states = states
         self.project, self.catalog, self.env, self.spark = project, catalog, env, spark
@@ -212,7 +228,7 @@ class _Observer:
                 )
                 for table in spec.table_specs()
             )
-            if spec.load.detects_deletes and applied_now(spec, named):
+            if self.spark is not None and spec.load.detects_deletes and applied_now(spec, named):
                 tables = tuple(
                     self._count_deletes(spec, source, t, errors[spec.id]) for t in tables
                 )
@@ -260,12 +276,18 @@ class _Observer:
         queued = [b for b in t.batches if b.status in (BatchStatus.PENDING, BatchStatus.FAILED)]
         new = list(t.batch_plan.batches) if t.batch_plan is not None else []
         following: Batch | NewBatch | None = (queued or new or [None])[0]
-        if following is None or t.target_now is None or not t.target_now.exists:
+        spark = self.spark
+        if following is None or spark is None or t.target_now is None or not t.target_now.exists:
             return t
         counted = _attempt(
             errors,
             lambda: count_snapshot_deletes(
-                self.project, spec, source, following, self.spark.get, self.env
+                self.project,
+                spec,
+                source,
+                following,
+                spark.get,
+                lambda target: destination_for(self.project, spec, target, self.env, spark.get),
             ),
         )
         if counted is None:

@@ -69,7 +69,8 @@ def test_a_partial_snapshot_is_refused_whole_until_the_fraction_allows_it(
 
     project.write("data/day2.csv", PARTIAL)
     # plan counts them before any load, and says apply will refuse
-    planned = project.cli("plan", "--json")
+    assert "plan --count-deletes" in " ".join(project.cli("plan").output.split())
+    planned = project.cli("plan", "--json", "--count-deletes")
     assert planned.exit_code == 0, planned.output
     [pending] = json.loads(planned.stdout)["pipelines"][0]["pending"]
     assert pending["deletes"] == {
@@ -80,7 +81,7 @@ def test_a_partial_snapshot_is_refused_whole_until_the_fraction_allows_it(
         "max_fraction": 0.2,
         "refused": True,
     }
-    shown = project.cli("plan")
+    shown = project.cli("plan", "--count-deletes")
     assert (
         "the next snapshot would delete 7 of 10 row(s) (70%), over max_delete_fraction = 0.2: "
         "apply will refuse it" in " ".join(shown.output.split())

@@ -1,16 +1,21 @@
-"""The one SparkSession a command uses, started on first use (apply, plan's delete counts,
-replay, serve)."""
+"""What a command that moves data runs on: the one SparkSession, started on first use
+(apply, replay, serve, `plan --count-deletes`), and the destination each target loads into."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from hakiri.destinations.base import Destination
+from hakiri.errors import HakiriError
 from hakiri.spark.class_sharing import start_warm_up
-from hakiri.spec.connections import destination_kind
+from hakiri.spec.connections import Target, context_store_path, destination_kind, destination_url
 from hakiri.spec.loader import Project
-from hakiri.spec.pipeline import PostgresDestination
+from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
 
-__all__ = ["LazySpark"]
+__all__ = ["COPY_MIN_RUN_BYTES_ENV", "LazySpark", "destination_for"]
+
+COPY_MIN_RUN_BYTES_ENV = "HAKIRI_COPY_MIN_RUN_BYTES"
 
 
 def _uses_postgres(project: Project) -> bool:
@@ -66,3 +71,46 @@ class LazySpark:
             # This run paid for a cold JVM: let the next ones start from an archive of its classes.
             start_warm_up(options or "")
         self.session = None
+
+
+def destination_for(
+    project: Project,
+    spec: PipelineSpec,
+    target: Target,
+    env: Mapping[str, str],
+    spark: Callable[[], Any],
+) -> Destination:
+    """The destination one table of a pipeline loads into; `spark` starts Spark on first use."""
+    if target.kind == "context":
+        from hakiri.destinations.context.client import ContextDestination
+
+        return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
+    from hakiri.destinations.postgres import PostgresDestination as PostgresLoader
+
+    batch_size = (
+        spec.destination.config.batch_size
+        if isinstance(spec.destination, PostgresDestination)
+        else 10_000
+    )
+    url = destination_url(project.settings, spec, env)
+    return PostgresLoader(
+        url,
+        target.schema or "public",
+        batch_size=batch_size,
+        writer=spec.load.writer,
+        copy_min_run_bytes=_copy_min_run_bytes(env),
+    )
+
+
+def _copy_min_run_bytes(env: Mapping[str, str]) -> int:
+    """HAKIRI_COPY_MIN_RUN_BYTES tunes when `writer = "auto"` switches to COPY."""
+    from hakiri.destinations.postgres.client import COPY_MIN_RUN_BYTES
+
+    text = env.get(COPY_MIN_RUN_BYTES_ENV, "").strip()
+    try:
+        return max(0, int(text)) if text else COPY_MIN_RUN_BYTES
+    except ValueError:
+        raise HakiriError(
+            f"{COPY_MIN_RUN_BYTES_ENV}={text!r} is not a number of bytes",
+            f"set {COPY_MIN_RUN_BYTES_ENV} to an integer such as 67108864, or unset it",
+        ) from None
