@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from hakiri.errors import TransformError
+from hakiri.spark.transforms import quoted_name
 from hakiri.spec.load import ROW_HASH, ROW_HASH_COLUMN, LoadMode, LoadSpec
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def _values(frame: DataFrame, load: LoadSpec, batch_time: datetime) -> dict[str,
     values: dict[str, Column] = {}
     if load.key == ROW_HASH:
         # Values only (not names), as text: a declared rename keeps every record's hash.
-        cells = [F.col(_quoted(c)).cast("string") for c in frame.columns]
+        cells = [F.col(quoted_name(c)).cast("string") for c in frame.columns]
         values[ROW_HASH_COLUMN] = F.sha2(F.to_json(F.array(*cells)), 256)
     # As text: hakiri's sessions read timestamps in UTC (a datetime would go through the
     # Python process's local zone).
@@ -59,7 +60,7 @@ def _values(frame: DataFrame, load: LoadSpec, batch_time: datetime) -> dict[str,
     if load.change_time_column is not None:
         column = _column(frame, load.change_time_column)
         # A row without a change time starts at the batch's time.
-        taken = F.coalesce(F.col(_quoted(column)).cast("timestamp"), taken)
+        taken = F.coalesce(F.col(quoted_name(column)).cast("timestamp"), taken)
     values[load.valid_from_column] = taken
     values[load.valid_to_column] = none
     values[load.is_current_column] = F.lit(True)
@@ -75,7 +76,3 @@ def _column(frame: DataFrame, name: str) -> str:
             "name the column that says when a row changed, or select it in the transforms",
         )
     return found
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

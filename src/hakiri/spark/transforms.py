@@ -58,7 +58,7 @@ from hakiri.spec.transforms import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["TransformError", "apply_transforms"]
+__all__ = ["TransformError", "apply_transforms", "quoted_name"]
 
 # Columns hakiri adds to a files batch (`provenance = true`); a select keeps them.
 # The same names as hakiri.sources.file_reader.PROVENANCE_COLUMNS (sources sit above spark).
@@ -139,10 +139,10 @@ class _Batch:
 def _col(name: str) -> Column:
     from pyspark.sql import functions as F
 
-    return F.col(_quoted(name))
+    return F.col(quoted_name(name))
 
 
-def _quoted(name: str) -> str:
+def quoted_name(name: str) -> str:
     """A column reference Spark reads as one plain name: dots, spaces and backquotes included."""
     return "`" + name.replace("`", "``") + "`"
 

@@ -47,7 +47,9 @@ __all__ = [
     "open_table",
     "spark_name",
     "staged_arrow_schema",
+    "txn_session",
     "user_metadata",
+    "write_frame",
     "write_rows",
 ]
 
@@ -251,11 +253,28 @@ def write_rows(
     """ONE commit by Delta's DataFrame writer, in the executors: the staged rows appended to the
     table (`overwrite`: in place of every row of the current version; either creates a missing
     table), with the batch's transaction identity, so Delta skips a retried batch by itself."""
+    write_frame(
+        read_parquet(spark, files),
+        location,
+        overwrite=overwrite,
+        request=request,
+        metadata=metadata,
+    )
+
+
+def write_frame(
+    frame: Any,
+    location: Path,
+    *,
+    overwrite: bool,
+    request: LoadRequest,
+    metadata: dict[str, str],
+) -> None:
+    """`write_rows` for rows already in a DataFrame (scd2's first history)."""
     from hakiri.spark.errors import spark_errors
 
     writer = (
-        read_parquet(spark, files)
-        .write.format("delta")
+        frame.write.format("delta")
         .mode("overwrite" if overwrite else "append")
         .option("txnAppId", app_id(request))
         .option("txnVersion", TXN_VERSION)
@@ -284,10 +303,7 @@ def merge_rows(
 
     from hakiri.spark.errors import spark_errors
 
-    session = spark.newSession()
-    session.conf.set("spark.databricks.delta.write.txnAppId", app_id(request))
-    session.conf.set("spark.databricks.delta.write.txnVersion", str(TXN_VERSION))
-    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata(metadata))
+    session = txn_session(spark, request, metadata)
     staged = read_parquet(session, files)
     names = staged.columns
     condition = " AND ".join(f"t.{spark_name(k)} = s.{spark_name(k)}" for k in key)
@@ -310,6 +326,19 @@ def merge_rows(
         return 0
     found = metrics.asDict()
     return int(found.get("num_inserted_rows") or 0) + int(found.get("num_updated_rows") or 0)
+
+
+def txn_session(
+    spark: SparkSession, request: LoadRequest, metadata: dict[str, str]
+) -> SparkSession:
+    """A session of its own (same SparkContext) whose settings give a MERGE the batch's
+    transaction identity and metadata: a MERGE takes them only from the session, and
+    concurrent chunk workers must never see each other's."""
+    session = spark.newSession()
+    session.conf.set("spark.databricks.delta.write.txnAppId", app_id(request))
+    session.conf.set("spark.databricks.delta.write.txnVersion", str(TXN_VERSION))
+    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata(metadata))
+    return session
 
 
 def delta_uri(location: Path) -> str:

@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from hakiri.destinations.base import LoadRequest
 from hakiri.destinations.context.commit import (
-    TXN_VERSION,
-    app_id,
     delta_uri,
     spark_name,
-    user_metadata,
+    txn_session,
+    write_frame,
 )
 from hakiri.destinations.context.staging import read_parquet
 from hakiri.destinations.delete_guard import check_deletes
 from hakiri.errors import EmptySource, LoadError
-from hakiri.guards.expressions import check_expression, filter_for
+from hakiri.guards.expressions import filter_for
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -34,16 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["count_deletes", "merge_replace_window", "merge_scd2", "merge_upsert_with_deletes"]
 
 _ACTION = "_hakiri_action"
-
-
-def _session(spark: SparkSession, request: LoadRequest, metadata: dict[str, str]) -> SparkSession:
-    """A session of its own carrying the batch's transaction identity (a MERGE takes it from
-    the session's settings, see `commit.merge_rows`)."""
-    session = spark.newSession()
-    session.conf.set("spark.databricks.delta.write.txnAppId", app_id(request))
-    session.conf.set("spark.databricks.delta.write.txnVersion", str(TXN_VERSION))
-    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata(metadata))
-    return session
 
 
 def _metrics(result: Any) -> dict[str, int]:
@@ -54,13 +43,10 @@ def _metrics(result: Any) -> dict[str, int]:
 
 
 def _scope(request: LoadRequest) -> Column:
+    """`delete_scope` as a Column over the target's rows (TRUE without one)."""
     from pyspark.sql import functions as F
 
-    scope = request.load.delete_scope
-    if scope is None:
-        return F.lit(True)
-    check_expression(scope, boolean=True)
-    return F.coalesce(F.expr(scope), F.lit(False))
+    return F.expr(_scope_sql(request, None))
 
 
 def _batch_time(request: LoadRequest) -> Column:
@@ -138,7 +124,7 @@ def merge_scd2(
     load = request.load
     key = load.key_columns
     vf, vt, cur = load.valid_from_column, load.valid_to_column, load.is_current_column
-    session = _session(spark, request, metadata)
+    session = txn_session(spark, request, metadata)
     staged = read_parquet(session, files)
     with spark_errors(f"placing the versions in the history at {location}", fallback=LoadError):
         _check_key(staged, key, location, "key")
@@ -163,16 +149,11 @@ def merge_scd2(
         )
         if not table_exists:
             history = _history(new.withColumn("_src", F.lit(1)), key, columns, vf, vt, cur)
-            writer = (
-                history.drop("_h")
-                .write.format("delta")
-                .mode("append")
-                .option("txnAppId", app_id(request))
-                .option("txnVersion", TXN_VERSION)
-                .option("userMetadata", user_metadata(metadata))
+            write_frame(
+                history.drop("_h"), location, overwrite=False, request=request, metadata=metadata
             )
-            writer.save(delta_uri(location))
-            return history.count(), 0
+            # The table is this commit's rows: counted from the files' footers.
+            return session.read.format("delta").load(delta_uri(location)).count(), 0
 
         from delta.tables import DeltaTable
 
@@ -346,7 +327,7 @@ def merge_upsert_with_deletes(
     from hakiri.spark.errors import spark_errors
 
     load = request.load
-    session = _session(spark, request, metadata)
+    session = txn_session(spark, request, metadata)
     staged = read_parquet(session, files)
     names = staged.columns
     with spark_errors(f"merging into the Delta table at {location}", fallback=LoadError):
@@ -400,9 +381,10 @@ def merge_upsert_with_deletes(
     return written - doomed_rows, doomed_rows
 
 
-def _scope_sql(request: LoadRequest, alias: str) -> str:
-    """`delete_scope` with every column qualified by the target's alias (a MERGE condition
-    must not be able to read the source's column of the same name)."""
+def _scope_sql(request: LoadRequest, alias: str | None) -> str:
+    """`delete_scope` in Spark SQL (NULL counts as outside), every column qualified by the
+    target's alias when given (a MERGE condition must not read the source's column of the
+    same name); TRUE without one."""
     scope = request.load.delete_scope
     if scope is None:
         return "TRUE"
@@ -427,7 +409,7 @@ def merge_replace_window(
 
     load = request.load
     column = load.window_column or ""
-    session = _session(spark, request, metadata)
+    session = txn_session(spark, request, metadata)
     staged = read_parquet(session, files)
     names = staged.columns
     if column not in names:
