@@ -160,7 +160,8 @@ class EmptySource(LoadError):
 
 
 class DeletesRefused(LoadError):
-    """The delete guard refused a load whose snapshot would delete or close too many rows."""
+    """The delete guard refused a load whose snapshot is empty, or would delete or close too
+    many rows."""
 
 
 class SchemaIncompatible(HakiriError):

@@ -8,7 +8,7 @@ exceed `max_delete_fraction` of the target rows in scope is refused whole.
 
 from __future__ import annotations
 
-from hakiri.errors import DeletesRefused, EmptySource
+from hakiri.errors import DeletesRefused
 from hakiri.spec.load import LoadSpec
 
 __all__ = ["check_deletes"]
@@ -21,7 +21,7 @@ def check_deletes(
     mark deleted) more than `max_delete_fraction` of the `scoped` live target rows."""
     scope = f" where {load.delete_scope}" if load.delete_scope else ""
     if staged == 0 and scoped and load.fail_on_empty_source:
-        raise EmptySource(
+        raise DeletesRefused(
             f"the snapshot has 0 rows; refusing to {verb} the {scoped:,} rows of "
             f"{qualified}{scope} (load mode {load.mode.value})",
             "if the source really is empty now, set `fail_on_empty_source = false` and "

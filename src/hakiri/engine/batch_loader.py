@@ -23,7 +23,7 @@ from hakiri.engine.evidence import guessed_columns
 from hakiri.engine.ratelimit import TokenBucket
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
-from hakiri.errors import DeletesRefused, EmptySource, HakiriError, LoadError, SourceDataError
+from hakiri.errors import DeletesRefused, HakiriError, LoadError, SourceDataError
 from hakiri.observability import RunMetrics, span
 from hakiri.quality.rules import RuleCheck, RuleReport
 from hakiri.sources.base import BatchRead, Source
@@ -145,9 +145,7 @@ class BatchLoader:
                     result = destination.commit(staged, request, crash_point)
         except HakiriError as exc:
             self.catalog.mark_failed(self.spec.id, batch.batch_id, self.holder, exc.reason)
-            if isinstance(exc, DeletesRefused) or (
-                isinstance(exc, EmptySource) and self.spec.load.detects_deletes
-            ):
+            if isinstance(exc, DeletesRefused):
                 # A refused snapshot is news for whoever watches the alerts, not only the run.
                 self.catalog.add_alert(
                     "error", "delete_guard", exc.reason, pipeline_id=self.spec.id, run_id=run_id

@@ -193,14 +193,14 @@ class LoadSpec(SpecModel):
                 and self.mode not in modes
             ):
                 names = " and ".join(m.value for m in modes)
-                raise _load_option(
+                raise load_option(
                     f"`{key}` applies to load mode {names}, and the mode is {self.mode.value!r}",
                     f'remove `{key}`, or set mode = "{modes[0].value}"',
                     at=key,
                 )
         allowed = DELETES_BY_MODE.get(self.mode, ())
         if self.deletes is not None and self.deletes not in allowed:
-            raise _load_option(
+            raise load_option(
                 f"deletes = {self.deletes!r} is not a choice of load mode {self.mode.value}",
                 f"use one of {', '.join(repr(a) for a in allowed)}",
                 at="deletes",
@@ -214,7 +214,7 @@ class LoadSpec(SpecModel):
     def _check_scd2(self) -> None:
         validity = (self.valid_from_column, self.valid_to_column, self.is_current_column)
         if len({v.lower() for v in validity}) < 3:
-            raise _load_option(
+            raise load_option(
                 "valid_from_column, valid_to_column and is_current_column must be three "
                 "different columns",
                 "give each validity column its own name",
@@ -224,7 +224,7 @@ class LoadSpec(SpecModel):
         for name, columns in (("key", keys), ("track", self.track or [])):
             clash = [c for c in columns if c.lower() in {v.lower() for v in validity}]
             if clash:
-                raise _load_option(
+                raise load_option(
                     f"`{name}` names {clash[0]!r}, which is a validity column of the history",
                     "rename the source column in a transform, or the validity column "
                     "(valid_from_column, ...)",
@@ -232,20 +232,20 @@ class LoadSpec(SpecModel):
                 )
         overlap = [c for c in self.track or [] if c in keys]
         if overlap:
-            raise _load_option(
+            raise load_option(
                 f"`track` names the key column {overlap[0]!r}: a key never changes within a record",
                 "track the non-key columns only",
                 at="track",
             )
         if self.key == ROW_HASH and self.track is not None:
-            raise _load_option(
+            raise load_option(
                 "key = 'row_hash' tracks every column (a changed row is a new record), so "
                 "`track` has nothing to choose",
                 "remove `track`, or key the records by their key columns",
                 at="track",
             )
         if self.change_time_column is not None and self.change_time_column in keys:
-            raise _load_option(
+            raise load_option(
                 "`change_time_column` is a key column",
                 "name the column that says when the row changed, e.g. updated_at",
                 at="change_time_column",
@@ -296,12 +296,12 @@ def _check_scope(text: str) -> None:
     try:
         check_expression(text, boolean=True)
     except UnsafeExpression as exc:
-        raise _load_option(
+        raise load_option(
             f"`delete_scope`: {exc.reason}", exc.hint or "write a filter", at="delete_scope"
         ) from None
 
 
-def _load_option(reason: str, hint: str, *, at: str) -> PydanticCustomError:
+def load_option(reason: str, hint: str, *, at: str) -> PydanticCustomError:
     return PydanticCustomError(
         "load_option", "{reason}", {"reason": reason, "hint": hint, "at": at}
     )

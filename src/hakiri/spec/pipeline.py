@@ -11,7 +11,7 @@ from pydantic_core import PydanticCustomError
 from hakiri.spec.base import Duration, Name, PipelineId, SpecModel
 from hakiri.spec.datetime_patterns import pattern_problem
 from hakiri.spec.hooks import HooksSpec, SqlHook
-from hakiri.spec.load import LoadMode, LoadSpec
+from hakiri.spec.load import LoadMode, LoadSpec, load_option
 from hakiri.spec.quality import QuarantineSpec, ValidateSpec
 from hakiri.spec.schedule import parse_schedule
 from hakiri.spec.transforms import TransformStep
@@ -395,17 +395,13 @@ class PipelineSpec(SpecModel):
                 hint = 'set deletes = "ignore": an incremental batch is not a full snapshot'
             else:
                 hint = "remove `deletes`, or read the table whole (no `incremental`) to compare it"
-            raise PydanticCustomError(
-                "load_option",
-                "{reason}",
-                {
-                    "reason": f"load mode {load.mode.value} finds deleted keys by comparing a full "
-                    "snapshot with the target, and this source reads increments past a cursor "
-                    f"({', '.join(sorted(set(cursors)))}): every key it did not re-read would "
-                    "be deleted",
-                    "hint": hint,
-                    "at": "load.deletes" if "deletes" in load.model_fields_set else "load.mode",
-                },
+            raise load_option(
+                f"load mode {load.mode.value} finds deleted keys by comparing a full snapshot "
+                "with the target, and this source reads increments past a cursor "
+                f"({', '.join(sorted(set(cursors)))}): every key it did not re-read would be "
+                "deleted",
+                hint,
+                at="load.deletes" if "deletes" in load.model_fields_set else "load.mode",
             )
         if load.mode is LoadMode.REPLACE_WINDOW and load.window == "range":
             problem = None
@@ -417,15 +413,11 @@ class PipelineSpec(SpecModel):
                     f"{load.window_column!r}"
                 )
             if problem:
-                raise PydanticCustomError(
-                    "load_option",
-                    "{reason}",
-                    {
-                        "reason": f"window = 'range' replaces the cursor range of each batch: {problem}",
-                        "hint": f'set incremental = "{load.window_column}", or use window = '
-                        '"values" (the window is the values the batch has)',
-                        "at": "load.window",
-                    },
+                raise load_option(
+                    f"window = 'range' replaces the cursor range of each batch: {problem}",
+                    f'set incremental = "{load.window_column}", or use window = "values" '
+                    "(the window is the values the batch has)",
+                    at="load.window",
                 )
         return self
 

@@ -32,7 +32,7 @@ from psycopg import sql
 from hakiri.destinations.base import LoadRequest
 from hakiri.destinations.delete_guard import check_deletes
 from hakiri.destinations.postgres.load_modes import LoadContext, insert_from_staging
-from hakiri.errors import LoadError
+from hakiri.errors import EmptySource, LoadError
 from hakiri.guards.expressions import filter_for
 from hakiri.spec.load import LoadMode
 
@@ -55,7 +55,11 @@ def _scope(ctx: LoadContext, alias: str) -> sql.Composable:
 
 
 def _count(ctx: LoadContext, query: sql.Composable) -> int:
-    row = ctx.conn.execute(query).fetchone()
+    return _count_of(ctx.conn, query)
+
+
+def _count_of(conn: Any, query: sql.Composable) -> int:
+    row = conn.execute(query).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -93,6 +97,25 @@ def _check_key(ctx: LoadContext, key: Sequence[str], what: str) -> None:
             f"{what} {list(key)} is NULL in {nulls:,} staged rows for {ctx.qualified}",
             "filter those rows out or fill the key in a transform: a NULL key is no record",
         )
+
+
+def _guard(
+    ctx: LoadContext, live: sql.Composable, absent: sql.Composable, staged: int, verb: str
+) -> int:
+    """The delete guard on the target rows `live` (in scope) and those of them `absent` from
+    the snapshot; how many are absent, when the guard lets the load through."""
+    count = sql.SQL("SELECT count(*) FROM {} t WHERE {}")
+    scoped = _count(ctx, count.format(ctx.target, live))
+    doomed = _count(ctx, count.format(ctx.target, absent))
+    check_deletes(
+        ctx.request.load,
+        staged=staged,
+        doomed=doomed,
+        scoped=scoped,
+        qualified=ctx.qualified,
+        verb=verb,
+    )
+    return doomed
 
 
 # ---------------------------------------------------------------- scd2
@@ -173,32 +196,15 @@ def _close_absent(
     batch_time: sql.Composable,
 ) -> int:
     """deletes = 'close': end the current versions whose key left the snapshot."""
-    absent = sql.SQL(
-        "{cur_col} AND {scope} AND {vf_col} <= {at} AND NOT EXISTS "
-        "(SELECT 1 FROM {staging} s WHERE {match})"
-    ).format(
-        cur_col=sql.Identifier("t", cur),
-        scope=_scope(ctx, "t"),
-        vf_col=sql.Identifier("t", vf),
-        at=batch_time,
-        staging=ctx.staging_table,
-        match=_key_match(key, "s", "t"),
+    live = sql.SQL("{} AND {}").format(sql.Identifier("t", cur), _scope(ctx, "t"))
+    absent = sql.SQL("{} AND {} <= {} AND NOT EXISTS (SELECT 1 FROM {} s WHERE {})").format(
+        live,
+        sql.Identifier("t", vf),
+        batch_time,
+        ctx.staging_table,
+        _key_match(key, "s", "t"),
     )
-    scoped = _count(
-        ctx,
-        sql.SQL("SELECT count(*) FROM {} t WHERE {} AND {}").format(
-            ctx.target, sql.Identifier("t", cur), _scope(ctx, "t")
-        ),
-    )
-    doomed = _count(ctx, sql.SQL("SELECT count(*) FROM {} t WHERE {}").format(ctx.target, absent))
-    check_deletes(
-        ctx.request.load,
-        staged=staged,
-        doomed=doomed,
-        scoped=scoped,
-        qualified=ctx.qualified,
-        verb="close",
-    )
+    doomed = _guard(ctx, live, absent, staged, "close")
     if not doomed:
         return 0
     return ctx.conn.execute(
@@ -374,12 +380,8 @@ def detect_deletes(ctx: LoadContext) -> int:
         in_scope, ctx.staging_table, _key_match(key, "s", "t")
     )
     staged = _count(ctx, sql.SQL("SELECT count(*) FROM {}").format(ctx.staging_table))
-    scoped = _count(ctx, sql.SQL("SELECT count(*) FROM {} t WHERE {}").format(ctx.target, in_scope))
-    doomed = _count(ctx, sql.SQL("SELECT count(*) FROM {} t WHERE {}").format(ctx.target, absent))
     verb = "delete" if load.deletes == "hard" else "mark deleted"
-    check_deletes(
-        load, staged=staged, doomed=doomed, scoped=scoped, qualified=ctx.qualified, verb=verb
-    )
+    doomed = _guard(ctx, in_scope, absent, staged, verb)
     if not doomed:
         return 0
     if load.deletes == "hard":
@@ -435,8 +437,6 @@ def load_replace_window(ctx: LoadContext) -> tuple[int, int]:
                 ctx, sql.SQL("SELECT count(*) FROM {} t WHERE {}").format(ctx.target, condition)
             )
             if inside:
-                from hakiri.errors import EmptySource
-
                 raise EmptySource(
                     f"the source has 0 rows in {window.describe()}; refusing to empty that "
                     f"window of {ctx.qualified} ({inside:,} rows)",
@@ -458,41 +458,39 @@ def count_deletes(
     """For `plan`, before any load: (rows the snapshot `frame` would delete or close, live rows
     in scope) of the target, the guard's two numbers; None when there is no target yet. The
     target's keys are read by Spark (JDBC, read-only) and compared there: only counts return."""
-    from hakiri.destinations.postgres.inspect import inspect_postgres_target
+    from hakiri.destinations.postgres.inspect import observe_targets
     from hakiri.destinations.postgres.sql_client import connect
     from hakiri.spark.session import jdbc_url_from_postgres_url
 
     load = request.load
     table = request.target_table
-    seen = inspect_postgres_target(url, schema, table)
-    if not seen.exists:
-        return None
     key = load.key_columns if load.mode is LoadMode.SCD2 else list(load.upsert_key or ())
-    names = seen.column_names
-    conditions = []
-    if load.delete_scope is not None:
-        conditions.append(sql.SQL(filter_for(load.delete_scope, dialect="postgres")))
-    if load.mode is LoadMode.SCD2:
-        if load.is_current_column not in names:
-            return None
-        conditions.append(sql.SQL("{}").format(sql.Identifier(load.is_current_column)))
-    elif load.deletes == "soft" and load.deleted_at_column in names:
-        conditions.append(sql.SQL("{} IS NULL").format(sql.Identifier(load.deleted_at_column)))
-    where = sql.SQL(" AND ").join(conditions) if conditions else _TRUE
-    live = sql.SQL("SELECT {} FROM {} WHERE {}").format(
-        _names(key), sql.Identifier(schema, table), where
-    )
-    doomed_query = live
-    if load.mode is LoadMode.SCD2 and request.batch_time is not None:
-        doomed_query = sql.SQL("{} AND {} <= {}").format(
-            live, sql.Identifier(load.valid_from_column), sql.Literal(request.batch_time)
-        )
-    conn = connect(url)
+    conn = connect(url)  # one read-only session: the target's columns, its live rows' count
     try:
         conn.read_only = True
-        scoped = int(
-            conn.execute(sql.SQL("SELECT count(*) FROM ({}) x").format(live)).fetchone()[0]
+        [seen] = observe_targets(conn, [(schema, table)])
+        if not seen.exists or (
+            load.mode is LoadMode.SCD2 and load.is_current_column not in seen.column_names
+        ):
+            return None
+        conditions = []
+        if load.delete_scope is not None:
+            conditions.append(sql.SQL(filter_for(load.delete_scope, dialect="postgres")))
+        if load.mode is LoadMode.SCD2:
+            conditions.append(sql.SQL("{}").format(sql.Identifier(load.is_current_column)))
+        elif load.deletes == "soft" and load.deleted_at_column in seen.column_names:
+            conditions.append(sql.SQL("{} IS NULL").format(sql.Identifier(load.deleted_at_column)))
+        live = sql.SQL("SELECT {} FROM {} WHERE {}").format(
+            _names(key),
+            sql.Identifier(schema, table),
+            sql.SQL(" AND ").join(conditions) if conditions else _TRUE,
         )
+        doomed_query = live
+        if load.mode is LoadMode.SCD2 and request.batch_time is not None:
+            doomed_query = sql.SQL("{} AND {} <= {}").format(
+                live, sql.Identifier(load.valid_from_column), sql.Literal(request.batch_time)
+            )
+        scoped = _count_of(conn, sql.SQL("SELECT count(*) FROM ({}) x").format(live))
         text = doomed_query.as_string(conn)
     finally:
         conn.close()
