@@ -10,6 +10,8 @@ import time
 import pytest
 from sqlalchemy import text
 
+from hakiri.catalog import leases
+from hakiri.catalog.records import Lease
 from hakiri.catalog.store import Catalog
 from hakiri.errors import LeaseHeld
 from tests.integration.catalog.rawdb import RawDatabase
@@ -83,12 +85,44 @@ def test_wait_for_lease_gets_it_when_the_holder_lets_go(catalog: Catalog) -> Non
     assert lease.acquired and lease.holder == "run-b"
 
 
-def test_wait_for_lease_gives_up_naming_host_and_time(catalog: Catalog) -> None:
+class _Clock:
+    """wait_for_lease's clock: sleeping moves it on at once, and every pause is recorded."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_wait_for_lease_gives_up_naming_host_and_time(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
     held = catalog.acquire_lease(P, "run-a", 30)
-    began = time.monotonic()
+    clock = _Clock()
+    monkeypatch.setattr(leases, "time", clock)
+    attempts: list[Lease] = []
+    acquire = catalog.acquire_lease
+
+    def attempt(pipeline_id: str, holder: str, ttl_seconds: float) -> Lease:
+        attempts.append(acquire(pipeline_id, holder, ttl_seconds))
+        return attempts[-1]
+
+    monkeypatch.setattr(catalog, "acquire_lease", attempt)
+
     with pytest.raises(LeaseHeld) as raised:
-        catalog.wait_for_lease(P, "run-b", 30, timeout_seconds=0.3, poll=0.05)
-    assert 0.3 <= time.monotonic() - began < 5
+        catalog.wait_for_lease(P, "run-b", 30, timeout_seconds=1.0, poll=0.25)
+
+    # It waited out its whole timeout, asking again every `poll`, and run-a kept the lease...
+    assert clock.sleeps == [0.25] * 4
+    assert len(attempts) == 5
+    assert all(not a.acquired and a.holder == "run-a" for a in attempts)
+    # ...then gave up naming where and since when the pipeline runs.
     since = held.since.strftime("%Y-%m-%d %H:%M:%S UTC")
     assert raised.value.reason == f"pipeline `{P}` is already running on {held.host} since {since}"
     assert raised.value.hint == "wait for it to finish, or pass a longer --lease-timeout"

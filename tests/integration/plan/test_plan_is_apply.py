@@ -5,7 +5,9 @@ sources, every load mode, both destinations, every schema policy, schema changes
 (a new column, a wider type, a declared rename) with and without `schema accept`, new
 and changed files, new rows past a chunked backfill's cursor, and a removed pipeline.
 Each example applies once to make the catalog state, edits the project, then compares
-the plan's steps with the steps the next apply executed.
+the plan's steps with the steps the next apply executed; an example that accepts a refusal
+compares again after `schema accept`. Every comparison checks apply's exit code, and that
+a pipeline with work to do has steps (an empty plan equal to an empty apply proves nothing).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ pytestmark = pytest.mark.integration
 MODES = ["append", "upsert", "truncate", "blue_green"]
 FILE_EDITS = ["new_file", "changed_file", "new_column", "widen", "rename", "retire"]
 TABLE_EDITS = ["new_rows", "new_column", "widen", "retire"]
+# Edits that bring a batch to every pipeline still in the manifests, and edits of the schema.
+DATA_EDITS = frozenset({"new_file", "changed_file", "new_rows", "more_data"})
+SCHEMA_EDITS = frozenset({"new_column", "widen", "rename"})
 
 
 @dataclass(frozen=True)
@@ -332,42 +337,106 @@ def test_the_steps_plan_reports_are_the_steps_apply_executes(
     try:
         world.add_data()
         world.write_manifest()
-        if scenario.applied_first:
-            first = world.cli("apply")
-            assert first.exit_code == 0, first.stderr
-            for edit in scenario.edits:
-                world.edit(edit)
-            if scenario.accept:
-                refused = world.cli("apply")  # under freeze: refused, and what it refused is logged
-                if refused.exit_code == 1:
-                    for pipeline in world.pipelines:
-                        world.cli("schema", "accept", pipeline)
-        _compare(world)
+        if not scenario.applied_first:
+            # Every pipeline is new, with data: created and loaded, nothing to refuse.
+            assert _compare(world, busy=set(world.pipelines)) == {}
+            return
+        first = world.cli("apply")
+        assert first.exit_code == 0, first.stderr
+        before = set(world.pipelines)
+        for edit in scenario.edits:
+            world.edit(edit)
+        edits = set(scenario.edits)
+        # A retired pipeline has its retire step; the others have a batch after a data edit.
+        busy = (before - set(world.pipelines)) | (
+            set(world.pipelines) if edits & DATA_EDITS else set()
+        )
+        refused = _compare(world, busy)
+        if scenario.policy != "freeze":
+            assert refused == {}  # evolve and discard_columns take every change these edits make
+        elif edits & SCHEMA_EDITS and edits & DATA_EDITS:
+            assert set(refused) == set(world.pipelines)  # a batch met the frozen schema's change
+        if scenario.accept:
+            _accept(world, refused)
+            # The refused batches are still queued: the next apply evolves and loads them.
+            again = _compare(world, busy=set(refused))
+            if scenario.tables == 1:
+                assert again == {}  # the one table's refusal was accepted
     finally:
         world.close()
 
 
-def _compare(world: World) -> None:
+def _compare(world: World, busy: set[str]) -> dict[str, dict[str, list[str]]]:
+    """Plan, then apply, and compare them. `busy`: pipelines that must have steps. Returns the
+    pipelines whose apply refused a schema change: {pipeline: {table: changes refused}}."""
     planned = world.cli("plan", "--json")
-    assert planned.exit_code in (0, 1), planned.stderr
     plan = {p["id"]: p for p in json.loads(planned.stdout)["pipelines"]}
+    assert planned.exit_code == (1 if any(p["errors"] for p in plan.values()) else 0), (
+        planned.stderr
+    )
     applied = world.cli("apply", "--json")
     outcomes = {o["pipeline_id"]: o for o in json.loads(applied.stdout)}
-    assert set(outcomes) <= set(plan)
+    assert set(outcomes) == set(plan)
+    assert busy <= set(plan)
+    refused_by: dict[str, dict[str, list[str]]] = {}
     for pipeline_id, p in plan.items():
+        executed = outcomes[pipeline_id]
+        if pipeline_id in busy:
+            assert p["steps"], p
         if p["errors"]:  # apply fails the same way
-            assert outcomes[pipeline_id]["status"] == "failed", p["errors"]
+            assert executed["status"] == "failed", p["errors"]
             continue
-        executed = outcomes.get(pipeline_id, {"steps": [], "status": "no-op"})
         refused = [s for s in p["steps"] if s["step"] == "evolve" and s["refused"]]
         if refused:
-            # apply stops at the refused table: every step up to the loads is as planned
+            # apply stops at the first refused table: every step up to it is as planned (the
+            # plan also names the refusals of the tables after it), and it says what it refused
             assert executed["status"] == "failed", executed
-            assert _without_loads(executed["steps"]) == _without_loads(p["steps"])
+            assert _without_loads(executed["steps"]) == _up_to_the_refusal(p["steps"])
+            changes = {s["table"]: _changes(s["refused"], world.s.policy) for s in refused}
+            table, named = next(iter(changes.items()))
+            assert f"table {table} -> " in executed["error"], executed
+            assert executed["error"].endswith(
+                f"the schema policy '{world.s.policy}' refuses: {'; '.join(named)}"
+            ), executed
+            assert "hakiri schema accept" in (executed["hint"] or ""), executed
+            refused_by[pipeline_id] = changes
         else:
             assert executed["status"] != "failed", executed
             assert executed["steps"] == p["steps"]
+    failing = any(p["errors"] for p in plan.values()) or bool(refused_by)
+    assert applied.exit_code == (1 if failing else 0), applied.stderr
+    return refused_by
+
+
+def _accept(world: World, refused: dict[str, dict[str, list[str]]]) -> None:
+    """`schema accept` every pipeline: what a refusal named is accepted; a pipeline that was
+    not refused has nothing to accept, and says so."""
+    for pipeline in world.pipelines:
+        accepted = world.cli("schema", "accept", pipeline, "--json")
+        if pipeline not in refused:
+            assert accepted.exit_code == 1, accepted.stderr
+            assert f"nothing to accept: no run of `{pipeline}` was refused" in accepted.stderr
+            continue
+        assert accepted.exit_code == 0, accepted.stderr
+        events = json.loads(accepted.stdout)
+        assert events, accepted.stderr
+        for event in events:  # the refused tables the apply reached (it stops at the first)
+            assert event["table"] in refused[pipeline], event
+            assert event["detail"]["describe"] == refused[pipeline][event["table"]], event
+        assert next(iter(refused[pipeline])) in {e["table"] for e in events}
+
+
+def _changes(refusals: list[str], policy: str) -> list[str]:
+    """Plan's refusal lines as apply's error names them: without "(schema_policy = ... it)"."""
+    return [r.removesuffix(f" (schema_policy = '{policy}' refuses it)") for r in refusals]
 
 
 def _without_loads(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [s for s in steps if s["step"] != "load"]
+
+
+def _up_to_the_refusal(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The planned steps apply executes before it stops: up to the first refused table's."""
+    kept = _without_loads(steps)
+    first = next(i for i, s in enumerate(kept) if s["step"] == "evolve" and s["refused"])
+    return kept[: first + 1]

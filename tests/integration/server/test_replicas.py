@@ -4,12 +4,11 @@ would show as duplicate rows."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import psycopg
 
-from hakiri.catalog.records import Batch, BatchStatus
+from hakiri.catalog.records import Batch, BatchStatus, RunStatus
 from hakiri.catalog.store import Catalog
 from tests.support.serve import SERVE_SPARK, ServeProcess, files_manifest
 from tests.support.tables import id_backfill_project
@@ -52,27 +51,35 @@ def test_two_replicas_share_a_backfill_and_one_finishes_it_after_the_other_is_ki
         replicas = {first.pid: first, second.pid: second}
 
         # Midway: a quarter of the chunks committed, by both replicas (they take turns at
-        # the schedule's slots), and one of them inside a tick.
+        # the schedule's slots), and one of them inside a tick, loading a chunk.
         def midway() -> int | None:
-            done = [b for b in chunks() if b.status is BatchStatus.COMMITTED]
+            now = chunks()
+            done = [b for b in now if b.status is BatchStatus.COMMITTED]
+            loading = {_holder_pid(b) for b in now if b.status is BatchStatus.PROCESSING}
             holder = lease_pid()
             shared = {_holder_pid(b) for b in done} == set(replicas)
-            return holder if len(done) >= CHUNKS // 4 and shared and holder in replicas else None
+            inside = holder in replicas and holder in loading
+            return holder if len(done) >= CHUNKS // 4 and shared and inside else None
 
         victim_pid = first.wait_for(midway, 240, "a quarter of the backfill")
         victim = replicas.pop(victim_pid)
         survivor = next(iter(replicas.values()))
         victim.kill()
-        killed_at = time.monotonic()
         before = {b.batch_id: b for b in chunks()}
         committed_before = {k for k, b in before.items() if b.status is BatchStatus.COMMITTED}
         assert len(before) == CHUNKS and len(committed_before) < CHUNKS
+        # What the victim died holding: its claims outlive it until the lease_ttl (6s) runs out.
+        in_flight = {
+            k: b
+            for k, b in before.items()
+            if b.status is BatchStatus.PROCESSING and _holder_pid(b) == victim_pid
+        }
 
         def finished() -> bool:
             return all(b.status is BatchStatus.COMMITTED for b in chunks())
 
+        # A hang guard: the survivor takes over once the victim's lease has expired.
         survivor.wait_for(finished, 240, "the survivor to finish the backfill")
-        assert time.monotonic() - killed_at < 200
         assert survivor.terminate() == 0
 
     rows = project.query(f'SELECT count(*), count(DISTINCT id) FROM "{pg_schema}".dst')
@@ -92,6 +99,18 @@ def test_two_replicas_share_a_backfill_and_one_finishes_it_after_the_other_is_ki
     rest = set(after) - committed_before
     assert {_holder_pid(after[k]) for k in rest} == {survivor.pid}
     assert sum(b.attempt > 1 for b in after.values()) <= 1
+    # The victim's claims were taken over, not waited on forever: each chunk it had in flight
+    # was claimed again by the survivor (one more attempt) and committed, and the victim's run
+    # was closed as interrupted.
+    for batch_id, held in in_flight.items():
+        taken = after[batch_id]
+        assert taken.status is BatchStatus.COMMITTED, taken
+        assert _holder_pid(taken) == survivor.pid and taken.attempt == held.attempt + 1, taken
+    with Catalog.open(catalog_url, migrate=False) as catalog:
+        runs = {r.run_id: r for r in catalog.runs("p", limit=500)}
+    for run_id in {b.run_id for b in in_flight.values()}:
+        assert run_id is not None
+        assert (runs[run_id].status, runs[run_id].error_kind) == (RunStatus.FAILED, "Interrupted")
 
 
 def test_a_slot_won_by_a_replica_that_died_before_its_run_is_fired_by_another(

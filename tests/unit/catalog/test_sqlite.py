@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,13 +30,24 @@ def test_the_catalog_is_in_wal_mode(url: str, tmp_path: Path) -> None:
 
 
 def test_readers_do_not_wait_for_a_writer(url: str) -> None:
-    with Catalog.open(url, migrate=True) as writer, Catalog.open(url, migrate=False) as reader:
+    with (
+        Catalog.open(url, migrate=True) as writer,
+        Catalog.open(url, migrate=False) as reader,
+        ThreadPoolExecutor(1) as pool,
+    ):
         writer.record_applied("orders", {}, "h", Phase.STREAMING)
         with writer._db._writer.begin() as conn:  # an open write transaction, holding the lock
             conn.execute(text("UPDATE pipelines SET spec_hash = 'h2'"))
-            began = time.monotonic()
-            state = reader.pipeline_state("orders")
-            assert time.monotonic() - began < 1
+            # The write stays open until the reader has answered: a reader that waited for it
+            # would get no answer before its busy timeout, only "database is locked" after it.
+            reading = pool.submit(reader.pipeline_state, "orders")
+            try:
+                state = reading.result(timeout=catalog_db.BUSY_TIMEOUT_MS / 1000)  # hang guard
+            except TimeoutError:
+                pytest.fail("the reader waited for the open write transaction")
+            assert conn.in_transaction()
+            assert conn.execute(text("SELECT spec_hash FROM pipelines")).scalar_one() == "h2"
+            # It read the last committed state, not the write in progress.
             assert state is not None and state.spec_hash == "h"
 
 

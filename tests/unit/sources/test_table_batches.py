@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import re
@@ -460,14 +459,34 @@ def test_a_cursor_whose_column_type_changed_is_not_a_crash() -> None:
     spec = _spec()
     cursor = _cursor(spec, TSTZ)  # the column is now timestamptz
     state = _streaming_state("2024-01-20T00:00:00", pg_type=TS)  # planned as timestamp
-    # refusing with a reason and a hint is fine; so is planning afresh
-    with contextlib.suppress(HakiriError):
-        _plan(
-            spec,
-            cursor,
-            state=state,
-            bounds=_bounds(TSTZ, None, dt.datetime(2024, 1, 21, tzinfo=dt.UTC)),
-        )
+    plan = _plan(
+        spec,
+        cursor,
+        state=state,
+        bounds=_bounds(TSTZ, None, dt.datetime(2024, 1, 21, tzinfo=dt.UTC)),
+    )
+    # timestamp -> timestamptz keeps the cursor's kind: streaming goes on past planned_to,
+    # read as UTC, and the cursor now records the new type.
+    assert not plan.planning
+    assert plan.notes == []
+    assert _shape(_ranges(plan)) == [
+        ("2024-01-20T00:00:00+00:00", "2024-01-21T00:00:00+00:00", False, True, False)
+    ]
+    assert [r.pg_type for r in _ranges(plan)] == [TSTZ]
+    assert plan.cursor == {**state, "type": TSTZ, "planned_to": "2024-01-21T00:00:00+00:00"}
+
+
+def test_a_cursor_whose_kind_changed_is_refused_with_a_hint() -> None:
+    spec = _spec()
+    cursor = _cursor(spec, "bigint")  # the column is now a number
+    state = _streaming_state("2024-01-20T00:00:00", pg_type=TS)  # planned as timestamp
+    with pytest.raises(HakiriError) as refused:
+        _plan(spec, cursor, state=state, bounds=_bounds("bigint", 1, 2600))
+    assert refused.value.reason == (
+        "cursor column updated_at of source table orders is a numeric cursor now (bigint), "
+        "but its backfill was planned as timestamp"
+    )
+    assert refused.value.hint == "change the column back, or load the table under a new pipeline id"
 
 
 # ---------------------------------------------------------------- snapshots
