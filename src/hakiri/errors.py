@@ -9,8 +9,10 @@
     ├── CatalogError            the control-plane catalog cannot be opened or used
     │   └── CatalogOutdated     the catalog's schema is older (or newer) than this hakiri
     ├── LeaseHeld               another process holds the pipeline's lease
+    ├── SecretMissing           a secret the pipeline declares is not in the environment
     ├── SourceUnreachable       a source system cannot be reached or read
     ├── SourceDataError         a source's data cannot be read as declared (malformed record, missing file)
+    │   └── SourceChanged       a batch's file changed or vanished before the batch committed
     ├── DestinationUnreachable  a destination system cannot be reached or read
     ├── LoadError               a load was refused or failed; the target is left as it was
     │   └── EmptySource         truncate/blue_green refused: the source produced 0 rows
@@ -40,6 +42,8 @@ __all__ = [
     "ManifestError",
     "PipelineNotFound",
     "ProjectNotFound",
+    "SecretMissing",
+    "SourceChanged",
     "SourceDataError",
     "SourceUnreachable",
     "SparkSetupError",
@@ -139,6 +143,10 @@ class LeaseHeld(HakiriError):
     pass
 
 
+class SecretMissing(HakiriError):
+    pass
+
+
 class SourceUnreachable(HakiriError):
     pass
 
@@ -149,6 +157,16 @@ class DestinationUnreachable(HakiriError):
 
 class SourceDataError(HakiriError):
     pass
+
+
+class SourceChanged(SourceDataError):
+    """A batch's file changed (`status` 'superseded') or vanished ('gone') between planning
+    and commit. Not a failure: the engine ends the batch with that status and plans the
+    file's current content as a batch of its own."""
+
+    def __init__(self, reason: str, *, status: str) -> None:
+        super().__init__(reason, "nothing to do: apply loads the file's current content instead")
+        self.status = status
 
 
 class LoadError(HakiriError):

@@ -22,8 +22,11 @@ class Project:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip("\n"))
 
-    def cli(self, *args: str) -> Result:
-        return CliRunner().invoke(app, [*args, "--project", str(self.root)], catch_exceptions=False)
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        """`hakiri ARGS --project ROOT`, in-process; `env` is set for the call only."""
+        return CliRunner().invoke(
+            app, [*args, "--project", str(self.root)], env=env, catch_exceptions=False
+        )
 
     def rows(self, table: str, order: str = "id") -> list[tuple[Any, ...]]:
         with psycopg.connect(self.pg_url) as conn:

@@ -163,6 +163,22 @@ class BatchClaims:
             pipeline_id, batch_id, _held_by(holder), status=BatchStatus.FAILED.value, error=error
         )
 
+    def mark_retired(
+        self, pipeline_id: str, batch_id: str, holder: str, status: BatchStatus, reason: str
+    ) -> bool:
+        """End a claimed batch as superseded or gone (its file changed or vanished before it
+        committed); False if `holder` lost it."""
+        if not BatchStatus(status).retired:
+            raise ValueError(f"{status!r} is not a status a batch retires with")
+        return self._finish(
+            pipeline_id,
+            batch_id,
+            _held_by(holder),
+            status=BatchStatus(status).value,
+            holder=None,
+            error=reason,
+        )
+
     def release(self, pipeline_id: str, batch_id: str, holder: str) -> bool:
         """Hand a claimed batch back as pending (e.g. on shutdown); its attempt count stays."""
         return self._finish(

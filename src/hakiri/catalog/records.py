@@ -27,7 +27,22 @@ class BatchStatus(StrEnum):
     PENDING = "pending"
     PROCESSING = "processing"
     COMMITTED = "committed"
-    FAILED = "failed"
+    FAILED = "failed"  # tried again by the next run
+    # Terminal without loading: the file changed (superseded) or vanished (gone) before the
+    # batch committed. Its content never reaches the target; the current content, if any, is
+    # planned as a batch of its own.
+    SUPERSEDED = "superseded"
+    GONE = "gone"
+
+    @property
+    def unfinished(self) -> bool:
+        """Work is left: pending, processing or failed (failed batches are retried)."""
+        return self in (BatchStatus.PENDING, BatchStatus.PROCESSING, BatchStatus.FAILED)
+
+    @property
+    def retired(self) -> bool:
+        """Ended without loading (superseded, gone): the batch is history, never work."""
+        return self in (BatchStatus.SUPERSEDED, BatchStatus.GONE)
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,16 @@ class NewBatch:
 
 
 @dataclass(frozen=True)
+class Retirement:
+    """A queued batch that will never load as planned: its file changed (superseded) or
+    vanished (gone) before it committed, with the reason people read in `status`."""
+
+    batch_id: str
+    status: BatchStatus  # SUPERSEDED or GONE
+    reason: str
+
+
+@dataclass(frozen=True)
 class Batch:
     batch_id: str
     pipeline_id: str
@@ -113,10 +138,19 @@ class BatchCounts:
     processing: int = 0
     committed: int = 0
     failed: int = 0
+    superseded: int = 0
+    gone: int = 0
 
     @property
     def total(self) -> int:
-        return self.pending + self.processing + self.committed + self.failed
+        return (
+            self.pending
+            + self.processing
+            + self.committed
+            + self.failed
+            + self.superseded
+            + self.gone
+        )
 
 
 @dataclass(frozen=True)

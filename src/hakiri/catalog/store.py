@@ -30,6 +30,7 @@ from hakiri.catalog.records import (
     NewBatch,
     Phase,
     PipelineState,
+    Retirement,
     Rewind,
     RunRecord,
     RunStatus,
@@ -42,6 +43,8 @@ from hakiri.spec.interpolate import mask_url
 __all__ = ["Catalog"]
 
 _CHUNK = 500  # rows or ids per statement: well under SQLite's bound-parameter limit
+_QUEUED = (BatchStatus.PENDING.value, BatchStatus.FAILED.value)
+_RETIRED = tuple(s.value for s in BatchStatus if s.retired)
 
 
 class Catalog(BatchClaims, PipelineLeases):
@@ -407,18 +410,37 @@ class Catalog(BatchClaims, PipelineLeases):
         *,
         cursor: tuple[str, dict[str, Any]] | None = None,
         rewind: Rewind | None = None,
+        retire: Sequence[Retirement] = (),
     ) -> int:
-        """Persist batches before any data moves; ones already known are left as they are.
+        """Persist batches before any data moves; ones already known are left as they are,
+        except a superseded or gone one, which is queued again (its content is current again:
+        a file changed back, or the same bytes turned up under another name).
 
-        Returns how many were new. Claim order (seq) follows the order given here.
+        Returns how many were new or queued again. Claim order (seq) follows the order given
+        here. `retire` ends queued batches (pending or failed) as superseded or gone first.
         `cursor` (table, cursor) and `rewind` are written in the same transaction, so a
         chunk plan and the cursor it was planned up to never disagree.
         """
         unique = list({b.batch_id: b for b in reversed(batches)}.values())[::-1]
-        if not unique and cursor is None and rewind is None:
+        if not unique and cursor is None and rewind is None and not retire:
             return 0
 
         def work(conn: Connection) -> int:
+            for retirement in retire:
+                conn.execute(
+                    update(tables.batches)
+                    .where(
+                        tables.batches.c.pipeline_id == pipeline_id,
+                        tables.batches.c.batch_id == retirement.batch_id,
+                        tables.batches.c.status.in_(_QUEUED),
+                    )
+                    .values(
+                        status=retirement.status.value,
+                        error=retirement.reason,
+                        holder=None,
+                        lease_expires_at=None,
+                    )
+                )
             if cursor is not None:
                 conn.execute(self._cursor_upsert(pipeline_id, *cursor))
             if rewind is not None:
@@ -449,14 +471,24 @@ class Catalog(BatchClaims, PipelineLeases):
                 for b in chunk:
                     rows.append(_new_batch_row(pipeline_id, b, seq, run_id, now))
                     seq += 1
-                stmt = (
-                    self._db.insert(tables.batches)
-                    .values(rows)
-                    .on_conflict_do_nothing(
-                        index_elements=[tables.batches.c.pipeline_id, tables.batches.c.batch_id]
-                    )
-                    .returning(tables.batches.c.batch_id)
-                )
+                insert = self._db.insert(tables.batches).values(rows)
+                fresh = {
+                    name: insert.excluded[name]
+                    for name in ("seq", "file_path", "size_bytes", "run_id", "created_at")
+                }
+                stmt = insert.on_conflict_do_update(
+                    index_elements=[tables.batches.c.pipeline_id, tables.batches.c.batch_id],
+                    set_={
+                        **fresh,
+                        "status": BatchStatus.PENDING.value,
+                        "holder": None,
+                        "lease_expires_at": None,
+                        "error": None,
+                        "rows": None,
+                        "committed_at": None,
+                    },
+                    where=tables.batches.c.status.in_(_RETIRED),
+                ).returning(tables.batches.c.batch_id)
                 added += len(conn.execute(stmt).all())
             return added
 
@@ -618,6 +650,7 @@ class Catalog(BatchClaims, PipelineLeases):
         *,
         since: datetime | None = None,
         pipeline_id: str | None = None,
+        kind: str | None = None,
         limit: int = 100,
     ) -> list[Alert]:
         """Newest first; `since` is inclusive."""
@@ -630,6 +663,8 @@ class Catalog(BatchClaims, PipelineLeases):
             stmt = stmt.where(tables.alerts.c.created_at >= since)
         if pipeline_id is not None:
             stmt = stmt.where(tables.alerts.c.pipeline_id == pipeline_id)
+        if kind is not None:
+            stmt = stmt.where(tables.alerts.c.kind == kind)
         return [
             Alert(r.severity, r.kind, r.message, r.pipeline_id, r.run_id, r.created_at, r.id)
             for r in self._db.read(lambda conn: conn.execute(stmt).all())

@@ -94,14 +94,12 @@ def _apply(
                 "failed": "[red]failed[/red]",
                 "retired": "[yellow]retired[/yellow]",
             }
-            err.print(
-                f"{mark[outcome.status]} {escape(outcome.pipeline_id)}"
-                + (
-                    f": {outcome.rows:,} rows in {outcome.batches} batch(es)"
-                    if outcome.status == "success"
-                    else ""
-                )
-            )
+            detail = ""
+            if outcome.status == "success":
+                detail = f": {outcome.rows:,} rows in {outcome.batches} batch(es)"
+            elif outcome.status == "no-op" and _recorded([outcome]):
+                detail = f": no rows to load; {_recorded([outcome])} recorded"
+            err.print(f"{mark[outcome.status]} {escape(outcome.pipeline_id)}{detail}")
 
     # A progress bar per pipeline, only for a person watching a terminal.
     bars = None
@@ -166,8 +164,20 @@ def _pace(elapsed: float, done: int, total: int, rows: int) -> str:
 
 
 def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
+    for o in outcomes:
+        for warning in o.warnings:
+            err.print(
+                f"[yellow]warning:[/yellow] pipeline {escape(o.pipeline_id)}: {escape(warning)}"
+            )
+    recorded = _recorded(outcomes)
     if outcomes and all(o.status == "no-op" for o in outcomes):
-        err.print("no changes: every pipeline is up to date")
+        if not recorded:
+            err.print("no changes: every pipeline is up to date")
+            return
+        err.print(f"no rows to load; {recorded} recorded")
+        for o in outcomes:
+            for note in o.notes:
+                err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")
         return
     table = Table(
         "pipeline",
@@ -194,6 +204,8 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
             f"{o.seconds:.1f}s",
         )
     err.print(table)
+    if recorded:
+        err.print(f"{recorded} recorded")
     for o in outcomes:
         for note in o.notes:
             err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")
@@ -201,6 +213,16 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
             err.print(f"[red]error:[/red] {escape(o.pipeline_id)}: {escape(o.error)}")
             if o.hint:
                 err.print(f"  [dim]hint:[/dim] {escape(o.hint)}")
+
+
+def _recorded(outcomes) -> str:  # type: ignore[no-untyped-def]
+    """`1 manifest change, 2 batches superseded`: what apply recorded besides rows."""
+    counts = (
+        (sum(o.spec_recorded for o in outcomes), "manifest change", "manifest changes"),
+        (sum(o.superseded for o in outcomes), "batch superseded", "batches superseded"),
+        (sum(o.gone for o in outcomes), "batch gone", "batches gone"),
+    )
+    return ", ".join(f"{n} {one if n == 1 else many}" for n, one, many in counts if n)
 
 
 def gc(

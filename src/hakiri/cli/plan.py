@@ -9,11 +9,12 @@ from typing import Annotated, Any
 import typer
 
 from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
-from hakiri.planner.model import Action, LoadStep, PipelinePlan, PlanDocument
+from hakiri.planner.model import Action, EnqueueStep, LoadStep, PipelinePlan, PlanDocument
 
 _MARK = {
     Action.ADD: ("+", "green"),
     Action.CHANGE: ("~", "yellow"),
+    Action.LOAD: (">", "cyan"),
     Action.RETIRE: ("-", "red"),
     Action.NO_OP: ("=", "dim"),
 }
@@ -172,6 +173,11 @@ def _pipeline(p: PipelinePlan) -> None:
             else:
                 err.print(f"    [yellow]- deletes[/yellow] {escape(work.table)}: {escape(line)}")
     for step in p.steps:
+        if isinstance(step, EnqueueStep):
+            for retired in step.retired:
+                err.print(
+                    f"    [yellow]- {escape(retired.status)}[/yellow] {escape(retired.reason)}"
+                )
         if isinstance(step, LoadStep):
             at_once = f", {step.parallelism} at a time" if step.parallelism > 1 else ""
             err.print(f"    [cyan]load[/cyan] {len(step.batches)} batch(es){at_once}")

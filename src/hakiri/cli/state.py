@@ -51,6 +51,16 @@ def status(
         pace = _pace_line(item)
         if pace:
             err.print(f"    {escape(pace)}")
+        for warning in item["warnings"]:
+            err.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
+        if item["last_error"]:
+            last = item["last_error"]
+            err.print(
+                f"    [red]last error[/red] {escape(last['at'][:19].replace('T', ' '))}: "
+                f"{escape(last['message'] or last['kind'] or 'failed')}"
+            )
+        for retired in item["retired"]:
+            err.print(f"    {escape(retired['status'])}: {escape(retired['reason'] or '')}")
         for table, cursor in item["cursors"].items():
             err.print(f"    cursor {escape(table)}: {escape(_cursor_text(cursor))}")
         for run in item["last_runs"]:
@@ -60,6 +70,9 @@ def status(
 def _status_line(item: dict[str, Any]) -> str:
     c = item["chunks"]
     counts = f"{c['running']} running, {c['pending']} pending, {c['failed']} failed"
+    for status in ("superseded", "gone"):
+        if c[status]:
+            counts += f", {c[status]} {status}"
     return (
         f"[bold]{escape(item['pipeline_id'])}[/bold]  phase {item['phase'] or 'never applied'}  "
         f"chunks {c['done']}/{c['total']} done ({counts})"

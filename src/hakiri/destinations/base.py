@@ -169,6 +169,12 @@ class LoadRequest:
     batch_time: datetime | None = None
     # replace_window with window = 'range': the batch's cursor range.
     window: Window | None = None
+    # What the batch read, for messages: its file(s), or `schema.table (range)`.
+    source: str | None = None
+
+    @property
+    def source_label(self) -> str:
+        return self.source or f"batch {self.batch_id}"
 
 
 @dataclass(frozen=True)

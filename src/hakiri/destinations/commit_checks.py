@@ -19,7 +19,16 @@ from hakiri.spec.load import LoadSpec
 if TYPE_CHECKING:
     from hakiri.quality.verdicts import ProbeResult
 
-__all__ = ["check_upsert_key", "check_validators", "quarantine_of", "unknown_mode"]
+__all__ = [
+    "DUPLICATE_EXAMPLES",
+    "check_upsert_key",
+    "check_validators",
+    "duplicate_keys_error",
+    "quarantine_of",
+    "unknown_mode",
+]
+
+DUPLICATE_EXAMPLES = 3  # repeated key values quoted in the refusal
 
 
 def check_upsert_key(
@@ -55,6 +64,30 @@ def check_upsert_key(
             "use load mode 'append', or load more columns",
         )
     return key
+
+
+def duplicate_keys_error(
+    key: Sequence[str],
+    examples: Sequence[tuple[Sequence[object], int]],
+    repeated: int,
+    source: str,
+) -> LoadError:
+    """The refusal of a batch whose upsert key repeats: `upsert_key (id) = 4 appears 2 times
+    in data/b.csv`. `examples` are (key values, rows) of the first repeated keys in key
+    order, `repeated` how many key values repeat. Two rows of one key in one batch have no
+    order to say which one wins, so neither destination loads the batch."""
+
+    def shown(values: Sequence[object]) -> str:
+        texts = ["NULL" if v is None else str(v) for v in values]
+        return texts[0] if len(texts) == 1 else f"({', '.join(texts)})"
+
+    parts = [f"= {shown(values)} appears {rows:,} times" for values, rows in examples]
+    more = repeated - len(examples)
+    tail = f" (and {more:,} more repeated key value{'s' if more > 1 else ''})" if more > 0 else ""
+    return LoadError(
+        f"upsert_key ({', '.join(key)}) {', '.join(parts)} in {source}{tail}; nothing was loaded",
+        "make the key unique in the source, or keep one row per key with a `dedupe` transform",
+    )
 
 
 def check_validators(results: Sequence[ProbeResult], where: str) -> list[ProbeResult]:

@@ -2,9 +2,12 @@
 
 The batch was persisted in the catalog and claimed by the caller (`engine.runner`).
 Spark reads and stages it; the destination commits rows + ledger row (+ watermark) in
-one transaction; only then does the catalog mark it committed (DESIGN.md
-"Exactly-once"). A failure marks the batch failed and propagates; a crash at any named
-point (`engine.crash`) is recovered by the next run through the destination's ledger.
+one transaction; only then does the catalog mark it committed ("Exactly-once across
+two databases" in the design brief). A failure marks the batch failed and propagates; a
+crash at any named point (`engine.crash`) is recovered by the next run through the
+destination's ledger. A batch whose file changed or vanished before the commit
+(`SourceChanged`) is ended as superseded or gone, its staged rows discarded: the
+runner plans the file's current content instead.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from hakiri.catalog.records import Batch
+from hakiri.catalog.records import Batch, BatchStatus
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination, LoadRequest, LoadResult, Window
 from hakiri.destinations.gates import check_empty_source
@@ -23,7 +26,7 @@ from hakiri.engine.evidence import guessed_columns
 from hakiri.engine.ratelimit import TokenBucket
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
-from hakiri.errors import DeletesRefused, HakiriError, LoadError, SourceDataError
+from hakiri.errors import DeletesRefused, HakiriError, LoadError, SourceChanged, SourceDataError
 from hakiri.observability import RunMetrics, span
 from hakiri.quality.rules import RuleCheck, RuleReport
 from hakiri.sources.base import BatchRead, Source
@@ -50,6 +53,8 @@ class Loaded:
     report: RuleReport | None = None
     # seconds reading+staging, in the destination commit, in the catalog
     timings: dict[str, float] = field(default_factory=dict)
+    # Superseded or gone instead of loaded (its file changed or vanished first), and why.
+    retired: SourceChanged | None = None
 
 
 class BatchLoader:
@@ -115,6 +120,7 @@ class BatchLoader:
                         request,
                         batch_time=read.taken_at or batch.created_at,
                         window=batch_window(batch, self.spec),
+                        source=read.label,
                     )
                     if read.empty:
                         self._on_empty(read.label, run_id)
@@ -143,6 +149,10 @@ class BatchLoader:
                 crash_point("after_stage")
                 with lock, span("hakiri.commit"):
                     result = destination.commit(staged, request, crash_point)
+        except SourceChanged as exc:
+            status = BatchStatus(exc.status)
+            self.catalog.mark_retired(self.spec.id, batch.batch_id, self.holder, status, exc.reason)
+            return Loaded(LoadResult(rows_loaded=0), retired=exc)
         except HakiriError as exc:
             self.catalog.mark_failed(self.spec.id, batch.batch_id, self.holder, exc.reason)
             if isinstance(exc, DeletesRefused):

@@ -30,6 +30,11 @@ class Outcome:
     deleted: int = 0
     batches: int = 0
     recovered: int = 0  # batches found in the destination's ledger after a crash
+    # batches ended without loading: their file changed (superseded) or vanished (gone) first
+    superseded: int = 0
+    gone: int = 0
+    # the applied spec was new or changed: `apply` recorded it in the catalog
+    spec_recorded: bool = False
     malformed: int = 0
     quarantined: int = 0  # rule-violation records written to the quarantine table
     remaining: int = 0  # batches left pending (max_chunks_per_tick reached)
@@ -37,6 +42,7 @@ class Outcome:
     error: str | None = None
     hint: str | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # printed on every apply, like plan's
     # per batch: seconds reading+staging, in the destination commit, in the catalog
     timings: list[dict[str, float]] = field(default_factory=list)
     # The plan steps this apply executed (enqueue, evolve, load, retire), in the form

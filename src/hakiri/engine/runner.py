@@ -10,7 +10,11 @@ Under the pipeline lease (`engine.leases`), a run executes what `hakiri plan` sh
 3. advance the table cursors, record the applied spec.
 
 After a crash, a batch the destination's ledger already has is marked committed
-without reloading, and a batch left processing by a dead process goes back to pending.
+without reloading (checked before planning, so the catalog is up to date when the source
+decides what is new), and a batch left processing by a dead process goes back to pending.
+A queued batch whose file changed or vanished ends as superseded or gone, when planning
+sees it or when the loader finds it while reading; then the table is planned again once,
+so the file's current content loads in the same run.
 The steps executed are reported on the outcome (`apply --json`) in plan's form.
 Replays of quarantined rows are `engine.replay`.
 """
@@ -22,12 +26,20 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hakiri.catalog.records import Batch, BatchStatus, Phase, RunRecord, RunStatus
+from hakiri.catalog.records import (
+    Batch,
+    BatchStatus,
+    Phase,
+    Retirement,
+    RunRecord,
+    RunStatus,
+)
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination
 from hakiri.destinations.capabilities import capabilities_of, refusals
 from hakiri.engine.batch_loader import BatchLoader
 from hakiri.engine.controls import Outcome, RunControls, holder_id
+from hakiri.engine.failures import NEVER_MATCHED_ALERT, RUN_FAILED_ALERT
 from hakiri.engine.leases import keep_lease, recover_stale_claims, take_lease
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.replay import Replayer
@@ -35,7 +47,7 @@ from hakiri.engine.run_quality import RunQuality
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
 from hakiri.engine.workers import keep_claimed, keep_leased, run_workers
-from hakiri.errors import HakiriError, PlanStale
+from hakiri.errors import HakiriError, PlanStale, SecretMissing
 from hakiri.hooks.runner import is_sql_like, run_hooks
 from hakiri.observability import (
     RunMetrics,
@@ -46,7 +58,7 @@ from hakiri.observability import (
     span,
 )
 from hakiri.planner.backfill import load_parallelism
-from hakiri.planner.builder import batch_ref
+from hakiri.planner.builder import batch_ref, retired_ref
 from hakiri.planner.model import EnqueueStep, LoadStep, Step
 from hakiri.quality.anomaly import check_run_row_count
 from hakiri.sources.select import source_for
@@ -106,6 +118,9 @@ class PipelineRunner:
         self._steps: list[Step] = []  # enqueue steps executed, in order
         self._claimed: list[str] = []  # batch ids in claim order
         self._workers = 1
+        self.run_id: str | None = None  # the run record this run started, once it has one
+        self._replan: set[str] = set()  # tables with a batch superseded or gone while loading
+        self._replanned: set[str] = set()  # tables planned again in this run (once each)
 
     # ------------------------------------------------------------------ the whole pipeline
 
@@ -163,16 +178,29 @@ class PipelineRunner:
             outcome.steps = self._executed()
 
     def _execute(self, outcome: Outcome, requested: str | None) -> None:
+        missing = [name for name in self.spec.secrets if not self.env.get(name)]
+        if missing:
+            raise SecretMissing(
+                f"pipeline `{self.spec.id}` needs the secret {', '.join(missing)}, and the "
+                "environment does not set it",
+                f"export {missing[0]}=... in the environment apply (or serve) runs in",
+            )
         # What plan reports as errors is refused before anything moves.
         kinds = {self.targets.target(table).kind for table in self.spec.table_specs()}
         problems = [p for kind in sorted(kinds) for p in refusals(self.spec, capabilities_of(kind))]
         if problems:
             raise problems[0]
         recover_stale_claims(self.catalog, self.spec.id, keep=requested)
-        for table in self.spec.table_specs():
-            self._enqueue(table, outcome)
+        # What a crashed run committed is committed before the source plans: a file that
+        # changed since is then a change of a loaded file, not of a queued one.
+        self._recognise_committed(
+            self.catalog.batches(self.spec.id, status=BatchStatus.PENDING), outcome
+        )
+        added = {i for table in self.spec.table_specs() for i in self._enqueue(table, outcome)}
         pending = self.catalog.batches(self.spec.id, status=BatchStatus.PENDING)
-        pending = [b for b in pending if not self._already_in_ledger(b, outcome)]
+        # New ones too: the ledger outlives a catalog that was lost or reset.
+        done = self._recognise_committed([b for b in pending if b.batch_id in added], outcome)
+        pending = [b for b in pending if b.batch_id not in done]
         sizes = [b.size_bytes for b in pending]
         self._run_bytes = None if None in sizes else sum(s or 0 for s in sizes)
         draining = self.controls.stopping()  # then a requested run stays pending for later
@@ -181,7 +209,7 @@ class PipelineRunner:
         elif requested is not None and not draining:  # answered: there was nothing new
             self.catalog.start_run(self.spec.id, run_id=requested)
             self.catalog.finish_run(requested, RunStatus.SUCCESS, row_count=0)
-            outcome.run_id = requested
+            outcome.run_id = self.run_id = requested
         self._advance_cursors()
         if outcome.status != "failed":
             left = self.catalog.batch_counts(self.spec.id)
@@ -190,6 +218,8 @@ class PipelineRunner:
             if outcome.remaining:
                 why = "draining" if self.controls.stopping() else "max_chunks_per_tick"
                 outcome.notes.append(f"{outcome.remaining} batch(es) left for the next run ({why})")
+            state = self.catalog.pipeline_state(self.spec.id)
+            outcome.spec_recorded = state is None or state.spec_hash != spec_hash(self.spec)
             self.catalog.record_applied(
                 self.spec.id, normalized_spec(self.spec), spec_hash(self.spec), phase
             )
@@ -208,7 +238,9 @@ class PipelineRunner:
 
     # ------------------------------------------------------------------ enqueue
 
-    def _enqueue(self, table: TableSpec, outcome: Outcome) -> None:
+    def _enqueue(self, table: TableSpec, outcome: Outcome) -> list[str]:
+        """Persist the table's new batches (and retire the queued ones its files no longer
+        hold) before any data moves; returns the ids of the batches added."""
         plan = self.source.plan_batches(table, self.catalog)
         planned = self.controls.planned
         if planned is not None and [b.batch_id for b in plan.batches] != planned.get(
@@ -219,21 +251,70 @@ class PipelineRunner:
                 "after the plan was checked",
                 "run hakiri plan again, then apply the new plan",
             )
-        outcome.notes.extend(plan.notes)
+        if plan.never_matched:
+            outcome.warnings.extend(plan.notes)
+            self._alert_once(NEVER_MATCHED_ALERT, f"pipeline {self.spec.id}: {plan.notes[0]}")
+        else:
+            outcome.notes.extend(plan.notes)
         if plan.empty_source:
             self.catalog.add_alert(
-                "warning", "empty_source", plan.notes[0], pipeline_id=self.spec.id
+                "warning", "empty_source", plan.empty_source, pipeline_id=self.spec.id
             )
         if plan.planning:
             self._set_phase(Phase.PLANNING)
         cursor = (table.name, plan.cursor) if plan.cursor is not None else None
-        self.catalog.add_batches(self.spec.id, plan.batches, cursor=cursor)
-        if plan.batches:
-            step = EnqueueStep(table=table.name, batches=[batch_ref(b) for b in plan.batches])
+        self.catalog.add_batches(self.spec.id, plan.batches, cursor=cursor, retire=plan.retire)
+        for retirement in plan.retire:
+            self._retired(outcome, retirement)
+        if plan.batches or plan.retire:
+            step = EnqueueStep(
+                table=table.name,
+                batches=[batch_ref(b) for b in plan.batches],
+                retired=[retired_ref(r) for r in plan.retire],
+            )
             self._steps.append(step)
         if plan.planning and plan.batches:
             self._set_phase(Phase.BACKFILLING)
             outcome.notes.append(f"{table.name}: backfill planned in {len(plan.batches)} chunk(s)")
+        return [b.batch_id for b in plan.batches]
+
+    def _retired(self, outcome: Outcome, retirement: Retirement, run_id: str | None = None) -> None:
+        """A batch ended superseded or gone: said in the outcome; a vanished file, once, as a
+        warning alert too (a change of content is routine, a file lost before loading is not)."""
+        if retirement.status is BatchStatus.GONE:
+            outcome.gone += 1
+            self.catalog.add_alert(
+                "warning", "batch_gone", retirement.reason, pipeline_id=self.spec.id, run_id=run_id
+            )
+        else:
+            outcome.superseded += 1
+        outcome.notes.append(retirement.reason)
+
+    def _alert_once(self, kind: str, message: str) -> None:
+        """An alert that says the same thing every run is raised the first time only."""
+        seen = self.catalog.alerts(pipeline_id=self.spec.id, kind=kind, limit=1000)
+        if not any(alert.message == message for alert in seen):
+            self.catalog.add_alert("warning", kind, message, pipeline_id=self.spec.id)
+
+    def _replan_retired(self, outcome: Outcome) -> bool:
+        """Plan again, once per run, the tables whose batch was superseded or gone while it
+        loaded, so their files' current content loads now. A saved plan is executed as
+        planned: its next apply picks the new content up. True when batches were added."""
+        tables = [
+            t
+            for t in self.spec.table_specs()
+            if t.name in self._replan and t.name not in self._replanned
+        ]
+        if not tables or self.controls.planned is not None:
+            return False
+        self.source.refresh()
+        added: list[str] = []
+        for table in tables:
+            self._replanned.add(table.name)
+            added += self._enqueue(table, outcome)
+        pending = self.catalog.batches(self.spec.id, status=BatchStatus.PENDING)
+        done = self._recognise_committed([b for b in pending if b.batch_id in added], outcome)
+        return bool(set(added) - done)
 
     def _set_phase(self, phase: Phase) -> None:
         if self.catalog.pipeline_state(self.spec.id) is None:
@@ -257,13 +338,18 @@ class PipelineRunner:
             if advanced != state:
                 self.catalog.set_cursor(self.spec.id, table.name, advanced)
 
-    def _already_in_ledger(self, batch: Batch, outcome: Outcome) -> bool:
-        destination, request = self.targets.request(batch, run_id="recovery")
-        if destination.is_committed(request):
-            self.catalog.mark_committed_from_ledger(self.spec.id, batch.batch_id)
-            outcome.recovered += 1
-            return True
-        return False
+    def _recognise_committed(self, pending: Sequence[Batch], outcome: Outcome) -> set[str]:
+        """Mark committed the pending batches the destination's ledger already has (their
+        commit landed, the catalog's record of it did not: a crash, a lost connection);
+        returns their ids."""
+        done = set()
+        for batch in pending:
+            destination, request = self.targets.request(batch, run_id="recovery")
+            if destination.is_committed(request):
+                self.catalog.mark_committed_from_ledger(self.spec.id, batch.batch_id)
+                outcome.recovered += 1
+                done.add(batch.batch_id)
+        return done
 
     # ------------------------------------------------------------------ load
 
@@ -291,7 +377,7 @@ class PipelineRunner:
         self.metrics.run_finished(time.monotonic() - started, status.value)
 
     def _load_run(self, run: RunRecord, outcome: Outcome, total: int) -> RunStatus:
-        outcome.run_id = run.run_id
+        outcome.run_id = self.run_id = run.run_id
         quality = RunQuality()
         tally = {"bytes": 0}
         try:
@@ -349,6 +435,10 @@ class PipelineRunner:
                     batch = self.catalog.claim_batch(
                         self.spec.id, self.holder, controls.claim_ttl, run_id=run_id
                     )
+                    if batch is None and self._replan_retired(outcome):
+                        batch = self.catalog.claim_batch(
+                            self.spec.id, self.holder, controls.claim_ttl, run_id=run_id
+                        )
                 if batch is not None:
                     claimed += 1
                     self._claimed.append(batch.batch_id)
@@ -371,6 +461,13 @@ class PipelineRunner:
                 if controls.capacity is not None:
                     controls.capacity.release()
             with self._lock:
+                if loaded.retired is not None:
+                    status = BatchStatus(loaded.retired.status)
+                    self._retired(
+                        outcome, Retirement(batch.batch_id, status, loaded.retired.reason), run_id
+                    )
+                    self._replan.add(batch.table_name)
+                    return
                 outcome.rows += loaded.result.rows_loaded
                 outcome.deleted += loaded.result.rows_deleted
                 outcome.malformed += loaded.malformed
@@ -416,6 +513,9 @@ class PipelineRunner:
             error_kind=type(exc).__name__,
             error_msg=exc.reason,
             quality=quality.as_dict(),
+        )
+        self.catalog.add_alert(
+            "error", RUN_FAILED_ALERT, exc.reason, pipeline_id=self.spec.id, run_id=run_id
         )
 
     def _hooks(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hakiri.catalog.records import Batch, BatchStatus, NewBatch
+from hakiri.catalog.records import Batch, NewBatch, Retirement
 from hakiri.destinations.base import ColumnRetype
 from hakiri.destinations.capabilities import capabilities_of, refusals
 from hakiri.planner.backfill import (
@@ -43,6 +43,7 @@ from hakiri.planner.model import (
     PendingWork,
     PipelinePlan,
     PlanDocument,
+    RetiredRef,
     RetireStep,
     Step,
     Summary,
@@ -66,6 +67,7 @@ __all__ = [
     "evolve_step",
     "load_order",
     "plan_pipeline",
+    "retired_ref",
 ]
 
 
@@ -76,6 +78,7 @@ def build_plan(
     summary = Summary(
         add=sum(p.action is Action.ADD for p in pipelines),
         change=sum(p.action is Action.CHANGE for p in pipelines),
+        load=sum(p.action is Action.LOAD for p in pipelines),
         no_op=sum(p.action is Action.NO_OP for p in pipelines),
         retire=sum(p.action is Action.RETIRE for p in pipelines),
         errors=sum(bool(p.errors) for p in pipelines),
@@ -124,9 +127,13 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     ]
     warnings += [p.describe() for p in backfilling]
     steps: list[Step] = [
-        EnqueueStep(table=t.table.name, batches=[batch_ref(b) for b in t.batch_plan.batches])
+        EnqueueStep(
+            table=t.table.name,
+            batches=[batch_ref(b) for b in t.batch_plan.batches],
+            retired=[retired_ref(r) for r in t.batch_plan.retire],
+        )
         for t in obs.tables
-        if t.batch_plan is not None and t.batch_plan.batches
+        if t.batch_plan is not None and (t.batch_plan.batches or t.batch_plan.retire)
     ]
     steps += [
         step
@@ -150,6 +157,10 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         or backfilling
     ):
         action = Action.CHANGE
+    elif any(w.has_work for w in pending) or any(
+        t.batch_plan is not None and t.batch_plan.retire for t in obs.tables
+    ):
+        action = Action.LOAD
     else:
         action = Action.NO_OP
     return PipelinePlan(
@@ -189,8 +200,9 @@ def load_order(spec: PipelineSpec, obs: PipelineObservation) -> list[str]:
 
 def _queued(t: TableObservation) -> list[Batch]:
     """Batches of an earlier plan not committed yet: pending, failed (tried again) or left
-    processing by a process that died."""
-    return [b for b in live_batches(t.batches) if b.status is not BatchStatus.COMMITTED]
+    processing by a process that died; not the ones this plan retires."""
+    leaving = {r.batch_id for r in t.batch_plan.retire} if t.batch_plan is not None else set()
+    return [b for b in live_batches(t.batches) if b.status.unfinished and b.batch_id not in leaving]
 
 
 def _loads_table(t: TableObservation, loads: Sequence[str]) -> bool:
@@ -213,6 +225,13 @@ def batch_ref(batch: NewBatch) -> BatchRef:
         file=batch.file_path,
         range=described,
         bytes=batch.size_bytes,
+    )
+
+
+def retired_ref(retirement: Retirement) -> RetiredRef:
+    """A queued batch ended by a plan, as a plan step names it."""
+    return RetiredRef(
+        id=retirement.batch_id, status=retirement.status.value, reason=retirement.reason
     )
 
 

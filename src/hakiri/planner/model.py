@@ -21,6 +21,9 @@ class Action(StrEnum):
     # the spec or the target's structure differs from what was applied, or a table
     # source's chunks are left unloaded (a backfill in progress): apply has work to finish
     CHANGE = "change"
+    # the spec and targets are as applied, but data waits to be loaded (new or changed files,
+    # new rows past a cursor) or queued batches to be settled (their files changed or vanished)
+    LOAD = "load"
     NO_OP = "no-op"
     RETIRE = "retire"  # applied once, now in no manifest: state kept, tables untouched
 
@@ -156,12 +159,23 @@ class EvolveStep(_Frozen):
     )
 
 
+class RetiredRef(_Frozen):
+    id: str = Field(description="A queued batch that will never load as planned.")
+    status: str = Field(
+        description="'superseded' (its file changed before it loaded: the current content is "
+        "a new batch) or 'gone' (its file vanished)."
+    )
+    reason: str
+
+
 class EnqueueStep(_Frozen):
-    """Persist new batches in the catalog before any data moves."""
+    """Persist new batches in the catalog before any data moves, and end the queued ones
+    whose files no longer hold what they were planned from."""
 
     step: Literal["enqueue"] = "enqueue"
     table: str
     batches: list[BatchRef]
+    retired: list[RetiredRef] = Field(default_factory=list)
 
 
 class LoadStep(_Frozen):
@@ -204,6 +218,7 @@ class PipelinePlan(_Frozen):
 class Summary(_Frozen):
     add: int = 0
     change: int = 0
+    load: int = Field(0, description="Pipelines as applied, with data to load.")
     no_op: int = 0
     retire: int = 0
     errors: int = Field(0, description="Pipelines with at least one error.")

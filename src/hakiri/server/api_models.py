@@ -75,7 +75,23 @@ class Chunks(Document):
     running: int
     pending: int
     failed: int
+    superseded: int = Field(description="Ended unloaded: the file changed before it committed.")
+    gone: int = Field(description="Ended unloaded: the file vanished before it committed.")
     total: int
+
+
+class LastError(Document):
+    run_id: str
+    at: Timestamp
+    kind: str | None = Field(description="The error's class, e.g. DestinationUnreachable.")
+    message: str | None
+
+
+class RetiredBatch(Document):
+    batch_id: str
+    file: str | None
+    status: Literal["superseded", "gone"]
+    reason: str | None
 
 
 class Throughput(Document):
@@ -94,6 +110,16 @@ class PipelineStatus(Document):
     eta_seconds: int | None = Field(description="While the latest run is running.")
     started_at: Timestamp | None = Field(description="When the current backfill started.")
     rate_budget: str | None = Field(description="e.g. 60/min")
+    last_error: LastError | None = Field(
+        description="The newest failed run's error, also of an attempt that failed before any "
+        "batch started (a refused connection, a missing secret, a lease held elsewhere)."
+    )
+    retired: list[RetiredBatch] = Field(
+        description="The latest batches (up to 5) that ended superseded or gone, with why."
+    )
+    warnings: list[str] = Field(
+        description="Standing problems, e.g. a files source whose path never matched a file."
+    )
     last_runs: list[RunDocument] = Field(description="Up to 5, newest first.")
     cursors: dict[str, dict[str, Any]] = Field(description="Table -> cursor state.")
 

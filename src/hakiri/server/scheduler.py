@@ -27,6 +27,7 @@ from typing import Any
 from hakiri.catalog.records import ScheduleFire
 from hakiri.engine.controls import Outcome, RunControls, holder_id, holder_is_dead
 from hakiri.engine.crash import crash_point
+from hakiri.engine.failures import record_failed_attempt
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.server.quiet_log import QuietLog
@@ -161,6 +162,7 @@ class Reconciler:
             capacity=self.capacity,
             trigger=dispatch.trigger,
         )
+        runner = None
         try:
             if self.spark.session is not None:  # this pipeline's jobs share the cores fairly
                 self.spark.session.sparkContext.setLocalProperty(
@@ -176,6 +178,8 @@ class Reconciler:
             # Another replica runs it; a requested run stays pending for whoever is free next.
             return
         except HakiriError as exc:
+            if runner is None or runner.run_id is None:  # failed before its run began
+                record_failed_attempt(self.state.catalog, spec.id, exc, dispatch.trigger)
             self.quiet.failed(spec.id, f"{spec.id}: failed ({dispatch.trigger}): {exc.reason}")
             return
         except Exception as exc:  # a bug: reported, and the loop goes on with the others

@@ -17,6 +17,7 @@ from hakiri.catalog.records import Phase
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.engine.controls import Outcome, RunControls
+from hakiri.engine.failures import record_failed_attempt
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.planner.builder import applied_now
@@ -152,11 +153,18 @@ def _run_one(
     on_batch: Callable[[str, int, int, int], None] | None,
     controls: RunControls | None = None,
 ) -> Outcome:
-    runner = runner_for(project, spec, catalog, spark, env, lease_timeout, on_batch, controls)
+    runner = None
     try:
+        runner = runner_for(project, spec, catalog, spark, env, lease_timeout, on_batch, controls)
         return runner.run()
     except HakiriError as exc:
-        return Outcome(spec.id, "failed", spec.load.mode.value, error=exc.reason, hint=exc.hint)
+        run_id = runner.run_id if runner is not None else None
+        if run_id is None:  # it failed before its run began: recorded all the same
+            trigger = controls.trigger if controls is not None else "apply"
+            run_id = record_failed_attempt(catalog, spec.id, exc, trigger)
+        return Outcome(
+            spec.id, "failed", spec.load.mode.value, run_id=run_id, error=exc.reason, hint=exc.hint
+        )
 
 
 def runner_for(

@@ -12,6 +12,7 @@ from typing import Any
 from hakiri.catalog.records import Batch, BatchStatus, PipelineState, RunRecord, RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
+from hakiri.engine.failures import NEVER_MATCHED_ALERT
 from hakiri.errors import PipelineNotFound
 from hakiri.planner.backfill import current_plan, live_batches
 from hakiri.spec.loader import load_project
@@ -92,14 +93,23 @@ def pipeline_statuses(
     The document of one pipeline::
 
         {"pipeline_id", "phase", "applied_at",
-         "chunks": {"done", "running", "pending", "failed", "total"},
+         "chunks": {"done", "running", "pending", "failed", "superseded", "gone", "total"},
          "throughput": {"rows_per_sec", "bytes_per_sec"} | null,
          "eta_seconds": int | null, "started_at", "rate_budget": "60/min" | null,
-         "last_runs": [...], "cursors": {table: cursor state}}
+         "last_error": {"run_id", "at", "kind", "message"} | null,
+         "retired": [{"batch_id", "file", "status", "reason"}],
+         "warnings": [...], "last_runs": [...], "cursors": {table: cursor state}}
 
     `chunks` counts the pipeline's batches (chunks of table sources, files, snapshots)
-    without superseded generations: a chunk a rewind re-added at a higher generation
-    counts once, as its newest generation; the older batch is history.
+    without older generations: a chunk a rewind re-added at a higher generation counts
+    once, as its newest generation; the older batch is history. `superseded` and `gone`
+    count batches that ended without loading because their file changed or vanished
+    before they committed; `retired` lists the latest few of them, with the reason.
+
+    `last_error` is the newest failed run's error, also of an attempt that failed before
+    any batch started (a refused connection, a missing secret, a lease held elsewhere).
+    `warnings` are standing problems the catalog knows of: a files source whose path has
+    never matched a file.
 
     `started_at` is when the current backfill started: the earliest `created_at` of the
     live batches of the plan being worked on (or of the last plan, once all of it is
@@ -152,15 +162,54 @@ def _status(
             "running": counts[BatchStatus.PROCESSING],
             "pending": counts[BatchStatus.PENDING],
             "failed": counts[BatchStatus.FAILED],
+            "superseded": counts[BatchStatus.SUPERSEDED],
+            "gone": counts[BatchStatus.GONE],
             "total": len(batches),
         },
         "throughput": throughput,
         "eta_seconds": eta,
         "started_at": started.isoformat() if started else None,
         "rate_budget": _rate_budget(spec, state),
+        "last_error": _last_error(catalog, pipeline_id, runs),
+        "retired": [
+            {
+                "batch_id": b.batch_id,
+                "file": b.file_path,
+                "status": b.status.value,
+                "reason": b.error,
+            }
+            for b in sorted((b for b in batches if b.status.retired), key=lambda b: -b.seq)[:5]
+        ],
+        "warnings": _warnings(catalog, pipeline_id, everything),
         "last_runs": [run_json(r) for r in runs],
         "cursors": catalog.cursors(pipeline_id),
     }
+
+
+def _last_error(
+    catalog: Catalog, pipeline_id: str, runs: Sequence[RunRecord]
+) -> dict[str, Any] | None:
+    """The newest failed run's error (looked for past the last runs shown, if need be)."""
+    failed = [r for r in runs if r.status is RunStatus.FAILED]
+    if not failed:
+        failed = [r for r in catalog.runs(pipeline_id, limit=50) if r.status is RunStatus.FAILED]
+    if not failed:
+        return None
+    run = failed[0]
+    return {
+        "run_id": run.run_id,
+        "at": (run.ended_at or run.started_at).isoformat(),
+        "kind": run.error_kind,
+        "message": run.error_msg,
+    }
+
+
+def _warnings(catalog: Catalog, pipeline_id: str, batches: Sequence[Batch]) -> list[str]:
+    """A path that has never matched a file: its alert stands while the pipeline has no batch."""
+    if batches:
+        return []
+    found = catalog.alerts(pipeline_id=pipeline_id, kind=NEVER_MATCHED_ALERT, limit=20)
+    return list(dict.fromkeys(alert.message for alert in found))
 
 
 def _pace(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hakiri.catalog.records import NewBatch
+from hakiri.catalog.records import NewBatch, Retirement
 
 if TYPE_CHECKING:
     from hakiri.catalog.records import Batch
@@ -55,7 +55,13 @@ class TablePlan:
     cursor: dict[str, Any] | None = None  # the table's cursor to store with the batches
     planning: bool = False  # a first chunk plan was made (phase planning -> backfilling)
     notes: list[str] = field(default_factory=list)
-    empty_source: bool = False  # a files source matched nothing and asks for an alert
+    # A files source matched nothing and asks for an alert (on_miss = "alert"): its message.
+    empty_source: str | None = None
+    # A files source whose path has matched no file, ever (a typo, a missing mount): warned
+    # about on every plan and apply whatever on_miss says, and alerted once.
+    never_matched: bool = False
+    # Queued batches that will never load as planned (their file changed or vanished first).
+    retire: list[Retirement] = field(default_factory=list)
 
 
 def _nothing_left_out() -> int:
@@ -68,7 +74,8 @@ class BatchRead:
 
     frame: Any
     # After the frame was consumed (staged): the malformed records the read left out, or raises
-    # (files: `FileRead.verify`; a table read leaves nothing out).
+    # (files: `FileRead.verify`, then `SourceChanged` when a file changed while it was read;
+    # a table read leaves nothing out).
     verify: Callable[[], int] = _nothing_left_out
     label: str = ""  # names the batch in messages: a file, or `table (predicate)`
     empty: bool = False  # files: no file of the batch holds a data record
@@ -107,4 +114,9 @@ class Source(Protocol):
 
     def requests_per_read(self) -> int:
         """Source queries one batch read issues: what `rate_budget` counts."""
+        ...
+
+    def refresh(self) -> None:
+        """Forget what was observed, so the next `plan_batches` looks again (a run re-plans a
+        table whose batch was superseded while it loaded)."""
         ...

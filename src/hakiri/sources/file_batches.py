@@ -4,6 +4,11 @@ A file batch is one file, identified by its content; a snapshot batch (truncate,
 blue_green: the whole table is replaced) is every file of the table at once,
 identified by the fingerprint of the set. Same input, same id: that is what lets
 the destination's ledger recognise a batch committed before a crash.
+
+A queued batch is bound to the bytes it was planned from. When its file changed or
+vanished before it committed, `retired_file_batches` ends it as superseded or gone, and
+the current content is planned as a batch of its own, so each content version that
+loads contributes its rows once and a version that never loaded contributes nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
 
-from hakiri.catalog.records import NewBatch
+from hakiri.catalog.records import Batch, BatchStatus, NewBatch, Retirement
 from hakiri.errors import SourceDataError
 from hakiri.sources.base import SourceFile
 from hakiri.spec.load import LoadMode
@@ -34,6 +39,66 @@ def snapshot_files(batch: NewBatch | str | None) -> list[tuple[str, str]]:
     """The (path, hash) pairs a snapshot batch was planned with (kept in its predicate)."""
     predicate = batch.predicate if isinstance(batch, NewBatch) else batch
     return [tuple(pair) for pair in json.loads(predicate or "[]")]  # type: ignore[misc]
+
+
+def short_hash(content_hash: str) -> str:
+    """`sha256:0123456789ab`: enough of a content hash to tell versions apart in a message."""
+    algorithm, _, digest = content_hash.partition(":")
+    return f"{algorithm}:{digest[:12]}" if digest else content_hash[:12]
+
+
+def gone_reason(path: str) -> str:
+    return f"{path} is gone (deleted, moved, or no longer matched) before it was loaded"
+
+
+def changed_reason(path: str, planned: str, now: str) -> str:
+    return (
+        f"{path} changed before it was loaded (planned from {short_hash(planned)}, "
+        f"now {short_hash(now)}): its current content loads as a new batch"
+    )
+
+
+def retired_file_batches(
+    table: str, mode: LoadMode, files: Sequence[SourceFile], queued: Sequence[Batch]
+) -> list[Retirement]:
+    """The table's queued batches (pending or failed) whose files are no longer what they
+    were planned from: superseded when the content changed, gone when it vanished."""
+    now = {f.path: f.content_hash for f in files}
+    retired = []
+    for batch in queued:
+        if batch.table_name != table or not batch.status.unfinished:
+            continue
+        if batch.kind == "snapshot" and mode in SNAPSHOT_MODES:
+            if batch.batch_id == snapshot_batch_id(table, files):
+                continue
+            if not files:
+                reason = f"every file of {table} is gone before the snapshot was loaded"
+                retired.append(Retirement(batch.batch_id, BatchStatus.GONE, reason))
+                continue
+            planned = dict(snapshot_files(batch.predicate))
+            reason = f"the files of {table} changed before the snapshot was loaded ({_delta(planned, now)})"
+            retired.append(Retirement(batch.batch_id, BatchStatus.SUPERSEDED, reason))
+        elif batch.kind == "file" and batch.file_path is not None:
+            current = now.get(batch.file_path)
+            if current is None:
+                retired.append(
+                    Retirement(batch.batch_id, BatchStatus.GONE, gone_reason(batch.file_path))
+                )
+            elif current != batch.content_hash:
+                reason = changed_reason(batch.file_path, batch.content_hash or "", current)
+                retired.append(Retirement(batch.batch_id, BatchStatus.SUPERSEDED, reason))
+    return retired
+
+
+def _delta(planned: Mapping[str, str], now: Mapping[str, str]) -> str:
+    """`a.csv changed, c.csv new, b.csv gone`: how a table's files differ from a snapshot's."""
+    parts = [
+        *(f"{p} changed" for p in sorted(planned) if p in now and now[p] != planned[p]),
+        *(f"{p} new" for p in sorted(now) if p not in planned),
+        *(f"{p} gone" for p in sorted(planned) if p not in now),
+    ]
+    shown = ", ".join(parts[:5]) + (f" and {len(parts) - 5} more" if len(parts) > 5 else "")
+    return shown
 
 
 def plan_file_batches(

@@ -2,19 +2,25 @@
 
 `observe` and `plan_batches` read file names, sizes and hashes only; `read` hands the
 batch's files to Spark (`file_reader.read_files`).
+
+A batch is bound to the bytes it was planned from: `read` hashes each file again before
+Spark reads it, and the read's `verify` (after staging, before the commit) checks that
+nothing changed while Spark read it. A file that changed or vanished raises
+`SourceChanged`, which the engine turns into a superseded or gone batch.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from hakiri.catalog.records import Batch
 from hakiri.catalog.store import Catalog
-from hakiri.errors import SourceDataError
+from hakiri.errors import SourceChanged, SourceDataError
 from hakiri.sources.base import (
     BatchRead,
     SourceColumn,
@@ -22,13 +28,51 @@ from hakiri.sources.base import (
     SourceObservation,
     TablePlan,
 )
-from hakiri.sources.file_batches import plan_file_batches, snapshot_files
+from hakiri.sources.file_batches import (
+    changed_reason,
+    gone_reason,
+    plan_file_batches,
+    retired_file_batches,
+    snapshot_files,
+)
 from hakiri.sources.file_reader import PROVENANCE_COLUMNS, read_files, with_provenance
-from hakiri.sources.files import inspect_files
+from hakiri.sources.files import hash_file, inspect_files
 from hakiri.spec.pipeline import FilesConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 
 __all__ = ["FileSource"]
+
+# A file modified this close before it was stat'ed may change again within the same tick of
+# the file system's clock, keeping its stat: such a file is hashed again instead (git's
+# "racily clean" rule).
+_RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    """What stat says of a file when its hash was taken; equal stamps, same bytes (unless
+    the file was modified racily close to the stat)."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    taken_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> _Stamp | None:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, time.time_ns())
+
+    def same_file(self, other: _Stamp | None) -> bool:
+        if other is None:
+            return False
+        racy = max(self.mtime_ns, self.ctime_ns) >= self.taken_ns - _RACY_NS
+        mine = (self.size, self.mtime_ns, self.ctime_ns, self.inode)
+        return not racy and mine == (other.size, other.mtime_ns, other.ctime_ns, other.inode)
 
 
 class FileSource:
@@ -63,62 +107,117 @@ class FileSource:
     def plan_batches(self, table: TableSpec, catalog: Catalog) -> TablePlan:
         config = self.config
         observed = self._inspect(table)
+        mine = [b for b in catalog.batches(self.spec.id) if b.table_name == table.name]
+        retire = retired_file_batches(table.name, self.spec.load.mode, observed.files, mine)
         if not observed.files:
             pattern = table.path or config.path
             if config.on_miss == "fail":
                 raise SourceDataError(
                     f"no file matches {pattern!r}", "check the path, or set on_miss = 'ignore'"
                 )
-            return TablePlan(
-                notes=[f"{table.name}: no file matches {pattern!r}"],
-                empty_source=config.on_miss == "alert",
-            )
+            missed = f"{table.name}: no file matches {pattern!r}"
+            alert = missed if config.on_miss == "alert" else None
+            if not mine:  # not once: a typo or a missing mount, whatever on_miss says
+                return TablePlan(
+                    notes=[f"path {pattern!r} has never matched a file"],
+                    never_matched=True,
+                    empty_source=alert,
+                    retire=retire,
+                )
+            return TablePlan(notes=[missed], empty_source=alert, retire=retire)
         committed = catalog.committed_hashes(self.spec.id, table.name)
-        known = {b.batch_id for b in catalog.batches(self.spec.id) if b.table_name == table.name}
+        # A retired batch is history: its content, current again, is planned (queued) anew.
+        leaving = {r.batch_id for r in retire}
+        known = {b.batch_id for b in mine if not b.status.retired and b.batch_id not in leaving}
         batches = plan_file_batches(
             table.name, self.spec.load.mode, config, observed.files, committed, known
         )
-        return TablePlan(batches=batches)
+        return TablePlan(batches=batches, retire=retire)
 
     def requests_per_read(self) -> int:
         return 1
 
+    def refresh(self) -> None:
+        self._inspected.clear()
+
     def read(self, spark: Any, batch: Batch) -> BatchRead:
         config = self.config
-        files = self._files_of(batch)
+        files, stamps = self._bound_files(batch)
         read = read_files(spark, self.root, config, files)
         frame = read.frame
         evidence = not (read.empty and config.columns is None)
         if config.provenance and evidence:
             frame = with_provenance(frame, self.root, files, batch.batch_id)
         guessing = config.columns is None and config.format != "parquet"
+
+        def verify() -> int:
+            # A file that changed while Spark read it explains any bad record it showed.
+            self._still_bound(batch, files, stamps)
+            return read.verify()
+
         return BatchRead(
             frame,
-            read.verify,
+            verify,
             batch.file_path or batch.table_name,
             empty=read.empty,
             evidence=evidence,
             inferred=tuple(read.frame.dtypes) if guessing else (),
-            taken_at=self._taken_at(files),
+            taken_at=_taken_at(stamps),
         )
 
-    def _taken_at(self, files: list[SourceFile]) -> datetime | None:
-        """The newest modification time of the batch's files (UTC, whole microseconds)."""
-        times = [(self.root / f.path).stat().st_mtime for f in files]
-        return datetime.fromtimestamp(max(times), UTC) if times else None
+    def _full(self, path: str) -> Path:
+        return Path(path) if Path(path).is_absolute() else self.root / path
 
-    def _files_of(self, batch: Batch) -> list[SourceFile]:
+    def _bound_files(self, batch: Batch) -> tuple[list[SourceFile], list[_Stamp]]:
+        """The batch's files, each checked to hold the bytes the batch was planned from
+        (hashed again now), with their stamps for `_still_bound`."""
         if batch.kind == "snapshot":
             pairs = snapshot_files(batch.predicate)
         else:
             pairs = [(batch.file_path or "", batch.content_hash or "")]
-        files = []
+        files, stamps = [], []
         for path, digest in pairs:
-            full = Path(path) if Path(path).is_absolute() else self.root / path
-            if not full.is_file():
-                raise SourceDataError(
-                    f"{path} disappeared before it was loaded",
-                    "restore it, or apply again to re-plan",
-                )
-            files.append(SourceFile(path, full.stat().st_size, digest))
-        return files
+            full = self._full(path)
+            stamp = _Stamp.of(full)
+            current = None if stamp is None else self._hash(full)
+            if current != digest:
+                raise self._changed(batch, path, digest, current)
+            assert stamp is not None
+            files.append(SourceFile(path, stamp.size, digest))
+            stamps.append(stamp)
+        return files, stamps
+
+    def _still_bound(self, batch: Batch, files: list[SourceFile], stamps: list[_Stamp]) -> None:
+        """After Spark read the files: raise SourceChanged if one changed meanwhile."""
+        for file, stamp in zip(files, stamps, strict=True):
+            full = self._full(file.path)
+            if stamp.same_file(_Stamp.of(full)):
+                continue
+            current = self._hash(full)
+            if current != file.content_hash:
+                raise self._changed(batch, file.path, file.content_hash, current)
+
+    @staticmethod
+    def _hash(full: Path) -> str | None:
+        try:
+            return hash_file(full)
+        except FileNotFoundError:
+            return None
+
+    def _changed(self, batch: Batch, path: str, planned: str, now: str | None) -> SourceChanged:
+        if batch.kind == "snapshot":
+            what = "is gone" if now is None else "changed"
+            return SourceChanged(
+                f"the files of {batch.table_name} changed before the snapshot was loaded "
+                f"({path} {what}): the current files load as a new snapshot",
+                status="superseded",
+            )
+        if now is None:
+            return SourceChanged(gone_reason(path), status="gone")
+        return SourceChanged(changed_reason(path, planned, now), status="superseded")
+
+
+def _taken_at(stamps: list[_Stamp]) -> datetime | None:
+    """The newest modification time of the batch's files (UTC, whole microseconds)."""
+    times = [stamp.mtime_ns / 1e9 for stamp in stamps]
+    return datetime.fromtimestamp(max(times), UTC) if times else None

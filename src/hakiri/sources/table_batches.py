@@ -96,7 +96,7 @@ def plan_table(
     fingerprint: Callable[[], str],
 ) -> TablePlan:
     """The batches to add for one table now; `existing` are the table's batches in the catalog."""
-    unfinished = [b for b in existing if b.status is not BatchStatus.COMMITTED]
+    unfinished = [b for b in existing if b.status.unfinished]
     if unfinished:
         pending = len(unfinished)
         return TablePlan(notes=[f"{table.name}: {pending} batch(es) of an earlier plan to finish"])

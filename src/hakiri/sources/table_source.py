@@ -127,6 +127,9 @@ class TableSource:
     def requests_per_read(self) -> int:
         return self.config.num_partitions
 
+    def refresh(self) -> None:
+        self._cursors.clear()
+
     def read(self, spark: Any, batch: Batch) -> BatchRead:
         from hakiri.sources.table_reader import latest_per_key, read_table
 

@@ -66,7 +66,15 @@ def test_status_shape_for_one_pipeline(plan_project) -> None:
     assert result.exit_code == 0, result.stderr
     status = json.loads(result.stdout)
     assert status["pipeline_id"] == "orders" and status["phase"] == "backfilling"
-    assert status["chunks"] == {"done": 2, "running": 1, "pending": 2, "failed": 0, "total": 5}
+    assert status["chunks"] == {
+        "done": 2,
+        "running": 1,
+        "pending": 2,
+        "failed": 0,
+        "superseded": 0,
+        "gone": 0,
+        "total": 5,
+    }
     assert status["cursors"] == {"orders": {"id": 200}}
     assert [r["status"] for r in status["last_runs"]] == ["running", "failed", "success"]
     assert status["throughput"]["rows_per_sec"] > 0
@@ -80,9 +88,15 @@ def test_status_shape_for_one_pipeline(plan_project) -> None:
         "eta_seconds",
         "started_at",
         "rate_budget",
+        "last_error",
+        "retired",
+        "warnings",
         "last_runs",
         "cursors",
     }
+    # the failed run recorded by _record_history is the last error
+    assert status["last_error"]["message"] is not None
+    assert (status["retired"], status["warnings"]) == ([], [])
     assert status["rate_budget"] is None  # orders has no [pipeline.backfill]
     # the five chunks were planned together: the backfill started when they were added
     assert status["started_at"] is not None
@@ -157,7 +171,15 @@ def test_a_superseded_generation_is_history_not_work(plan_project) -> None:
     status = json.loads(cli(plan_project, "status", "orders", "--json").stdout)
     assert status["phase"] == "backfilling"
     # 4 batches in the catalog, but generation 0 of [10, 20) is history
-    assert status["chunks"] == {"done": 2, "running": 0, "pending": 1, "failed": 0, "total": 3}
+    assert status["chunks"] == {
+        "done": 2,
+        "running": 0,
+        "pending": 1,
+        "failed": 0,
+        "superseded": 0,
+        "gone": 0,
+        "total": 3,
+    }
     assert status["started_at"] == rewound.created_at.isoformat()
     assert status["rate_budget"] == "60/min"
     assert status["eta_seconds"] is None  # nothing is running
@@ -169,6 +191,14 @@ def test_a_superseded_generation_is_history_not_work(plan_project) -> None:
         catalog.mark_committed("orders", claimed.batch_id, "w", rows=10)
         catalog.finish_run(second.run_id, RunStatus.SUCCESS, row_count=10)
     status = json.loads(cli(plan_project, "status", "orders", "--json").stdout)
-    assert status["chunks"] == {"done": 3, "running": 0, "pending": 0, "failed": 0, "total": 3}
+    assert status["chunks"] == {
+        "done": 3,
+        "running": 0,
+        "pending": 0,
+        "failed": 0,
+        "superseded": 0,
+        "gone": 0,
+        "total": 3,
+    }
     assert status["started_at"] == rewound.created_at.isoformat()  # the rewind, all committed
     assert status["throughput"]["rows_per_sec"] > 0

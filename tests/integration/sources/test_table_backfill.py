@@ -60,7 +60,15 @@ def test_backfill_in_parallel_chunks_then_pick_up_an_insert_and_an_update(
     target_matches_source(project)
     state = status(project)
     assert state["phase"] == "streaming"
-    assert state["chunks"] == {"done": 10, "running": 0, "pending": 0, "failed": 0, "total": 10}
+    assert state["chunks"] == {
+        "done": 10,
+        "running": 0,
+        "pending": 0,
+        "failed": 0,
+        "superseded": 0,
+        "gone": 0,
+        "total": 10,
+    }
     cursor = state["cursors"]["src"]
     assert cursor["planned_to"] == cursor["value"] == "2024-03-10T10:40:00+00:00"
 

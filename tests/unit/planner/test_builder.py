@@ -202,10 +202,16 @@ def test_pending_files_new_and_changed() -> None:
         source=_source(("id", "bigint"), ("amount", "decimal(12,2)"), files=files),
         committed={"o/b.csv": "sha256:b1", "o/c.csv": "sha256:c"},
     )
-    plan = plan_pipeline(_with_batches(observed, files))
+    with_batches = _with_batches(observed, files)
+    plan = plan_pipeline(with_batches)
     [work] = plan.pending
     assert (work.new_files, work.changed_files, work.bytes) == (["o/a.csv"], ["o/b.csv"], 30)
-    assert plan.action is Action.NO_OP  # data waiting is not a change to the pipeline
+    # data waiting is not a change to the pipeline, and no no-op either: the label says load
+    assert plan.action is Action.LOAD
+    document = build_plan("p", CatalogInfo(url="sqlite://", initialized=True), [with_batches])
+    summary = document.summary
+    # ... which `plan --detailed-exitcode` does not count as a change (exit 0, not 2)
+    assert (summary.load, summary.changes, summary.pending) == (1, 0, 1)
     enqueue, load = plan.steps
     assert [b.file for b in enqueue.batches] == ["o/a.csv", "o/b.csv"]
     assert load.batches == [b.id for b in enqueue.batches]

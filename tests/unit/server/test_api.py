@@ -100,7 +100,15 @@ def test_one_pipeline_is_the_document_of_hakiri_status_id(
     response = client.get("/v1/pipelines/orders")
     assert response.status_code == 200
     document = response.json()
-    assert document["chunks"] == {"done": 1, "running": 0, "pending": 0, "failed": 0, "total": 1}
+    assert document["chunks"] == {
+        "done": 1,
+        "running": 0,
+        "pending": 0,
+        "failed": 0,
+        "superseded": 0,
+        "gone": 0,
+        "total": 1,
+    }
     assert document["cursors"] == {"orders": {"column": "id", "value": 10}}
     assert [r["run_id"] for r in document["last_runs"]] == [run_id]
 

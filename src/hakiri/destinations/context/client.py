@@ -53,8 +53,10 @@ from hakiri.destinations.base import (
 )
 from hakiri.destinations.capabilities import CONTEXT, NO_SQL_HOOKS, NO_SQL_HOOKS_HINT, check_replay
 from hakiri.destinations.commit_checks import (
+    DUPLICATE_EXAMPLES,
     check_upsert_key,
     check_validators,
+    duplicate_keys_error,
     quarantine_of,
     unknown_mode,
 )
@@ -367,12 +369,14 @@ class ContextDestination:
             None if table is None else [c.name for c in table_columns(table)],
             str(location),
         )
-        self._check_unique_key(files, key, location)
+        self._check_unique_key(files, key, location, request.source_label)
         return key
 
-    def _check_unique_key(self, files: list[Path], key: Sequence[str], location: Path) -> None:
-        """One Spark aggregation over the staged rows: the first key value that is NULL or
-        appears more than once, if any."""
+    def _check_unique_key(
+        self, files: list[Path], key: Sequence[str], location: Path, source: str
+    ) -> None:
+        """One Spark aggregation over the staged rows: the key values that are NULL or appear
+        more than once (a Delta table has no key constraint to stop a second row)."""
         from pyspark.sql import functions as F
 
         from hakiri.spark.errors import spark_errors
@@ -386,28 +390,28 @@ class ContextDestination:
         with spark_errors(
             f"checking the upsert key of the rows for {location}", fallback=LoadError
         ):
-            found = (
-                frame.groupBy(*columns)
-                .agg(F.count(F.lit(1)).alias(count))
-                .where(any_null | (F.col(count) > 1))
+            grouped = frame.groupBy(*columns).agg(F.count(F.lit(1)).alias(count))
+            if grouped.where(any_null | (F.col(count) > 1)).first() is None:
+                return  # one job when the key is fine; what is wrong is looked at after
+            nulls = grouped.where(any_null).agg(F.sum(count)).first()
+            repeated = grouped.where(~any_null & (F.col(count) > 1))
+            examples = (
+                repeated.orderBy(*columns)
                 .select(*[c.cast("string") for c in columns], F.col(count))
-                .first()
+                .limit(DUPLICATE_EXAMPLES)
+                .collect()
             )
-        if found is None:
-            return
-        values = ", ".join(f"{k}={v}" for k, v in zip(key, list(found)[:-1], strict=True))
-        if any(v is None for v in list(found)[:-1]):
+            total = repeated.count() if len(examples) == DUPLICATE_EXAMPLES else len(examples)
+        if nulls is not None and nulls[0]:
             raise LoadError(
-                f"upsert_key {list(key)} is NULL in {found[-1]:,} staged rows for {location} "
-                f"(e.g. {values})",
+                f"upsert_key ({', '.join(key)}) is NULL in {nulls[0]:,} rows of {source}; "
+                "nothing was loaded",
                 "filter those rows out or fill the key in a transform; a NULL key never matches, "
                 "so each load would add the row again",
             )
-        raise LoadError(
-            f"upsert_key {list(key)} is not unique in the staged rows for {location}: "
-            f"{values} appears {found[-1]:,} times",
-            "deduplicate the rows in a transform (or add a duplicate_key validator to catch it first)",
-        )
+        if examples:
+            found = [(list(row)[:-1], int(row[-1])) for row in examples]
+            raise duplicate_keys_error(key, found, total, source)
 
     def _audit(self, files: list[Path], request: LoadRequest, location: Path) -> list[ProbeResult]:
         """Dataset validators on the staged rows; an `abort` that fails raises before any commit."""

@@ -65,6 +65,7 @@ from hakiri.destinations.postgres.load_modes import (
     load_incremental_watermark,
     load_truncate,
     load_upsert,
+    refuse_repeated_keys,
     relation_exists,
 )
 from hakiri.destinations.postgres.names import check_identifier
@@ -556,6 +557,7 @@ class PostgresDestination:
         elif mode is LoadMode.TRUNCATE:
             rows = load_truncate(ctx)
         elif mode is LoadMode.UPSERT:
+            refuse_repeated_keys(ctx)
             if request.load.deletes is not None:
                 deleted = detect_deletes(ctx)
             rows = load_upsert(ctx)

@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from hakiri.destinations.base import LoadRequest, TargetColumn
-from hakiri.destinations.commit_checks import check_upsert_key
+from hakiri.destinations.commit_checks import (
+    DUPLICATE_EXAMPLES,
+    check_upsert_key,
+    duplicate_keys_error,
+)
 from hakiri.destinations.gates import _REPLACING_MODES as _REPLACING_MODES
 from hakiri.destinations.gates import (  # re-exported: they lived here before the context store shared them
     CDC_DOCS,
@@ -46,6 +50,7 @@ __all__ = [
     "load_incremental_watermark",
     "load_truncate",
     "load_upsert",
+    "refuse_repeated_keys",
 ]
 
 # Modes that change or remove rows already in the target: backup_before_load snapshots first.
@@ -205,6 +210,44 @@ def load_truncate(ctx: LoadContext) -> int:
     # In the commit transaction: a failed insert rolls the TRUNCATE back with it.
     ctx.conn.execute(sql.SQL("TRUNCATE TABLE {}").format(ctx.target))
     return insert_from_staging(ctx)
+
+
+def refuse_repeated_keys(ctx: LoadContext) -> None:
+    """Refuse the batch when its upsert key repeats among the staged rows, before deletes or
+    upserts write anything (ON CONFLICT would stop at the second row with an error naming
+    neither the key nor the file). Keys are compared as the load publishes them ('' is NULL
+    in text columns); a key with a NULL part is no key (the target's key refuses it)."""
+    key = check_upsert_key(
+        ctx.request.load,
+        [c.name for c in ctx.staged_columns],
+        [c.name for c in ctx.target_columns],
+        ctx.qualified,
+    )
+    text = {c.name for c in ctx.staged_columns if is_text_type(c.type)}
+    values = [
+        sql.SQL("NULLIF({}, '')").format(sql.Identifier(k)) if k in text else sql.Identifier(k)
+        for k in key
+    ]
+    aliases = [sql.Identifier(f"k{i}") for i in range(len(key))]
+    query = sql.SQL(
+        "SELECT {texts}, n, count(*) OVER () FROM ("
+        "SELECT {aliased}, count(*) AS n FROM {staging} WHERE {not_null} GROUP BY {grouped} "
+        "HAVING count(*) > 1) d ORDER BY {ordered} LIMIT {limit}"
+    ).format(
+        texts=sql.SQL(", ").join(sql.SQL("{}::text").format(a) for a in aliases),
+        aliased=sql.SQL(", ").join(
+            sql.SQL("{} AS {}").format(v, a) for v, a in zip(values, aliases, strict=True)
+        ),
+        staging=ctx.staging_table,
+        not_null=sql.SQL(" AND ").join(sql.SQL("{} IS NOT NULL").format(v) for v in values),
+        grouped=sql.SQL(", ").join(values),
+        ordered=sql.SQL(", ").join(aliases),
+        limit=sql.Literal(DUPLICATE_EXAMPLES),
+    )
+    rows = ctx.conn.execute(query).fetchall()
+    if rows:
+        examples = [(row[: len(key)], int(row[len(key)])) for row in rows]
+        raise duplicate_keys_error(key, examples, int(rows[0][-1]), ctx.request.source_label)
 
 
 def load_upsert(ctx: LoadContext) -> int:

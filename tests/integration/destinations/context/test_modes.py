@@ -294,13 +294,13 @@ def test_upsert_key_missing_from_the_rows_is_refused_before_anything_is_written(
 def test_upsert_refuses_duplicate_and_null_keys_in_the_batch(
     dest: ContextDestination, store: Path, spark: SparkSession
 ) -> None:
-    with pytest.raises(LoadError, match=r"not unique in the staged rows .*id=1 appears 2 times"):
+    with pytest.raises(LoadError, match=r"upsert_key \(id\) = 1 appears 2 times in batch "):
         load(
             dest,
             frame(spark, ORDERS, [(1, "a"), (1, "b"), (2, "c")]),
             request("orders", "upsert", upsert_key=["id"]),
         )
-    with pytest.raises(LoadError, match=r"upsert_key \['id'\] is NULL in 1 staged rows"):
+    with pytest.raises(LoadError, match=r"upsert_key \(id\) is NULL in 1 rows of batch "):
         load(
             dest,
             frame(spark, ORDERS, [(None, "a"), (2, "c")]),

@@ -251,8 +251,9 @@ def test_upsert_refuses_a_batch_with_the_same_key_twice(
             staged, request(pg_schema, "p", LoadMode.UPSERT, upsert_key=["id"]), no_checkpoint
         )
 
-    assert "same upsert key" in caught.value.reason
-    assert "deduplicate" in (caught.value.hint or "")
+    # named before anything is written: the key, its value, how often, and which batch
+    assert caught.value.reason.startswith("upsert_key (id) = 1 appears 2 times in batch ")
+    assert "dedupe" in (caught.value.hint or "")
     assert rows_of(pg_conn, pg_schema, "p") == []
 
 
