@@ -82,7 +82,11 @@ class FilesConfig(SpecModel):
         description="What to do when a file already loaded changes content at the same path.",
     )
     on_miss: Literal["ignore", "alert", "fail"] = Field(
-        "ignore", description="What to do when the glob matches no file."
+        "ignore",
+        description="What to do when the glob matches no file: ignore (a note; an emptied drop "
+        "folder is routine), alert (an empty_source alert each time) or fail. A path that has "
+        "never matched a file is warned about on every plan and apply, and alerted once, "
+        "whatever this says.",
     )
     on_empty: Literal["ignore", "alert", "fail"] = Field(
         "ignore",
