@@ -40,6 +40,11 @@ class BatchStatus(StrEnum):
         return self in (BatchStatus.PENDING, BatchStatus.PROCESSING, BatchStatus.FAILED)
 
     @property
+    def queued(self) -> bool:
+        """Waiting for a run to claim it: pending, or failed (tried again)."""
+        return self in (BatchStatus.PENDING, BatchStatus.FAILED)
+
+    @property
     def retired(self) -> bool:
         """Ended without loading (superseded, gone): the batch is history, never work."""
         return self in (BatchStatus.SUPERSEDED, BatchStatus.GONE)

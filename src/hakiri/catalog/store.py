@@ -43,7 +43,7 @@ from hakiri.spec.interpolate import mask_url
 __all__ = ["Catalog"]
 
 _CHUNK = 500  # rows or ids per statement: well under SQLite's bound-parameter limit
-_QUEUED = (BatchStatus.PENDING.value, BatchStatus.FAILED.value)
+_QUEUED = tuple(s.value for s in BatchStatus if s.queued)
 _RETIRED = tuple(s.value for s in BatchStatus if s.retired)
 
 

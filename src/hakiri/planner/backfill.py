@@ -27,11 +27,12 @@ __all__ = [
 
 
 def live_batches(batches: Iterable[Batch]) -> list[Batch]:
-    """`batches` without superseded generations, in the order given.
+    """`batches` without older generations, in the order given.
 
-    A batch is superseded when a batch of the same pipeline and table with the same
-    predicate has a higher generation. Batches without a predicate (files, snapshots)
-    are never superseded.
+    A batch is an older generation when a batch of the same pipeline and table with the
+    same predicate has a higher generation (a rewind). Batches without a predicate (files,
+    snapshots) have one generation. (Not to be confused with a batch whose status is
+    `superseded`: its file changed before it loaded; it stays in the list.)
     """
     batches = list(batches)
     newest: dict[tuple[str, str, str], int] = {}
@@ -47,7 +48,7 @@ def live_batches(batches: Iterable[Batch]) -> list[Batch]:
 
 
 def current_plan(batches: Sequence[Batch]) -> list[Batch]:
-    """The live batches of the plan being worked on (or the last one, when all are committed).
+    """The live batches of the plan being worked on (or the last one, when all are done).
 
     The batches of one plan are added in one catalog call and share `created_at`. While
     some are unfinished the current plan is every live batch created since the oldest
@@ -57,7 +58,7 @@ def current_plan(batches: Sequence[Batch]) -> list[Batch]:
     live = [b for b in live_batches(batches) if b.created_at is not None]
     if not live:
         return []
-    unfinished = [b.created_at for b in live if b.status is not BatchStatus.COMMITTED]
+    unfinished = [b.created_at for b in live if b.status.unfinished]
     if unfinished:
         since = min(d for d in unfinished if d is not None)
         return [b for b in live if b.created_at is not None and b.created_at >= since]
@@ -90,7 +91,7 @@ class BackfillProgress:
 def backfill_progress(table: str, batches: Sequence[Batch]) -> BackfillProgress | None:
     """Progress of `table`'s chunks (its batches of kind 'chunk'); None when none is left to load."""
     plan = current_plan([b for b in batches if b.table_name == table and b.kind == "chunk"])
-    if all(b.status is BatchStatus.COMMITTED for b in plan):
+    if not any(b.status.unfinished for b in plan):
         return None
     return BackfillProgress(
         table=table,

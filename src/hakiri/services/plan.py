@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hakiri import __version__
-from hakiri.catalog.records import Batch, BatchStatus, NewBatch, Phase, PipelineState, SchemaEvent
+from hakiri.catalog.records import Batch, NewBatch, Phase, PipelineState, SchemaEvent
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
@@ -273,7 +273,8 @@ class _Observer:
         self, spec: PipelineSpec, source: Source, t: TableObservation, errors: list[str]
     ) -> TableObservation:
         """The next snapshot's deletes, when there is one to load and a target to delete from."""
-        queued = [b for b in t.batches if b.status in (BatchStatus.PENDING, BatchStatus.FAILED)]
+        leaving = {r.batch_id for r in t.batch_plan.retire} if t.batch_plan is not None else set()
+        queued = [b for b in t.batches if b.status.queued and b.batch_id not in leaving]
         new = list(t.batch_plan.batches) if t.batch_plan is not None else []
         following: Batch | NewBatch | None = (queued or new or [None])[0]
         spark = self.spark

@@ -66,8 +66,8 @@ def retired_file_batches(
     now = {f.path: f.content_hash for f in files}
     retired = []
     for batch in queued:
-        if batch.table_name != table or not batch.status.unfinished:
-            continue
+        if batch.table_name != table or not batch.status.queued:
+            continue  # processing: its run holds it (a dead run's claim is released first)
         if batch.kind == "snapshot" and mode in SNAPSHOT_MODES:
             if batch.batch_id == snapshot_batch_id(table, files):
                 continue

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from hakiri.catalog.records import BatchCounts, BatchStatus, NewBatch
+from hakiri.catalog.records import BatchCounts, BatchStatus, NewBatch, Retirement
 from hakiri.catalog.store import Catalog
 from hakiri.errors import CatalogError
 
@@ -43,6 +43,55 @@ def test_add_batches_is_idempotent_and_keeps_order(catalog: Catalog) -> None:
     assert catalog.batch(P, "c1g0").run_id == "r1"  # type: ignore[union-attr]
     assert catalog.batch(P, "c1g0").predicate == "id >= 100 AND id < 200"  # type: ignore[union-attr]
     assert catalog.batch(P, "nope") is None
+
+
+def test_retired_batches_end_in_the_same_call_and_come_back_when_planned_again(
+    catalog: Catalog,
+) -> None:
+    catalog.add_batches(P, files("a", "b", "c"))
+    done = catalog.claim_batch(P, "run-a", 60)
+    assert done is not None and done.batch_id == "h-a"
+    catalog.mark_committed(P, "h-a", "run-a", rows=1)
+    catalog.claim_batch(P, "run-a", 60)
+    catalog.mark_failed(P, "h-b", "run-a", "bad record")
+    retire = [
+        Retirement("h-a", BatchStatus.SUPERSEDED, "committed: left alone"),
+        Retirement("h-b", BatchStatus.SUPERSEDED, "b.csv changed"),
+        Retirement("h-c", BatchStatus.GONE, "c.csv is gone"),
+    ]
+    assert catalog.add_batches(P, files("d"), retire=retire) == 1
+    status = {b.batch_id: (b.status, b.error) for b in catalog.batches(P)}
+    assert status == {
+        "h-a": (BatchStatus.COMMITTED, None),
+        "h-b": (BatchStatus.SUPERSEDED, "b.csv changed"),
+        "h-c": (BatchStatus.GONE, "c.csv is gone"),
+        "h-d": (BatchStatus.PENDING, None),
+    }
+    counts = catalog.batch_counts(P)
+    assert (counts.superseded, counts.gone, counts.total) == (1, 1, 4)
+    # c.csv's bytes turn up again (restored, or under another name): queued again, last
+    moved = NewBatch("h-c", "orders", "file", "data/moved.csv", "h-c", size_bytes=100)
+    assert catalog.add_batches(P, [moved, *files("a")]) == 1
+    again = catalog.batch(P, "h-c")
+    assert again is not None
+    assert (again.status, again.file_path, again.error) == (
+        BatchStatus.PENDING,
+        "data/moved.csv",
+        None,
+    )
+    assert again.seq == max(b.seq for b in catalog.batches(P))
+    assert catalog.batch(P, "h-a").status is BatchStatus.COMMITTED  # type: ignore[union-attr]
+
+
+def test_a_claimed_batch_is_retired_only_by_its_holder(catalog: Catalog) -> None:
+    catalog.add_batches(P, files("a"))
+    catalog.claim_batch(P, "run-a", 60)
+    assert not catalog.mark_retired(P, "h-a", "run-b", BatchStatus.GONE, "a.csv is gone")
+    assert catalog.mark_retired(P, "h-a", "run-a", BatchStatus.GONE, "a.csv is gone")
+    gone = catalog.batch(P, "h-a")
+    assert gone is not None and (gone.status, gone.holder) == (BatchStatus.GONE, None)
+    with pytest.raises(ValueError, match="not a status a batch retires with"):
+        catalog.mark_retired(P, "h-a", "run-a", BatchStatus.FAILED, "no")
 
 
 def test_duplicates_within_one_call_count_once(catalog: Catalog) -> None:

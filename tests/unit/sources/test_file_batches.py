@@ -1,0 +1,87 @@
+"""Queued file batches bound to their bytes: which ones a plan retires, and what it queues."""
+
+from __future__ import annotations
+
+from hakiri.catalog.records import Batch, BatchStatus
+from hakiri.sources.base import SourceFile
+from hakiri.sources.file_batches import (
+    file_batch_id,
+    plan_file_batches,
+    retired_file_batches,
+    snapshot_batch_id,
+)
+from hakiri.spec.load import LoadMode
+from hakiri.spec.pipeline import FilesConfig
+
+CONFIG = FilesConfig(path="in/*.csv")
+
+
+def _file_batch(path: str, digest: str, status: BatchStatus = BatchStatus.FAILED) -> Batch:
+    return Batch(file_batch_id("t", digest), "p", "t", "file", status, 1, 1, path, digest)
+
+
+def test_a_queued_file_whose_bytes_changed_is_superseded_and_one_that_vanished_is_gone() -> None:
+    queued = [
+        _file_batch("in/b.csv", "sha256:bad0"),
+        _file_batch("in/c.csv", "sha256:c0", BatchStatus.PENDING),
+        _file_batch("in/d.csv", "sha256:d0"),
+    ]
+    files = [SourceFile("in/b.csv", 10, "sha256:fixed"), SourceFile("in/d.csv", 5, "sha256:d0")]
+    retired = retired_file_batches("t", LoadMode.APPEND, files, queued)
+    assert [(r.batch_id, r.status) for r in retired] == [
+        (queued[0].batch_id, BatchStatus.SUPERSEDED),
+        (queued[1].batch_id, BatchStatus.GONE),
+    ]
+    assert retired[0].reason == (
+        "in/b.csv changed before it was loaded (planned from sha256:bad0, now sha256:fixed): "
+        "its current content loads as a new batch"
+    )
+    assert (
+        retired[1].reason
+        == "in/c.csv is gone (deleted, moved, or no longer matched) before it was loaded"
+    )
+
+
+def test_committed_processing_and_retired_batches_are_left_alone() -> None:
+    files = [SourceFile("in/b.csv", 10, "sha256:new")]
+    kept = [
+        _file_batch("in/b.csv", "sha256:old", status)
+        for status in (
+            BatchStatus.COMMITTED,
+            BatchStatus.PROCESSING,
+            BatchStatus.SUPERSEDED,
+            BatchStatus.GONE,
+        )
+    ]
+    assert retired_file_batches("t", LoadMode.APPEND, files, kept) == []
+
+
+def test_a_snapshot_whose_files_changed_is_superseded_and_one_with_no_file_left_is_gone() -> None:
+    planned = [SourceFile("in/a.csv", 1, "sha256:a"), SourceFile("in/b.csv", 1, "sha256:b")]
+    snapshot = Batch(
+        snapshot_batch_id("t", planned),
+        "p",
+        "t",
+        "snapshot",
+        BatchStatus.PENDING,
+        0,
+        1,
+        predicate='[["in/a.csv", "sha256:a"], ["in/b.csv", "sha256:b"]]',
+    )
+    now = [SourceFile("in/a.csv", 1, "sha256:a2"), SourceFile("in/c.csv", 1, "sha256:c")]
+    [changed] = retired_file_batches("t", LoadMode.TRUNCATE, now, [snapshot])
+    assert changed.status is BatchStatus.SUPERSEDED
+    assert "(in/a.csv changed, in/c.csv new, in/b.csv gone)" in changed.reason
+    [gone] = retired_file_batches("t", LoadMode.TRUNCATE, [], [snapshot])
+    assert gone.status is BatchStatus.GONE
+    assert retired_file_batches("t", LoadMode.TRUNCATE, planned, [snapshot]) == []
+
+
+def test_content_seen_again_is_planned_when_its_batch_is_not_known_any_more() -> None:
+    files = [SourceFile("in/b.csv", 10, "sha256:v1")]
+    again = plan_file_batches("t", LoadMode.APPEND, CONFIG, files, committed={}, known=set())
+    assert [b.batch_id for b in again] == [file_batch_id("t", "sha256:v1")]
+    queued = plan_file_batches(
+        "t", LoadMode.APPEND, CONFIG, files, committed={}, known={file_batch_id("t", "sha256:v1")}
+    )
+    assert queued == []
