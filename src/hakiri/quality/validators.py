@@ -54,7 +54,7 @@ from hakiri.spec.quality import (
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["ProbeResult", "probe_staged", "validator_check_id"]
+__all__ = ["ProbeResult", "probe_staged", "repeated_keys", "validator_check_id"]
 
 _TIMESTAMP_TYPES = frozenset({"timestamp with time zone", "timestamp without time zone", "date"})
 _TEXT_TYPES = frozenset({"text", "character varying", "character"})
@@ -167,30 +167,49 @@ class _Probe:
         return judge_cardinality(v, int(_one(cur, query)[0]))
 
     def duplicate_key(self, cur: psycopg.Cursor[Any], v: DuplicateKeyValidator) -> ProbeResult:
-        keys = [sql.Identifier(c) for c in v.columns]
-        values = [self.value(c) for c in v.columns]
-        # A key with a NULL part is not a duplicate (as for a UNIQUE constraint);
-        # not_null rules are the place to refuse NULL keys.
-        query = sql.SQL(
-            "SELECT count(*) OVER (), {texts} FROM ("
-            "SELECT {aliased} FROM {staging} WHERE {not_null} GROUP BY {values} HAVING count(*) > 1"
-            ") d ORDER BY {keys} LIMIT 1"
-        ).format(
-            texts=sql.SQL(", ").join(sql.SQL("{}::text").format(k) for k in keys),
-            aliased=sql.SQL(", ").join(
-                sql.SQL("{} AS {}").format(value, key)
-                for value, key in zip(values, keys, strict=True)
-            ),
-            staging=self.staging,
-            not_null=sql.SQL(" AND ").join(sql.SQL("{} IS NOT NULL").format(x) for x in values),
-            values=sql.SQL(", ").join(values),
-            keys=sql.SQL(", ").join(keys),
-        )
-        row = cur.execute(query).fetchone()
-        if row is None:
+        repeated, examples = repeated_keys(cur, self.staging, v.columns, self.text_columns, 1)
+        if not repeated:
             return judge_duplicate_key(v, 0, None)
-        duplicates, *example = row
-        return judge_duplicate_key(v, int(duplicates), example)
+        return judge_duplicate_key(v, repeated, examples[0][0])
+
+
+def repeated_keys(
+    cur: psycopg.Cursor[Any],
+    staging: sql.Identifier,
+    columns: Sequence[str],
+    text_columns: Collection[str],
+    limit: int,
+) -> tuple[int, list[tuple[list[str | None], int]]]:
+    """How many key values appear more than once among the staged rows, and the first
+    `limit` of them in key order (as text, with their row counts). Keys are compared as
+    the load publishes them ('' is NULL in text columns); a key with a NULL part is no key
+    (as for a UNIQUE constraint: not_null rules are the place to refuse NULL keys)."""
+    values = [
+        sql.SQL("NULLIF({}, {})").format(sql.Identifier(c), sql.Literal(""))
+        if c in text_columns
+        else sql.Identifier(c)
+        for c in columns
+    ]
+    keys = [sql.Identifier(f"k{i}") for i in range(len(columns))]
+    query = sql.SQL(
+        "SELECT count(*) OVER (), n, {texts} FROM ("
+        "SELECT {aliased}, count(*) AS n FROM {staging} WHERE {not_null} GROUP BY {values} "
+        "HAVING count(*) > 1) d ORDER BY {keys} LIMIT {limit}"
+    ).format(
+        texts=sql.SQL(", ").join(sql.SQL("{}::text").format(k) for k in keys),
+        aliased=sql.SQL(", ").join(
+            sql.SQL("{} AS {}").format(value, key) for value, key in zip(values, keys, strict=True)
+        ),
+        staging=staging,
+        not_null=sql.SQL(" AND ").join(sql.SQL("{} IS NOT NULL").format(x) for x in values),
+        values=sql.SQL(", ").join(values),
+        keys=sql.SQL(", ").join(keys),
+        limit=sql.Literal(limit),
+    )
+    rows = cur.execute(query).fetchall()
+    if not rows:
+        return 0, []
+    return int(rows[0][0]), [(list(row[2:]), int(row[1])) for row in rows]
 
 
 # ------------------------------------------------------------- driver boundary

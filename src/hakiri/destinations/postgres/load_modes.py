@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
+from psycopg.rows import tuple_row
 
 from hakiri.destinations.base import LoadRequest, TargetColumn
 from hakiri.destinations.commit_checks import (
@@ -30,6 +31,7 @@ from hakiri.destinations.gates import (  # re-exported: they lived here before t
 from hakiri.destinations.postgres.ledger import WatermarkStore
 from hakiri.destinations.postgres.names import derived_name, mark_table, utc_now
 from hakiri.errors import LoadError
+from hakiri.quality.validators import repeated_keys
 from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
@@ -215,8 +217,7 @@ def load_truncate(ctx: LoadContext) -> int:
 def refuse_repeated_keys(ctx: LoadContext) -> None:
     """Refuse the batch when its upsert key repeats among the staged rows, before deletes or
     upserts write anything (ON CONFLICT would stop at the second row with an error naming
-    neither the key nor the file). Keys are compared as the load publishes them ('' is NULL
-    in text columns); a key with a NULL part is no key (the target's key refuses it)."""
+    neither the key nor the file)."""
     key = check_upsert_key(
         ctx.request.load,
         [c.name for c in ctx.staged_columns],
@@ -224,30 +225,10 @@ def refuse_repeated_keys(ctx: LoadContext) -> None:
         ctx.qualified,
     )
     text = {c.name for c in ctx.staged_columns if is_text_type(c.type)}
-    values = [
-        sql.SQL("NULLIF({}, '')").format(sql.Identifier(k)) if k in text else sql.Identifier(k)
-        for k in key
-    ]
-    aliases = [sql.Identifier(f"k{i}") for i in range(len(key))]
-    query = sql.SQL(
-        "SELECT {texts}, n, count(*) OVER () FROM ("
-        "SELECT {aliased}, count(*) AS n FROM {staging} WHERE {not_null} GROUP BY {grouped} "
-        "HAVING count(*) > 1) d ORDER BY {ordered} LIMIT {limit}"
-    ).format(
-        texts=sql.SQL(", ").join(sql.SQL("{}::text").format(a) for a in aliases),
-        aliased=sql.SQL(", ").join(
-            sql.SQL("{} AS {}").format(v, a) for v, a in zip(values, aliases, strict=True)
-        ),
-        staging=ctx.staging_table,
-        not_null=sql.SQL(" AND ").join(sql.SQL("{} IS NOT NULL").format(v) for v in values),
-        grouped=sql.SQL(", ").join(values),
-        ordered=sql.SQL(", ").join(aliases),
-        limit=sql.Literal(DUPLICATE_EXAMPLES),
-    )
-    rows = ctx.conn.execute(query).fetchall()
-    if rows:
-        examples = [(row[: len(key)], int(row[len(key)])) for row in rows]
-        raise duplicate_keys_error(key, examples, int(rows[0][-1]), ctx.request.source_label)
+    with ctx.conn.cursor(row_factory=tuple_row) as cur:
+        repeated, examples = repeated_keys(cur, ctx.staging_table, key, text, DUPLICATE_EXAMPLES)
+    if repeated:
+        raise duplicate_keys_error(key, examples, repeated, ctx.request.source_label)
 
 
 def load_upsert(ctx: LoadContext) -> int:
