@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch, Retirement
 from hakiri.errors import SourceDataError
@@ -26,13 +27,24 @@ from hakiri.spec.pipeline import FilesConfig
 SNAPSHOT_MODES = (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN)
 
 
-def file_batch_id(table: str, content_hash: str) -> str:
-    return f"file:{table}:{content_hash.removeprefix('sha256:')}"
+def file_batch_id(table: str, content_hash: str, after: str | None = None) -> str:
+    """`file:<table>:<sha256>`; content loaded again after `after` (a file edited back to
+    bytes it held before) gets `file:<table>:<sha256>:<digest of after>`."""
+    base = f"file:{table}:{content_hash.removeprefix('sha256:')}"
+    return base if after is None else f"{base}:{_digest(after)[:16]}"
 
 
-def snapshot_batch_id(table: str, files: Sequence[SourceFile]) -> str:
+def snapshot_batch_id(table: str, files: Sequence[SourceFile], after: str | None = None) -> str:
+    """`snapshot:<table>:<digest of the (path, hash) pairs>`, and of `after` when the same
+    files come back after another snapshot loaded."""
     listing = json.dumps(sorted((f.path, f.content_hash) for f in files))
-    return f"snapshot:{table}:{hashlib.sha256(listing.encode()).hexdigest()}"
+    if after is not None:
+        listing += f"\nafter {after}"
+    return f"snapshot:{table}:{_digest(listing)}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def snapshot_files(batch: NewBatch | str | None) -> list[tuple[str, str]]:
@@ -69,7 +81,7 @@ def retired_file_batches(
         if batch.table_name != table or not batch.status.queued:
             continue  # processing: its run holds it (a dead run's claim is released first)
         if batch.kind == "snapshot" and mode in SNAPSHOT_MODES:
-            if batch.batch_id == snapshot_batch_id(table, files):
+            if dict(snapshot_files(batch.predicate)) == now:
                 continue
             if not files:
                 reason = f"every file of {table} is gone before the snapshot was loaded"
@@ -101,6 +113,22 @@ def _delta(planned: Mapping[str, str], now: Mapping[str, str]) -> str:
     return shown
 
 
+def latest_committed(batches: Iterable[Batch], kind: str, path: str | None = None) -> Batch | None:
+    """The table's most recently committed batch of `kind` (of `path`, for file batches)."""
+    done = [
+        b
+        for b in batches
+        if b.status is BatchStatus.COMMITTED
+        and b.kind == kind
+        and (path is None or b.file_path == path)
+    ]
+    return max(done, key=_commit_order, default=None)
+
+
+def _commit_order(batch: Batch) -> tuple[datetime, int]:
+    return (batch.committed_at or datetime.min.replace(tzinfo=UTC), batch.seq)
+
+
 def plan_file_batches(
     table: str,
     mode: LoadMode,
@@ -108,25 +136,43 @@ def plan_file_batches(
     files: Sequence[SourceFile],
     committed: Mapping[str, str],
     known: Collection[str] = (),
+    history: Sequence[Batch] = (),
 ) -> list[NewBatch]:
     """Batches for the files not yet loaded; `committed` maps path -> hash already loaded,
     `known` holds the ids of the table's batches already in the catalog (whatever their
-    status: the catalog keeps, never re-adds, a batch it has)."""
+    status: the catalog keeps, never re-adds, a batch it has), `history` the table's
+    batches (to tell what loaded last).
+
+    Content that loaded before gets an id of its own when it comes back after something
+    else loaded: a snapshot of files as they were two loads ago, a file edited back. Its
+    id names the batch it follows, so the ledger, which has the first load's id, lets it
+    through, and the target follows the files again."""
     if mode in SNAPSHOT_MODES:
         if (
             not files
-        ):  # nothing to replace the table with: never empty it because a glob matched nothing
+        ):  # nothing to replace the table with: never empty it on a glob that matched nothing
             return []
+        pairs = sorted([f.path, f.content_hash] for f in files)
+
+        def same_files(batch: Batch) -> bool:
+            return sorted(map(list, snapshot_files(batch.predicate))) == pairs
+
+        latest = latest_committed(history, "snapshot")
+        if latest is not None and same_files(latest):
+            return []  # the table's files are as they were when last loaded
+        if any(b.kind == "snapshot" and b.status.unfinished and same_files(b) for b in history):
+            return []  # queued already
         batch_id = snapshot_batch_id(table, files)
-        if batch_id in known:  # the table's files are as they were when last loaded
+        if batch_id in known and latest is not None:  # these files loaded before another set
+            batch_id = snapshot_batch_id(table, files, after=latest.batch_id)
+        if batch_id in known:
             return []
-        listing = json.dumps(sorted([f.path, f.content_hash] for f in files))
         return [
             NewBatch(
                 batch_id,
                 table,
                 "snapshot",
-                predicate=listing,
+                predicate=json.dumps(pairs),
                 size_bytes=sum(f.size for f in files),
             )
         ]
@@ -142,7 +188,18 @@ def plan_file_batches(
                 f"{f.path} changed after it was loaded (on_change = 'error')",
                 "restore the file, or set on_change = 'reload' (load it again) or 'ignore'",
             )
+        if any(
+            b.kind == "file"
+            and b.status.unfinished
+            and (b.file_path, b.content_hash) == (f.path, f.content_hash)
+            for b in history
+        ):
+            continue  # queued already
         batch_id = file_batch_id(table, f.content_hash)
+        previous = latest_committed(history, "file", f.path) if loaded is not None else None
+        if batch_id in known and previous is not None:
+            # the file changed back to bytes it held (or another file held) before: loaded again
+            batch_id = file_batch_id(table, f.content_hash, after=previous.batch_id)
         if batch_id in known or any(b.batch_id == batch_id for b in batches):
             continue  # the same bytes under another name: loaded (or queued) once
         batches.append(

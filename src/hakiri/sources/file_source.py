@@ -130,7 +130,7 @@ class FileSource:
         leaving = {r.batch_id for r in retire}
         known = {b.batch_id for b in mine if not b.status.retired and b.batch_id not in leaving}
         batches = plan_file_batches(
-            table.name, self.spec.load.mode, config, observed.files, committed, known
+            table.name, self.spec.load.mode, config, observed.files, committed, known, mine
         )
         return TablePlan(batches=batches, retire=retire)
 

@@ -33,7 +33,7 @@ from hakiri.sources.cursors import (
     plan_ranges,
     shift_back,
 )
-from hakiri.sources.file_batches import SNAPSHOT_MODES
+from hakiri.sources.file_batches import SNAPSHOT_MODES, latest_committed
 from hakiri.sources.postgres import CursorBounds
 from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec, TableSpec
@@ -64,9 +64,26 @@ def chunk_batch(table: str, chunk: CursorRange, generation: int = 0) -> NewBatch
     )
 
 
-def snapshot_table_batch(table: str, fingerprint: str) -> NewBatch:
-    digest = hashlib.sha256(fingerprint.encode()).hexdigest()
-    return NewBatch(f"snapshot:{table}:{digest}", table, "snapshot", predicate=None)
+def snapshot_table_batch(table: str, fingerprint: str, after: str | None = None) -> NewBatch:
+    """The whole table as one batch: its id is a digest of the rows' fingerprint (and of the
+    snapshot it follows, when the table comes back to rows it held before another snapshot
+    loaded); the fingerprint is kept as its predicate, to tell an unchanged table."""
+    text = fingerprint if after is None else f"{fingerprint}\nafter {after}"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return NewBatch(
+        f"snapshot:{table}:{digest}", table, "snapshot", predicate=f"{_ROWS}{fingerprint}"
+    )
+
+
+_ROWS = "rows "  # a table snapshot's predicate: `rows <fingerprint>`
+
+
+def _holds(batch: Batch, table: str, fingerprint: str) -> bool:
+    """Was `batch` a snapshot of these rows? (A catalog from before fingerprints were kept
+    has only the id to tell.)"""
+    if batch.predicate is None:
+        return batch.batch_id == snapshot_table_batch(table, fingerprint).batch_id
+    return batch.predicate == f"{_ROWS}{fingerprint}"
 
 
 def check_cursor_fits_mode(spec: PipelineSpec, cursor: CursorColumn | None, where: str) -> None:
@@ -101,9 +118,16 @@ def plan_table(
         pending = len(unfinished)
         return TablePlan(notes=[f"{table.name}: {pending} batch(es) of an earlier plan to finish"])
     if cursor is None or spec.load.mode in SNAPSHOT_MODES:
-        batch = snapshot_table_batch(table.name, fingerprint())
-        if any(b.batch_id == batch.batch_id for b in existing):
+        rows = fingerprint()
+        latest = latest_committed(existing, "snapshot")
+        if latest is not None and _holds(latest, table.name, rows):
             return TablePlan()  # the table is as it was when last loaded
+        batch = snapshot_table_batch(table.name, rows)
+        if any(b.batch_id == batch.batch_id for b in existing) and latest is not None:
+            # rows it held before another snapshot loaded: a load of their own
+            batch = snapshot_table_batch(table.name, rows, after=latest.batch_id)
+        if any(b.batch_id == batch.batch_id for b in existing):
+            return TablePlan()
         return TablePlan(batches=[batch])
 
     window = spec.backfill.window if spec.backfill else None

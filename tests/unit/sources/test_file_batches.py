@@ -85,3 +85,50 @@ def test_content_seen_again_is_planned_when_its_batch_is_not_known_any_more() ->
         "t", LoadMode.APPEND, CONFIG, files, committed={}, known={file_batch_id("t", "sha256:v1")}
     )
     assert queued == []
+
+
+def _committed(batch_id: str, path: str | None, digest: str | None, seq: int, **kw) -> Batch:
+    kind = "file" if path else "snapshot"
+    return Batch(batch_id, "p", "t", kind, BatchStatus.COMMITTED, 1, seq, path, digest, **kw)
+
+
+def test_a_file_edited_back_to_bytes_it_held_loads_again_once() -> None:
+    v1 = _committed(file_batch_id("t", "sha256:v1"), "in/b.csv", "sha256:v1", 1)
+    v2 = _committed(file_batch_id("t", "sha256:v2"), "in/b.csv", "sha256:v2", 2)
+    files = [SourceFile("in/b.csv", 10, "sha256:v1")]
+    history = [v1, v2]
+    known = {v1.batch_id, v2.batch_id}
+    committed = {"in/b.csv": "sha256:v2"}
+    [again] = plan_file_batches("t", LoadMode.UPSERT, CONFIG, files, committed, known, history)
+    assert again.batch_id == file_batch_id("t", "sha256:v1", after=v2.batch_id)
+    assert again.batch_id not in known
+    queued = Batch(
+        again.batch_id, "p", "t", "file", BatchStatus.PENDING, 0, 3, "in/b.csv", "sha256:v1"
+    )
+    assert (
+        plan_file_batches(
+            "t",
+            LoadMode.UPSERT,
+            CONFIG,
+            files,
+            committed,
+            {*known, again.batch_id},
+            [*history, queued],
+        )
+        == []
+    )
+
+
+def test_a_snapshot_of_files_as_they_were_two_loads_ago_loads_again() -> None:
+    first = [SourceFile("in/a.csv", 1, "sha256:a1")]
+    second = [SourceFile("in/a.csv", 1, "sha256:a2")]
+    s1 = _committed(
+        snapshot_batch_id("t", first), None, None, 1, predicate='[["in/a.csv", "sha256:a1"]]'
+    )
+    s2 = _committed(
+        snapshot_batch_id("t", second), None, None, 2, predicate='[["in/a.csv", "sha256:a2"]]'
+    )
+    known = {s1.batch_id, s2.batch_id}
+    assert plan_file_batches("t", LoadMode.TRUNCATE, CONFIG, second, {}, known, [s1, s2]) == []
+    [back] = plan_file_batches("t", LoadMode.TRUNCATE, CONFIG, first, {}, known, [s1, s2])
+    assert back.batch_id == snapshot_batch_id("t", first, after=s2.batch_id)

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -509,7 +510,9 @@ def test_full_refresh_or_no_cursor_reads_one_snapshot(
     cursor = _cursor(spec, pg_type) if pg_type else None
     plan = _plan(spec, cursor, fingerprint=lambda: "1200:987654321")
     digest = hashlib.sha256(b"1200:987654321").hexdigest()
-    assert plan.batches == [NewBatch(f"snapshot:orders:{digest}", "orders", "snapshot")]
+    assert plan.batches == [
+        NewBatch(f"snapshot:orders:{digest}", "orders", "snapshot", predicate="rows 1200:987654321")
+    ]
     assert plan.cursor is None
     assert not plan.planning
 
@@ -524,6 +527,29 @@ def test_an_unchanged_table_is_not_snapshotted_again() -> None:
     assert [b.batch_id for b in changed.batches] == [
         snapshot_table_batch("orders", "1201:55").batch_id
     ]
+
+
+def test_rows_the_table_held_before_another_snapshot_are_loaded_again() -> None:
+    """Deleting the rows inserted since a snapshot brings the fingerprint back to it; the
+    target, loaded from the later snapshot, holds those rows: it must follow again."""
+    spec = _spec(load={"mode": "scd2", "key": ["id"]}, incremental=None)
+    first = _stored(snapshot_table_batch("orders", "2:20"), seq=1)
+    second = _stored(snapshot_table_batch("orders", "5:50"), seq=2)
+    back = _plan(spec, None, existing=[first, second], fingerprint=lambda: "2:20")
+    [batch] = back.batches
+    assert batch.batch_id not in (first.batch_id, second.batch_id)
+    assert batch.batch_id == snapshot_table_batch("orders", "2:20", after=second.batch_id).batch_id
+    # loaded, it is the table as last loaded
+    third = _stored(batch, seq=3)
+    assert _plan(spec, None, existing=[first, second, third], fingerprint=lambda: "2:20") == (
+        TablePlan()
+    )
+
+
+def test_a_snapshot_from_a_catalog_without_fingerprints_still_tells_an_unchanged_table() -> None:
+    spec = _spec(load={"mode": "truncate"}, incremental=None)
+    old = _stored(replace(snapshot_table_batch("orders", "7:7"), predicate=None))
+    assert _plan(spec, None, existing=[old], fingerprint=lambda: "7:7") == TablePlan()
 
 
 def test_an_unfinished_snapshot_holds_back_the_next() -> None:
