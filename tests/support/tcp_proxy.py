@@ -122,6 +122,17 @@ class TcpProxy:
         with self._lock:
             return len(self._pairs)
 
+    def wait_for_accepted(self, count: int, timeout: float) -> bool:
+        """Block until `count` connections were accepted since start (True) or `timeout` passes."""
+        deadline = time.monotonic() + timeout
+        with self._opened:
+            while self.accepted < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._opened.wait(left)
+            return True
+
     def wait_for_connection(self, timeout: float) -> bool:
         """Block until at least one connection is open (True) or `timeout` passes (False)."""
         deadline = time.monotonic() + timeout
