@@ -96,7 +96,8 @@ NAMES = ("ada", "bob", "cy", "dee")
 DAYS = ("2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04")
 CLOCK0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 STORE_SIZE = "8m"
-APPLY_WATCHDOG = 900  # seconds: an in-process apply that takes longer is a hang
+HANG_SECONDS = 240  # an apply that takes longer is reported as a hang (threads dumped)
+APPLY_WATCHDOG = 900  # an in-process apply still running then ends the campaign
 SUBPROCESS_TIMEOUT = 600
 
 TRACE_PATTERNS = (
@@ -715,11 +716,17 @@ class Harness:
         from hakiri.cli.main import app
 
         started = time.monotonic()
-        faulthandler.dump_traceback_later(APPLY_WATCHDOG, exit=True)
+        hang_log = open(self.root / "hang.log", "w")  # noqa: SIM115 (faulthandler writes to it)
+        faulthandler.dump_traceback_later(HANG_SECONDS, exit=False, file=hang_log)
+        watchdog = threading.Timer(APPLY_WATCHDOG, self._give_up)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             result = CliRunner().invoke(app, ["apply", "--project", str(self.root)])
         finally:
             faulthandler.cancel_dump_traceback_later()
+            watchdog.cancel()
+            hang_log.close()
         seconds = time.monotonic() - started
         exception = None
         if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -731,6 +738,16 @@ class Harness:
                 )
             )
         return ApplyOutcome(result.exit_code, result.stderr, seconds, exception=exception)
+
+    def _give_up(self) -> None:
+        """An in-process apply that never returns: dump every thread, clean up, exit."""
+        print(f"\ncampaign: an apply of {self.root} hangs; giving up", file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(file=sys.stderr)
+        with contextlib.suppress(Exception):
+            self.teardown(keep=True)
+        with contextlib.suppress(Exception):
+            self.env.close()
+        os._exit(3)
 
     def _apply_refused(self) -> ApplyOutcome:
         if self.dest == "postgres":
@@ -1034,6 +1051,15 @@ def execute(
                 + (f" ({outcome.note})" if outcome.note else "")
             )
             problems = stderr_problems(outcome) if outcome.rc is not None else []
+            if outcome.seconds > HANG_SECONDS:
+                hang = (harness.root / "hang.log").read_text(errors="replace")
+                raise Difference(
+                    "hang",
+                    index,
+                    f"step {index + 1} ({step.kind}): the apply took {outcome.seconds:.0f}s "
+                    f"(exit {outcome.rc}): {error_line(outcome.stderr)}",
+                    {"threads": hang[-4000:]},
+                )
             candidates = (
                 allowed[0] | allowed[1] if outcome.rc is None else allowed.get(outcome.rc, set())
             )
@@ -1181,9 +1207,9 @@ def report_difference(
     out = sys.stdout
     print(f"\n=== {title}: {'/'.join(combo)} (seed {seed})", file=out)
     print(f"difference ({found.kind}): {found.message}", file=out)
-    for key in ("stderr", "model_reasons", "validity"):
+    for key in ("stderr", "model_reasons", "validity", "exception", "threads"):
         if found.details.get(key):
-            print(f"  {key}: {found.details[key]}", file=out)
+            print(f"  {key}: {_short(found.details[key], 2500)}", file=out)
     diff = found.details.get("diff")
     if diff:
         if "keys" in diff:
@@ -1370,6 +1396,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         parser.error("run as root: the disk-full fault mounts a tmpfs")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
+    # SIGTERM (timeout, kill PID) unwinds like Ctrl-C: tmpfs unmounted, PostgreSQL stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="hakiri-campaign-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -27,9 +27,16 @@ _BUFFER = 1 << 16
 
 
 def _reset(sock: socket.socket) -> None:
-    """Close with an RST rather than a FIN."""
+    """Close with an RST rather than a FIN, now.
+
+    A close() alone is not enough: while a pump thread is blocked in recv() on the socket,
+    the kernel keeps it open until that call returns, and the peer hears nothing (a
+    silent half-open connection, not a cut). shutdown(SHUT_RD) sends nothing but wakes
+    the reader; once it lets go, the close with SO_LINGER 0 resets the connection."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RD)
     with contextlib.suppress(OSError):
         sock.close()
 
