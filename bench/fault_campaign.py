@@ -514,6 +514,7 @@ class Harness:
         self.files: dict[str, FileVersion] = {}
         self.table: dict[int, Row] = {}
         self.mounted = False
+        self.connections = 4.0  # PostgreSQL connections an apply with work opens (learnt)
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -716,6 +717,7 @@ class Harness:
         from hakiri.cli.main import app
 
         started = time.monotonic()
+        accepted = self.env.proxy.accepted
         hang_log = open(self.root / "hang.log", "w")  # noqa: SIM115 (faulthandler writes to it)
         faulthandler.dump_traceback_later(HANG_SECONDS, exit=False, file=hang_log)
         watchdog = threading.Timer(APPLY_WATCHDOG, self._give_up)
@@ -728,6 +730,9 @@ class Harness:
             watchdog.cancel()
             hang_log.close()
         seconds = time.monotonic() - started
+        opened = self.env.proxy.accepted - accepted
+        if opened > 1 and result.exit_code == 0:
+            self.connections = 0.5 * self.connections + 0.5 * opened
         exception = None
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             import traceback
@@ -814,11 +819,13 @@ class Harness:
 
         def cutter() -> None:
             if step.strategy == "on_connection":
-                # The k-th connection this apply opens (k = 1..4), cut within 50 ms of it.
-                k = 1 + min(3, int(step.u * 4))
+                # The k-th connection this apply opens, k uniform over the connections an
+                # apply of this run opens, cut within 50 ms of it.
+                n = max(1, round(self.connections))
+                k = 1 + min(n - 1, int(step.u * n))
                 while not stop.is_set() and not proxy.wait_for_accepted(base + k, 0.05):
                     pass
-                delay = (step.u * 4 % 1) * 0.05
+                delay = (step.u * n % 1) * 0.05
             else:
                 delay = step.u * window
             if stop.wait(delay):
