@@ -396,6 +396,7 @@ class Stats:
     lost: int = 0
     doubled: int = 0
     run_seconds: list[float] = field(default_factory=list)
+    max_states: int = 0  # the most states the model had to keep at once (crash ambiguity)
     apply_seconds: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -1093,6 +1094,8 @@ def execute(
                     model, index, step, actual, validity, candidates, f"after {step.kind}"
                 )
             model.settle(narrowed)
+            if stats is not None:
+                stats.max_states = max(stats.max_states, len(narrowed))
             if problems:
                 raise Difference(
                     "stderr",
@@ -1316,7 +1319,11 @@ def summary(stats: Stats, wall: float, runs: int) -> None:
     )
     timing = {k: f"{sum(v) / len(v):.1f}s" for k, v in sorted(stats.apply_seconds.items()) if v}
     print(f"mean apply time by step kind: {timing}", file=out)
-    print(f"combinations run: {len(stats.combos)} of {len(COMBOS)}", file=out)
+    print(
+        f"combinations run: {len(stats.combos)} of {len(COMBOS)}; "
+        f"most model states kept at once: {stats.max_states}",
+        file=out,
+    )
     print(
         f"differences found: {len(stats.differences)}; rows lost {stats.lost}, rows doubled {stats.doubled}",
         file=out,

@@ -183,7 +183,6 @@ class LoadModel:
     mode: str
     source: str  # "files" | "table"
     states: set[State] = field(default_factory=lambda: {State()})
-    max_states: int = 5000
     # "intended": DESIGN.md's rules. "as_built": hakiri at 15ce10a, whose known defects it
     # reproduces (a batch reads its file's current content, a vanished file fails the batch
     # on every run, a snapshot id seen before is never planned again), so a campaign can look
@@ -236,14 +235,10 @@ class LoadModel:
         return {s for s in states if s.target(self.mode) == target}
 
     def settle(self, states: set[State]) -> None:
-        if len(states) > self.max_states:
-            # Keep the model bounded: states are equivalent for the target already observed;
-            # dropping some only weakens later checks, never invents a difference.
-            states = set(sorted(states, key=_state_order)[: self.max_states])
+        """Go on from `states` (those `narrow` kept). They all hold the observed target and
+        differ only in the catalog facts a crash leaves unknown; each later observation
+        narrows them again, so the set stays small."""
         self.states = states
-
-    def targets(self) -> list[Any]:
-        return sorted({s.target(self.mode) for s in self.states}, key=repr)
 
     # -- planning -------------------------------------------------------------
 
@@ -397,10 +392,6 @@ def _scd2(history: History, rows: Sequence[Row], close_missing: bool) -> History
         if not versions or closed or versions[-1] != values:
             keys[r[0]] = ([*versions, values], False)
     return tuple(sorted((key, tuple(v), closed) for key, (v, closed) in keys.items()))
-
-
-def _state_order(state: State) -> tuple[int, str]:
-    return (len(state.batches), repr(state.target("rows")))
 
 
 # ---------------------------------------------------------------------------- observations
