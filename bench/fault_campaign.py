@@ -193,6 +193,7 @@ class Generator:
         self.next_file = 0
         self.table: dict[int, Row] = {}
         self.next_id = 1
+        self.last_insert: list[int] = []
 
     def steps(self, forced: Counter[str]) -> list[Step]:
         kinds: list[str | None] = [None] * self.count
@@ -253,10 +254,14 @@ class Generator:
         elif kind == "edit_loaded":
             path = self.rng.choice(loaded) if loaded else None
         elif kind == "delete_file":
+            p = self.rng.random()
             if not self.files:
                 path = None
-            elif waiting and self.rng.random() < 0.5:
+            elif waiting and p < 0.4:
                 path = self.rng.choice(waiting)
+            elif p < 0.7:
+                # The newest file: the file set goes back to one loaded before.
+                path = max(self.files, key=lambda f: self.files[f].rev)
             else:
                 path = self.rng.choice(sorted(self.files))
             if path is not None:
@@ -338,9 +343,14 @@ class Generator:
                 self.table[key] = row
             return Step(kind, rows=tuple(rows))
         if kind == "delete_rows" and len(live) > 1:
-            key = self.rng.choice(live)
-            del self.table[key]
-            return Step(kind, ids=(key,))
+            last = [k for k in self.last_insert if k in self.table]
+            if last and len(last) < len(live) and self.rng.random() < 0.5:
+                keys = last  # undo the last insert: the table goes back to a state seen before
+            else:
+                keys = [self.rng.choice(live)]
+            for key in keys:
+                del self.table[key]
+            return Step(kind, ids=tuple(keys))
         rows = []
         for _ in range(self.rng.randint(1, 3)):
             self.seq += 1
@@ -354,6 +364,7 @@ class Generator:
             self.table[self.next_id] = row
             self.next_id += 1
             rows.append(row)
+        self.last_insert = [r[0] for r in rows]
         return Step("insert_rows", rows=tuple(rows))
 
 
