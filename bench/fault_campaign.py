@@ -81,9 +81,9 @@ WEIGHTS = {
     "edit_loaded": 9,
     "delete_file": 6,
     "malformed": 6,
-    "insert_rows": 16,
-    "update_rows": 13,
-    "delete_rows": 7,
+    "insert_rows": 15,
+    "update_rows": 10,
+    "delete_rows": 10,
     "refuse": 5,
     "kill": 5,
     "cut": 6,
@@ -344,7 +344,7 @@ class Generator:
             return Step(kind, rows=tuple(rows))
         if kind == "delete_rows" and len(live) > 1:
             last = [k for k in self.last_insert if k in self.table]
-            if last and len(last) < len(live) and self.rng.random() < 0.5:
+            if last and len(last) < len(live) and self.rng.random() < 0.7:
                 keys = last  # undo the last insert: the table goes back to a state seen before
             else:
                 keys = [self.rng.choice(live)]
