@@ -12,12 +12,27 @@ steps, a replay file) and a shrunk step list.
 
     PYTHONPATH=src:. .venv/bin/python bench/fault_campaign.py --runs 200 --seed 1
     ... --only postgres/append/files        (fnmatch patterns: 'context/*/table')
-    ... --replay /tmp/hakiri-campaign-…/repro-run17.json
+    ... --replay /tmp/hakiri-campaign-…/repro-run17.json      (replays, then shrinks)
+    ... --keep-going                        (each run stops at its first difference)
+    ... --semantics as_built                (model 15ce10a's known defects, to look past them)
 
 Most applies run in this process through the real CLI (Typer's CliRunner) on one warm
 SparkSession; a SIGKILL step runs `python -m hakiri.cli.main apply` in a process group of
 its own and kills the group (and any Python worker that left it). Needs root (tmpfs mounts
 for the disk-full fault) and the PostgreSQL server binaries (tests/support/postgres.py).
+
+The faults: `refuse` closes the proxy's listening socket for one apply (PostgreSQL
+destination) or remounts the context store read-only; `kill` SIGKILLs a subprocess apply
+either at a uniform instant of its calibrated duration or after its first batch claim, at a
+uniform instant of the rest; `cut` resets every proxied connection at a uniform instant, or
+within 50 ms of the k-th connection the apply opens; `disk_full` fills the store's 8 MiB
+tmpfs with a ballast file for one apply. After a fault the model allows any state a run
+could have been cut off in (see load_model.py); after a plain apply, exactly one.
+
+Steps are generated from the seed alone (never from hakiri's answers), so a step list
+replays on its own. Files hold ids `k`*1000 + 0..5 for file `k`, unique in a file; every
+version carries a unique `# rev` comment line, so no two versions share bytes (a content
+seen before would be a batch id seen before, which is not what these steps test).
 """
 
 from __future__ import annotations
@@ -556,9 +571,6 @@ class Harness:
     def teardown(self, keep: bool) -> None:
         from psycopg import sql
 
-        with contextlib.suppress(Exception):
-            if self.mounted and _mounted(self.store):
-                subprocess.run(["mount", "-o", "remount,rw", str(self.store)], capture_output=True)
         for schema in (self.schema, self.source_schema):
             with contextlib.suppress(Exception):
                 self.env.admin.execute(
@@ -568,7 +580,10 @@ class Harness:
             if keep:  # keep the Delta table for inspection: copy it off the tmpfs
                 with contextlib.suppress(Exception):
                     shutil.copytree(self.store, self.root / "store-copy", dirs_exist_ok=True)
-            _umount(self.store)
+            for _ in range(5):  # the tmpfs, and a read-only bind over it a crash left behind
+                if not _mounted(self.store):
+                    break
+                _umount(self.store)
             self.mounted = False
         if not keep:
             shutil.rmtree(self.root, ignore_errors=True)
@@ -773,23 +788,27 @@ class Harness:
                 return self.apply_inprocess()
             finally:
                 self.env.proxy.accept()
-        # The context store "refuses" as a read-only file system.
-        done = subprocess.run(
-            ["mount", "-o", "remount,ro", str(self.store)], capture_output=True, text=True
+        # The context store "refuses" as a read-only file system: a read-only bind mount
+        # over it for one apply (a bind can be made read-only even while a file under the
+        # store is still open for writing, which a remount of the tmpfs itself refuses).
+        store = str(self.store)
+        bound = subprocess.run(["mount", "--bind", store, store], capture_output=True, text=True)
+        readonly = bound.returncode == 0 and (
+            subprocess.run(
+                ["mount", "-o", "remount,bind,ro", store], capture_output=True, text=True
+            ).returncode
+            == 0
         )
-        if done.returncode != 0:
-            outcome = self.apply_inprocess()
-            outcome.skipped_fault = True
-            outcome.note = (
-                f"remount ro failed: {done.stderr.strip()}; open: {self._open_in_store()}"
-            )
-            return outcome
         try:
+            if not readonly:
+                outcome = self.apply_inprocess()
+                outcome.skipped_fault = True
+                outcome.note = f"no read-only bind mount: {bound.stderr.strip()}"
+                return outcome
             return self.apply_inprocess()
         finally:
-            subprocess.run(
-                ["mount", "-o", "remount,rw", str(self.store)], check=True, capture_output=True
-            )
+            if bound.returncode == 0:
+                subprocess.run(["umount", store], check=True, capture_output=True)
 
     def _open_in_store(self) -> list[str]:
         """Files under the store some process holds open (why a remount may be refused)."""
@@ -817,9 +836,13 @@ class Harness:
             while sink.write(b"\0" * 512):
                 pass
         try:
-            return self.apply_inprocess()
+            outcome = self.apply_inprocess()
         finally:
             ballast.unlink()
+        held = self._open_in_store()
+        if held:  # a file the failed write left open: its space is not given back
+            outcome.note = f"still open under the store: {held}"
+        return outcome
 
     def _apply_with_cut(self, step: Step) -> ApplyOutcome:
         proxy = self.env.proxy
@@ -1187,7 +1210,7 @@ def shrink(
     budget: float,
     verbose: bool,
 ) -> tuple[list[Step], Difference]:
-    """Drop steps while a difference of the same kind persists (greedy, last steps first)."""
+    """Drop steps while a difference of the same signature persists (greedy, last first)."""
     best, best_found = steps[: found.step + 1], found
     deadline = time.monotonic() + budget
     attempt = 0
@@ -1200,7 +1223,7 @@ def shrink(
             trial = best[:i] + best[i + 1 :]
             attempt += 1
             result = execute(env, combo, trial, f"shrink-{attempt}", None, verbose=False)
-            if result.difference is not None and result.difference.kind == best_found.kind:
+            if result.difference is not None and _signature(result.difference) == _signature(found):
                 if best_found is not found:  # keep only the smallest reproduction's project
                     shutil.rmtree(best_found.details.get("project", ""), ignore_errors=True)
                 best, best_found = trial[: result.difference.step + 1], result.difference
@@ -1212,6 +1235,28 @@ def shrink(
                 break
             shutil.rmtree(env.work / f"run-shrink-{attempt}", ignore_errors=True)
     return best, best_found
+
+
+def _signature(found: Difference) -> tuple[str, ...]:
+    """What a shrunk reproduction must keep: the kind of difference, and for a target which
+    of lost / doubled / unexpected rows (or differing scd2 keys) it shows."""
+    diff = found.details.get("diff") or {}
+    if found.kind != "target":
+        return (found.kind,)
+    if "keys" in diff:
+        return ("target", "keys")
+    doubled = Counter(diff.get("doubled", []))
+    unexpected = Counter(diff.get("extra", [])) - doubled
+    shown = [
+        name
+        for name, rows in (
+            ("lost", diff.get("lost")),
+            ("doubled", doubled),
+            ("unexpected", unexpected),
+        )
+        if rows
+    ]
+    return ("target", *shown)
 
 
 # ============================================================================ reporting
