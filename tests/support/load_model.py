@@ -447,8 +447,17 @@ def describe_difference(mode: str, expected: Any, actual: Any) -> dict[str, Any]
         want = {key: (v, c) for key, v, c in expected}
         got = {key: (v, c) for key, v, c in actual}
         keys = sorted(set(want) | set(got))
+
+        def shown(entry: tuple[tuple[Version, ...], bool] | None) -> str | None:
+            if entry is None:
+                return None
+            versions, closed = entry
+            return (
+                f"{len(versions)} version(s) {list(versions)}, {'closed' if closed else 'current'}"
+            )
+
         diffs = {
-            k: {"model": want.get(k), "target": got.get(k)}
+            k: {"model": shown(want.get(k)), "target": shown(got.get(k))}
             for k in keys
             if want.get(k) != got.get(k)
         }
