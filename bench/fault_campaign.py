@@ -14,7 +14,6 @@ steps, a replay file) and a shrunk step list.
     ... --only postgres/append/files        (fnmatch patterns: 'context/*/table')
     ... --replay /tmp/hakiri-campaign-…/repro-run17.json      (replays, then shrinks)
     ... --keep-going                        (each run stops at its first difference)
-    ... --semantics as_built                (model 15ce10a's known defects, to look past them)
 
 Most applies run in this process through the real CLI (Typer's CliRunner) on one warm
 SparkSession; a SIGKILL step runs `python -m hakiri.cli.main apply` in a process group of
@@ -463,7 +462,6 @@ class Environment:
         self.admin = psycopg.connect(self.pg.url, autocommit=True)
         self.spark = _start_spark() if spark else None
         self.token = uuid.uuid4().hex
-        self.semantics = "intended"  # the model's (tests/support/load_model.py)
         # seconds: a whole subprocess apply, and one in-process apply, per destination
         self.sub_seconds = {"postgres": 10.0, "context": 13.0}
         self.inproc_seconds = {"postgres": 2.0, "context": 3.0}
@@ -1049,7 +1047,7 @@ def execute(
 ) -> RunResult:
     """Run `steps` on a fresh project; stop at the first difference from the model."""
     dest, mode, source = combo
-    model = LoadModel(mode, source, semantics=env.semantics)
+    model = LoadModel(mode, source)
     harness = Harness(env, combo, label)
     log: list[str] = []
     started = time.monotonic()
@@ -1452,13 +1450,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-calibrate", action="store_true", help="skip the clean subprocess applies"
     )
-    parser.add_argument(
-        "--semantics",
-        choices=("intended", "as_built"),
-        default="intended",
-        help="the model's rules: DESIGN.md's (default), or 15ce10a's known defects included, "
-        "to look past them",
-    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every step")
     args = parser.parse_args(argv)
     if args.steps < 15 and args.replay is None:
@@ -1474,7 +1465,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"campaign: seed {seed}, work dir {work}", file=sys.stderr, flush=True)
     began = time.monotonic()
     env = Environment(work)
-    env.semantics = args.semantics
     stats = Stats()
     try:
         if args.replay is not None:

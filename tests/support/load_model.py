@@ -35,10 +35,6 @@ What it encodes
   next run). `LoadModel` keeps the SET of states the system may be in and narrows it with
   what the target is observed to hold.
 
-`semantics = "as_built"` models hakiri at 15ce10a instead, known defects included (a queued
-file batch reads whatever its file holds now, a vanished file fails its batch on every run,
-a snapshot seen once is never planned again), so a campaign can look past them.
-
 Rows are `(id, seq, name, amount, day)` with `amount` as text ("4.50") and `day` as ISO
 text, so a malformed amount ("x4.50") can be planted in a file.
 """
@@ -183,19 +179,12 @@ class LoadModel:
     mode: str
     source: str  # "files" | "table"
     states: set[State] = field(default_factory=lambda: {State()})
-    # "intended": DESIGN.md's rules. "as_built": hakiri at 15ce10a, whose known defects it
-    # reproduces (a batch reads its file's current content, a vanished file fails the batch
-    # on every run, a snapshot id seen before is never planned again), so a campaign can look
-    # past them for others.
-    semantics: str = "intended"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}")
         if self.source not in ("files", "table"):
             raise ValueError(f"unknown source {self.source!r}")
-        if self.semantics not in ("intended", "as_built"):
-            raise ValueError(f"unknown semantics {self.semantics!r}")
 
     # -- one apply ------------------------------------------------------------
 
@@ -261,8 +250,6 @@ class LoadModel:
             return []  # a glob matching nothing plans nothing
         if self.mode in SNAPSHOT_MODES:
             listing = tuple(sorted((path, v.rev) for path, v in files.items()))
-            if self.semantics == "as_built" and any(b.files == listing for b in state.batches):
-                return []  # 15ce10a: any snapshot id the catalog has, whatever its status
             if listing == state.last_snapshot:
                 return []  # the files are as they were when last loaded
             if any(b.files == listing for b in state.queued()):
@@ -289,10 +276,6 @@ class LoadModel:
                 return []
             return [Batch(n, "chunk", lo=state.planned_to, hi=high)]
         fingerprint = frozenset(table.values())
-        if self.semantics == "as_built" and any(
-            b.fingerprint == fingerprint for b in state.batches
-        ):
-            return []
         if fingerprint == state.last_snapshot:
             return []
         return [Batch(n, "table", fingerprint=fingerprint)]
@@ -303,12 +286,9 @@ class LoadModel:
         """The state after `batch` loads, or the reason it fails (the run stops there)."""
         extra: dict[str, Any] = {}
         close_missing = False
-        as_built = self.semantics == "as_built"
         if batch.kind == "file":
             version = view.get(batch.path)
-            if as_built and version is None:
-                return f"{batch.path} disappeared before it was loaded"
-            if not as_built and (version is None or version.rev != batch.rev):
+            if version is None or version.rev != batch.rev:
                 return _mark(state, batch, "dead")  # gone / superseded: no row of it loads
             assert version is not None
             if version.malformed:
@@ -319,9 +299,7 @@ class LoadModel:
             extra["loaded"] = tuple(sorted(loaded.items()))
         elif batch.kind == "snapshot":
             assert batch.files is not None
-            if as_built and any(view.get(path) is None for path, _ in batch.files):
-                return "a file of the snapshot disappeared before it was loaded"
-            if not as_built and any(
+            if any(
                 (version := view.get(path)) is None or version.rev != rev
                 for path, rev in batch.files
             ):
