@@ -306,26 +306,3 @@ def test_what_people_do_and_what_goes_wrong_never_loses_or_doubles_a_row(
     pg_url: str, spark: Any, proxy: TcpProxy
 ) -> None:
     run_state_machine_as_test(lambda: FaultMachine(pg_url, proxy), settings=FAULT_SETTINGS)
-
-
-@pytest.mark.parametrize("then", ["fixed", "deleted"])
-def test_a_file_that_failed_then_changed_loads_once_and_blocks_nothing(
-    then: str, pg_url: str, spark: Any, proxy: TcpProxy
-) -> None:
-    """The human loop the first build got wrong, step by step (the machine above meets it
-    only by luck): a file whose batch failed on a malformed record, then fixed, loads its
-    current rows once; deleted, it does not wedge the pipeline."""
-    machine = FaultMachine(pg_url, proxy)
-    try:
-        machine.make_project("append")
-        machine.write("data/f00.csv", ((0, 1, "ada", "1.00", DAYS[0]),))
-        machine.write("data/f01.csv", ((100, 2, "bob", "x2.50", DAYS[1]),))
-        machine.check_apply(refused=False)  # f00 loads, f01 fails, in both pipelines
-        if then == "deleted":
-            machine.delete("data/f01.csv")
-        else:
-            machine.write("data/f01.csv", ((100, 2, "bob", "2.50", DAYS[1]),))
-        machine.write("data/f02.csv", ((200, 3, "cy", "4.50", DAYS[0]),))
-        machine.check_apply(refused=False)
-    finally:
-        machine.teardown()
