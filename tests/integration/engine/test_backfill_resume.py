@@ -159,8 +159,13 @@ def test_a_backfill_killed_at_chunk_k_resumes_at_the_next_pending_chunk(
     for batch_id, (_, run_id, attempt, started_at, committed_at) in done_before.items():
         assert after[batch_id][1:] == (run_id, attempt, started_at, committed_at)
         assert attempt == 1
-    rerun = {v[1] for k, v in after.items() if k not in done_before}
-    assert len(rerun) == 1 and rerun != {next(iter(done_before.values()))[1]}
+    # The rest loaded in the resumed run, except the chunk in flight when the kill landed
+    # between the destination's commit and the catalog's: the ledger shows it committed by
+    # the killed run, and the resume records it so instead of loading it again.
+    killed = next(iter(done_before.values()))[1]
+    rest = [v[1] for k, v in after.items() if k not in done_before]
+    resumed_runs = set(rest) - {killed}
+    assert len(resumed_runs) == 1 and rest.count(killed) <= 1, rest
 
 
 def test_two_applies_at_once_on_a_postgres_catalog_load_each_chunk_once(

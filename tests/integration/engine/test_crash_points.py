@@ -6,11 +6,13 @@ project holds a pipeline per mode. Each pipeline's apply is killed at that point
 everything. The targets must equal those of a clean PostgreSQL run, row for row:
 nothing lost, nothing twice, and the same semantics on both destinations.
 
-The first crash lands on the first batch, into an empty target. The crash that hurts
-lands on the second, which updates, closes scd2 versions, hard-deletes, replaces a
-window or is filtered by the watermark: for those modes the apply that resumes the
-first crash is killed again, at the point's hit that is the second batch's (the first
-batch committed by then, the catalog shows), before the plain apply resumes everything.
+The crash that hurts lands on the second batch, which updates, closes scd2 versions,
+hard-deletes, replaces a window or is filtered by the watermark: for those modes every
+point kills an apply on its second batch (the first committed by then, the catalog
+shows). The other modes are killed on their first batch, into an empty target; so is
+each second-batch mode at one point of the four (in turn), where the apply that resumes
+that crash is the one killed on the second batch. A JVM start per crashed apply is most
+of this test's time, so a crash costs one apply wherever it can.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ SECOND_BATCH = ("upsert", "incremental_watermark", "scd2", "upsert_deletes", "re
 # The points a resumed apply passes again for the first batch (it was not committed): the
 # second batch is their second hit; after a commit, the ledger recovers the first batch.
 BEFORE_COMMIT = ("after_stage", "before_dest_commit")
+# Which point kills each second-batch mode on its first batch as well: one point each, in turn.
+FIRST_BATCH_TOO = {mode: POINTS[i % len(POINTS)] for i, mode in enumerate(SECOND_BATCH)}
 # What each target is compared on (scd2's validity columns come from the files' mtimes).
 COLUMNS = {"scd2": ("id", "seq", "name", "valid_from", "valid_to", "is_current")}
 DEFAULT_COLUMNS = ("id", "seq", "name")
@@ -228,12 +232,15 @@ def test_a_crash_at_any_point_loses_nothing_and_loads_nothing_twice(
 
     def crash(mode: str) -> None:
         pipeline = mode.replace("_", "-")
-        crashed = _hakiri(root, "apply", pipeline, crash_at=point)
-        assert crashed.returncode == CRASH_EXIT_CODE, f"{mode}: {crashed.stderr[-2000:]}"
-        assert f"crashing at {point} (hit 1" in crashed.stderr
-        if mode not in SECOND_BATCH:
-            return
-        hit = 2 if point in BEFORE_COMMIT else 1
+        # a fresh apply passes the point once for the first batch: the second is hit 2
+        hit = 2
+        if mode not in SECOND_BATCH or FIRST_BATCH_TOO[mode] == point:
+            crashed = _hakiri(root, "apply", pipeline, crash_at=point)
+            assert crashed.returncode == CRASH_EXIT_CODE, f"{mode}: {crashed.stderr[-2000:]}"
+            assert f"crashing at {point} (hit 1" in crashed.stderr
+            if mode not in SECOND_BATCH:
+                return
+            hit = 2 if point in BEFORE_COMMIT else 1
         again = _hakiri(root, "apply", pipeline, crash_at=f"{point}:{hit}")
         assert again.returncode == CRASH_EXIT_CODE, f"{mode}: {again.stderr[-2000:]}"
         assert f"crashing at {point} (hit {hit}" in again.stderr
