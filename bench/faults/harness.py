@@ -40,6 +40,7 @@ from tests.support.load_model import (
     canonical_history,
     canonical_rows,
 )
+from tests.support.load_modes import load_toml
 
 from .steps import Step
 
@@ -167,17 +168,7 @@ class Harness:
             if self.dest == "postgres"
             else '{ connector = "context" }'
         )
-        load = {
-            "append": '{ mode = "append" }',
-            "upsert": '{ mode = "upsert", upsert_key = ["id"] }',
-            "truncate": '{ mode = "truncate" }',
-            "blue_green": '{ mode = "blue_green" }',
-            "incremental_watermark": '{ mode = "incremental_watermark", watermark_column = "seq" }',
-            "scd2": '{ mode = "scd2", key = ["id"], deletes = "ignore" }'
-            if self.source == "files"
-            else '{ mode = "scd2", key = ["id"], max_delete_fraction = 1.0 }',
-            "replace_window": '{ mode = "replace_window", window_column = "day", window = "values" }',
-        }[self.mode]
+        load = load_toml(self.mode, self.source)
         return textwrap.dedent(f"""\
             [project]
             name = "campaign"

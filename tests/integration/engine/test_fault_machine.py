@@ -48,6 +48,7 @@ from tests.support.load_model import (
     canonical_history,
     canonical_rows,
 )
+from tests.support.load_modes import load_toml
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.integration
@@ -103,15 +104,7 @@ class FaultMachine(RuleBasedStateMachine):
         (self.root / "data").mkdir()
         with psycopg.connect(self.pg_url, autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
-        load = {
-            "append": '{ mode = "append" }',
-            "upsert": '{ mode = "upsert", upsert_key = ["id"] }',
-            "truncate": '{ mode = "truncate" }',
-            "blue_green": '{ mode = "blue_green" }',
-            "incremental_watermark": '{ mode = "incremental_watermark", watermark_column = "seq" }',
-            "scd2": '{ mode = "scd2", key = ["id"], deletes = "ignore" }',
-            "replace_window": '{ mode = "replace_window", window_column = "day" }',
-        }[mode]
+        load = load_toml(mode)
         columns = '{ id = "bigint", seq = "bigint", name = "string", amount = "decimal(10,2)", day = "date" }'
         source = f'{{ connector = "files", config = {{ path = "data/*.csv", comment = "#", columns = {columns} }} }}'
         parts = urlsplit(self.pg_url)
