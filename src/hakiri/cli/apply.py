@@ -94,11 +94,11 @@ def _apply(
                 "failed": "[red]failed[/red]",
                 "retired": "[yellow]retired[/yellow]",
             }
-            detail = ""
+            detail, recorded = "", _recorded([outcome])
             if outcome.status == "success":
                 detail = f": {outcome.rows:,} rows in {outcome.batches} batch(es)"
-            elif outcome.status == "no-op" and _recorded([outcome]):
-                detail = f": no rows to load; {_recorded([outcome])} recorded"
+            elif outcome.status == "no-op" and recorded:
+                detail = f": no rows to load; {recorded} recorded"
             err.print(f"{mark[outcome.status]} {escape(outcome.pipeline_id)}{detail}")
 
     # A progress bar per pipeline, only for a person watching a terminal.

@@ -13,7 +13,7 @@ from hakiri.catalog.records import RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.errors import HakiriError
 
-__all__ = ["NEVER_MATCHED_ALERT", "RUN_FAILED_ALERT", "record_failed_attempt"]
+__all__ = ["NEVER_MATCHED_ALERT", "RUN_FAILED_ALERT", "alert_run_failed", "record_failed_attempt"]
 
 RUN_FAILED_ALERT = "run_failed"
 # A files source whose path has matched no file, ever (raised once per pipeline and path).
@@ -34,9 +34,12 @@ def record_failed_attempt(
             error_kind=type(error).__name__,
             error_msg=error.reason,
         )
-        catalog.add_alert(
-            "error", RUN_FAILED_ALERT, error.reason, pipeline_id=pipeline_id, run_id=run.run_id
-        )
+        alert_run_failed(catalog, pipeline_id, run.run_id, error.reason)
     except HakiriError:
         return None
     return run.run_id
+
+
+def alert_run_failed(catalog: Catalog, pipeline_id: str, run_id: str, reason: str) -> None:
+    """The alert every failed run raises, whether it failed loading or before it began."""
+    catalog.add_alert("error", RUN_FAILED_ALERT, reason, pipeline_id=pipeline_id, run_id=run_id)

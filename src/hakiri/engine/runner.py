@@ -39,7 +39,7 @@ from hakiri.destinations.base import Destination
 from hakiri.destinations.capabilities import capabilities_of, refusals
 from hakiri.engine.batch_loader import BatchLoader
 from hakiri.engine.controls import Outcome, RunControls, holder_id
-from hakiri.engine.failures import NEVER_MATCHED_ALERT, RUN_FAILED_ALERT
+from hakiri.engine.failures import NEVER_MATCHED_ALERT, alert_run_failed
 from hakiri.engine.leases import keep_lease, recover_stale_claims, take_lease
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.replay import Replayer
@@ -514,9 +514,7 @@ class PipelineRunner:
             error_msg=exc.reason,
             quality=quality.as_dict(),
         )
-        self.catalog.add_alert(
-            "error", RUN_FAILED_ALERT, exc.reason, pipeline_id=self.spec.id, run_id=run_id
-        )
+        alert_run_failed(self.catalog, self.spec.id, run_id, exc.reason)
 
     def _hooks(
         self, slot: str, hooks: Sequence[Hook], outcome: Outcome, run: RunRecord, status: str

@@ -70,6 +70,13 @@ def changed_reason(path: str, planned: str, now: str) -> str:
     )
 
 
+def snapshot_changed_reason(table: str, what: str) -> str:
+    return (
+        f"the files of {table} changed before the snapshot was loaded ({what}): "
+        "the current files load as a new snapshot"
+    )
+
+
 def retired_file_batches(
     table: str, mode: LoadMode, files: Sequence[SourceFile], queued: Sequence[Batch]
 ) -> list[Retirement]:
@@ -88,7 +95,7 @@ def retired_file_batches(
                 retired.append(Retirement(batch.batch_id, BatchStatus.GONE, reason))
                 continue
             planned = dict(snapshot_files(batch.predicate))
-            reason = f"the files of {table} changed before the snapshot was loaded ({_delta(planned, now)})"
+            reason = snapshot_changed_reason(table, _delta(planned, now))
             retired.append(Retirement(batch.batch_id, BatchStatus.SUPERSEDED, reason))
         elif batch.kind == "file" and batch.file_path is not None:
             current = now.get(batch.file_path)

@@ -33,6 +33,7 @@ from hakiri.sources.file_batches import (
     gone_reason,
     plan_file_batches,
     retired_file_batches,
+    snapshot_changed_reason,
     snapshot_files,
 )
 from hakiri.sources.file_reader import PROVENANCE_COLUMNS, read_files, with_provenance
@@ -206,11 +207,9 @@ class FileSource:
 
     def _changed(self, batch: Batch, path: str, planned: str, now: str | None) -> SourceChanged:
         if batch.kind == "snapshot":
-            what = "is gone" if now is None else "changed"
+            what = f"{path} gone" if now is None else f"{path} changed"
             return SourceChanged(
-                f"the files of {batch.table_name} changed before the snapshot was loaded "
-                f"({path} {what}): the current files load as a new snapshot",
-                status="superseded",
+                snapshot_changed_reason(batch.table_name, what), status="superseded"
             )
         if now is None:
             return SourceChanged(gone_reason(path), status="gone")

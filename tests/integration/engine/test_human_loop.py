@@ -17,10 +17,23 @@ from tests.support.project import Project
 COLUMNS = '{ id = "bigint", amount = "decimal(10,2)", note = "string" }'
 
 
-def _project(root: Path, pg_url: str, schema: str, mode: str, url: str | None = None) -> Project:
-    """One pipeline `p`: data/in/*.csv with declared columns into `schema`.t, loaded by `mode`;
-    the warehouse's URL is `url` when given (e.g. `${WH_URL}`), else the suite's server."""
+def _project(
+    root: Path,
+    pg_url: str,
+    schema: str,
+    mode: str,
+    url: str | None = None,
+    destination: str = "postgres",
+) -> Project:
+    """One pipeline `p`: data/in/*.csv with declared columns into `schema`.t (or the context
+    store's t), loaded by `mode`; the warehouse's URL is `url` when given (e.g. `${WH_URL}`),
+    else the suite's server."""
     project = Project(root, pg_url, schema)
+    target = (
+        f'{{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}'
+        if destination == "postgres"
+        else '{ connector = "context" }'
+    )
     project.write(
         "hakiri.toml",
         f"""
@@ -35,7 +48,7 @@ def _project(root: Path, pg_url: str, schema: str, mode: str, url: str | None = 
         id = "p"
         source = {{ connector = "files", config = {{ path = "data/in/*.csv", columns = {COLUMNS} }} }}
         tables = ["t"]
-        destination = {{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}
+        destination = {target}
         load = {mode}
         """,
     )
@@ -217,13 +230,8 @@ def test_apply_and_plan_say_what_they_will_do_and_did(
 def test_a_key_repeated_in_one_file_is_refused_naming_key_value_and_file(
     tmp_path: Path, pg_url: str, pg_schema: str, spark, destination: str
 ) -> None:
-    project = _project(tmp_path, pg_url, pg_schema, '{ mode = "upsert", upsert_key = ["id"] }')
-    if destination == "context":
-        toml = project.root / "hakiri.toml"
-        text = toml.read_text()
-        start = text.index("destination = {")
-        end = text.index("\n", start)
-        toml.write_text(text[:start] + 'destination = { connector = "context" }' + text[end:])
+    upsert = '{ mode = "upsert", upsert_key = ["id"] }'
+    project = _project(tmp_path, pg_url, pg_schema, upsert, destination=destination)
     project.write("data/in/a.csv", "id,amount,note\n1,1.50,one\n")
     assert project.cli("apply").exit_code == 0
     project.write("data/in/b.csv", "id,amount,note\n4,4.50,four\n5,5.00,five\n4,4.75,four again\n")
