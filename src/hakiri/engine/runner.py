@@ -479,9 +479,9 @@ class PipelineRunner:
                     done = outcome.batches
                     self.on_batch(self.spec.id, done, max(total, done), outcome.rows)
 
-        # Spark starts before the threads share it; one scheduler pool per worker.
+        # Spark starts before the threads share it; each worker tags its jobs.
         spark = self.spark() if workers > 1 else None
-        run_workers(workers, claim, load, spark, pool_prefix=f"hakiri-{self.spec.id}")
+        run_workers(workers, claim, load, spark, tag_prefix=f"hakiri-{self.spec.id}")
 
     def _take_permit(self, stop: threading.Event) -> bool:
         """Wait for room under the process-wide cap on chunks in flight (serve's

@@ -2,8 +2,9 @@
 
 Claims go through the catalog (one claimer at a time per process, SKIP LOCKED or
 BEGIN IMMEDIATE across processes), so threads and processes never take the same
-batch. Each worker runs its Spark jobs in a scheduler pool of its own, so under
-the FAIR scheduler two chunks share the cores instead of queueing. A batch's
+batch. Each worker tags its Spark jobs (`hakiri-<pipeline>-<slot>`, a thread-local job
+tag that a Spark Connect server honours too), so they can be told apart and interrupted;
+the engine shares its cores between them. A batch's
 claim is renewed by a heartbeat while it loads. The first failure stops the
 others from claiming more; batches already in flight finish (or fail) first.
 """
@@ -26,7 +27,7 @@ def run_workers(
     claim: Callable[[threading.Event], Batch | None],
     load: Callable[[Batch], None],
     spark: Any | None = None,
-    pool_prefix: str = "hakiri",
+    tag_prefix: str = "hakiri",
 ) -> None:
     """Load claimed batches with `count` workers (1: in this thread); re-raise the first failure."""
     stop = threading.Event()
@@ -34,7 +35,7 @@ def run_workers(
 
     def worker(slot: int) -> None:
         if spark is not None:
-            spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"{pool_prefix}-{slot}")
+            spark.addTag(f"{tag_prefix}-{slot}")
         try:
             while (batch := claim(stop)) is not None:
                 load(batch)
@@ -46,7 +47,7 @@ def run_workers(
         worker(0)
     else:
         threads = [
-            threading.Thread(target=worker, args=(slot,), name=f"{pool_prefix}-{slot}")
+            threading.Thread(target=worker, args=(slot,), name=f"{tag_prefix}-{slot}")
             for slot in range(count)
         ]
         for thread in threads:

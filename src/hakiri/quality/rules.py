@@ -62,6 +62,7 @@ ANSI mode on and a plain cast of a bad string would fail the whole job.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -296,8 +297,7 @@ def compile_rules(frame: DataFrame, rules: Sequence[RowRule]) -> CompiledRules:
 
     for rule in rules:
         _check_column(frame, rule)
-        if isinstance(rule, RegexRule):
-            _check_pattern(frame.sparkSession, rule)
+    _check_patterns(frame.sparkSession, [r for r in rules if isinstance(r, RegexRule)])
     violated = [_violation(rule, frame.schema[rule.column].dataType) for rule in rules]
     indices = F.array(*[F.when(v, F.lit(i)) for i, v in enumerate(violated)])
     name = _free_name(frame.columns)
@@ -476,24 +476,46 @@ def _check_column(frame: DataFrame, rule: RowRule) -> None:
         )
 
 
-def _check_pattern(spark: SparkSession, rule: RegexRule) -> None:
-    """Compile the pattern on the JVM, so a bad one fails here and not inside a task."""
-    try:
-        jvm = spark.sparkContext._jvm
-    except Exception:  # Spark Connect: no JVM here; the job will report it
+def _check_patterns(spark: SparkSession, rules: Sequence[RegexRule]) -> None:
+    """Compile the patterns where the rows are matched, on the engine (a query of literals: a
+    bad pattern fails while it is planned, before any job), so a bad one fails here with the
+    rule's name and not inside a task. Literals, not SQL parameters: Delta's SQL parser loses
+    parameters."""
+    if not rules:
         return
-    if jvm is None:
-        return
+
+    from pyspark.sql import functions as F
+
+    def probe(patterns: Sequence[str]) -> None:
+        spark.sql("SELECT 1").select(*[F.lit("").rlike(p) for p in patterns]).collect()
+
     try:
-        jvm.java.util.regex.Pattern.compile(rule.pattern)
-    except Exception as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise HakiriError(
-            f"rule {rule.rule_id} has an invalid Java regular expression "
-            f"{rule.pattern!r}: {message}",
-            "fix the rule's `pattern` (Java regex syntax; in TOML, prefer '...' literal strings "
-            "so backslashes stay as written)",
-        ) from exc
+        probe([r.pattern for r in rules])
+        return
+    except Exception:
+        pass
+    for rule in rules:  # rare: find which pattern the engine refused
+        try:
+            probe([rule.pattern])
+        except Exception as exc:
+            if "INVALID_PARAMETER_VALUE.PATTERN" not in str(exc):
+                raise
+            raise HakiriError(
+                f"rule {rule.rule_id} has an invalid Java regular expression "
+                f"{rule.pattern!r}{_pattern_detail(rule.pattern)}",
+                "fix the rule's `pattern` (Java regex syntax; in TOML, prefer '...' literal "
+                "strings so backslashes stay as written)",
+            ) from exc
+
+
+def _pattern_detail(pattern: str) -> str:
+    """What is wrong with a pattern the engine refused, when Python's `re` sees it too (Spark's
+    error names the pattern only); '' when `re` accepts it."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f": {exc.msg} at position {exc.pos}"
+    return ""
 
 
 # --- the evaluator: one job for the report, then frames over the cache -------------------

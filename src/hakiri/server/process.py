@@ -201,11 +201,15 @@ def manifest_digest(root: Path) -> str:
 
 
 def _spark_up(spark: LazySpark) -> bool:
+    """Does the session answer? A query of one literal: a round trip to the engine, no job."""
     session = spark.session
+    if session is None:
+        return False
     try:
-        return session is not None and session.sparkContext._jsc is not None
+        session.sql("SELECT 1").collect()
     except Exception:
         return False
+    return True
 
 
 class _Api:

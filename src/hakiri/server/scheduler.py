@@ -164,10 +164,8 @@ class Reconciler:
         )
         runner = None
         try:
-            if self.spark.session is not None:  # this pipeline's jobs share the cores fairly
-                self.spark.session.sparkContext.setLocalProperty(
-                    "spark.scheduler.pool", f"hakiri-{spec.id}"
-                )
+            if self.spark.session is not None:  # this thread's jobs carry the pipeline's tag
+                self.spark.session.addTag(f"hakiri-{spec.id}")
             runner = runner_for(
                 project, spec, self.state.catalog, self.spark, self.env, 0.0, controls=controls
             )

@@ -237,6 +237,8 @@ def _locate(root: Path, file: SourceFile) -> _Located:
 
 def _spark_charset(spark: SparkSession, config: FilesConfig) -> str:
     """The Java charset name for `encoding`, which is a Python codec name."""
+    from pyspark.sql import functions as F
+
     try:
         name = codecs.lookup(config.encoding).name
     except LookupError:
@@ -248,14 +250,17 @@ def _spark_charset(spark: SparkSession, config: FilesConfig) -> str:
         return _SPARK_CHARSETS[name]
     charset = _JAVA_CHARSETS.get(name) or re.sub(r"^cp(125\d)$", r"windows-\1", name)
     charset = re.sub(r"^iso8859-", "ISO-8859-", charset).replace("_", "-")
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is not None and not jvm.java.nio.charset.Charset.isSupported(charset):
+    # Spark 4 accepts only a handful of charsets unless told to use whatever Java has.
+    spark.conf.set("spark.sql.legacy.javaCharsets", "true")
+    try:  # asked of the engine: a query of literals, refused while it is planned
+        spark.sql("SELECT 1").select(F.encode(F.lit(""), charset)).collect()
+    except Exception as exc:
+        if "INVALID_PARAMETER_VALUE.CHARSET" not in str(exc):
+            raise
         raise SourceDataError(
             f"Spark (Java) has no charset for encoding {config.encoding!r}",
             "convert the files to UTF-8, or set `encoding` to one Java knows (e.g. 'cp1252')",
-        )
-    # Spark 4 accepts only a handful of charsets unless told to use whatever Java has.
-    spark.conf.set("spark.sql.legacy.javaCharsets", "true")
+        ) from None
     return charset
 
 

@@ -34,8 +34,11 @@ from pathlib import Path
 
 __all__ = [
     "CLASS_SHARING_ENV",
+    "archive_path",
     "cache_root",
     "class_sharing_options",
+    "spark_home",
+    "spark_submit",
     "start_warm_up",
 ]
 
@@ -46,7 +49,7 @@ QUIET_JVM_LOG = "-Xlog:disable -Xlog:all=error:stderr"
 
 def class_sharing_options(driver_options: str, env: Mapping[str, str] = os.environ) -> str:
     """JVM options that map the archive for this class path, if there is one; '' otherwise."""
-    archive = _archive(driver_options, env)
+    archive = archive_path(driver_options, env)
     if archive is None or not archive.is_file():
         return ""
     return f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET_JVM_LOG}"
@@ -55,7 +58,7 @@ def class_sharing_options(driver_options: str, env: Mapping[str, str] = os.envir
 def start_warm_up(driver_options: str, env: Mapping[str, str] = os.environ) -> bool:
     """Start the background process that writes the archive, unless it exists or another run
     claimed it (a claim older than ten minutes was a warm-up that died); True if started."""
-    archive = _archive(driver_options, env)
+    archive = archive_path(driver_options, env)
     if archive is None or archive.is_file():
         return False
     claim = archive.with_suffix(".claim")
@@ -80,7 +83,7 @@ def start_warm_up(driver_options: str, env: Mapping[str, str] = os.environ) -> b
     return True
 
 
-def _archive(driver_options: str, env: Mapping[str, str]) -> Path | None:
+def archive_path(driver_options: str, env: Mapping[str, str]) -> Path | None:
     """Where the archive for this class path lives; None when class sharing is off."""
     if env.get(CLASS_SHARING_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return None
@@ -97,14 +100,26 @@ def _archive(driver_options: str, env: Mapping[str, str]) -> Path | None:
     return directory / f"{_fingerprint(classpath)}.jsa"
 
 
-def _spark_jars() -> list[Path]:
-    """The jars of the driver's class path: pyspark's own Spark distribution."""
+def spark_home() -> Path | None:
+    """The Spark distribution pyspark runs (SPARK_HOME, else pyspark's own); None without pyspark."""
     try:
         from pyspark.find_spark_home import _find_spark_home
     except ImportError:
-        return []
-    jars = Path(os.environ.get("SPARK_HOME") or _find_spark_home()) / "jars"
-    return sorted(jars.glob("*.jar"))
+        return None
+    return Path(os.environ.get("SPARK_HOME") or _find_spark_home())
+
+
+def spark_submit() -> Path | None:
+    """That distribution's `bin/spark-submit`, if it has one."""
+    home = spark_home()
+    submit = home / "bin" / "spark-submit" if home is not None else None
+    return submit if submit is not None and submit.is_file() else None
+
+
+def _spark_jars() -> list[Path]:
+    """The jars of the driver's class path: pyspark's own Spark distribution."""
+    home = spark_home()
+    return sorted((home / "jars").glob("*.jar")) if home is not None else []
 
 
 def _fingerprint(classpath: list[Path]) -> str:

@@ -74,5 +74,5 @@ def with_delta_conf(
 
 def has_delta(spark: object) -> bool:
     """Was this SparkSession started with Delta's SQL extension?"""
-    conf = spark.sparkContext.getConf()  # type: ignore[attr-defined]
-    return DELTA_EXTENSION in (conf.get("spark.sql.extensions") or "")
+    extensions = spark.conf.get("spark.sql.extensions", "")  # type: ignore[attr-defined]
+    return DELTA_EXTENSION in (extensions or "")

@@ -1,12 +1,13 @@
-"""The one place where Spark, py4j and JVM failures become HakiriErrors.
+"""The one place where Spark and JVM failures become HakiriErrors.
 
 Wrap every Spark action (and session start) in `spark_errors(...)`:
 
     with spark_errors("staging orders into PostgreSQL", secrets=[password]):
         frame.write.format("jdbc")...save()
 
-A Java failure reaches Python as a py4j `Py4JJavaError` or as one of pyspark's
-`CapturedException`s, carrying the whole Java stack trace as text. `translate`
+A Java failure reaches Python as one of pyspark's exceptions (a Spark Connect client's
+`SparkConnectException`s, a classic session's `CapturedException`s or gateway errors),
+carrying the Java stack trace as text. `translate`
 reads the chain of exceptions out of that text (outermost first, then each
 "Caused by:"), recognises the failures a user can fix (no JDBC driver,
 PostgreSQL unreachable or refusing, malformed or missing files, bad encodings,
@@ -40,6 +41,11 @@ __all__ = ["JavaThrowable", "Side", "parse_java_trace", "spark_errors", "transla
 Side = Literal["source", "destination"]
 
 _MAX_REASON = 400  # characters; a reason is one line, not a data dump
+
+# What a classic (in-process JVM) session's gateway raises, and the modules it raises from.
+_GATEWAY_ERRORS = frozenset({"Py4JError", "Py4JJavaError", "Py4JNetworkError"})
+_GATEWAY_MODULES = ("java_gateway", "clientserver", "protocol")
+_ENGINE_ERRORS = frozenset({"CapturedException", "SparkConnectException", "PySparkRuntimeError"})
 
 _DEBUG_HINT = "run again with --debug to see the full Java stack trace"
 _MALFORMED_HINT = 'fix the file, or set `on_malformed = "drop"` in the source config to skip and count bad records'
@@ -89,7 +95,7 @@ def spark_errors(
     secrets: Iterable[str] = (),
     fallback: type[HakiriError] = HakiriError,
 ) -> Iterator[None]:
-    """Turn Spark/py4j/JVM failures inside the block into one-line HakiriErrors.
+    """Turn Spark/JVM failures inside the block into one-line HakiriErrors.
 
     `context` says what was being done ("staging batch 3 of orders"); it starts
     the reason of errors that are not recognised. `side` says whether a JDBC
@@ -110,21 +116,21 @@ def spark_errors(
 
 
 def is_spark_failure(exc: BaseException) -> bool:
-    """True for exceptions raised by py4j or pyspark on behalf of the JVM (not for pyspark API misuse)."""
+    """True for exceptions raised on behalf of the engine (not for pyspark API misuse)."""
     kind = type(exc)
-    module = kind.__module__ or ""
-    if module.startswith("py4j"):
+    names = {k.__name__ for k in kind.__mro__}
+    if names & _GATEWAY_ERRORS:
         return True
-    if module.startswith("pyspark.errors"):
-        # CapturedException subclasses come from the JVM; PySparkRuntimeError covers the
-        # gateway failing to start. PySparkTypeError/ValueError are bugs in our calls.
-        names = {k.__name__ for k in kind.__mro__}
-        return bool(names & {"CapturedException", "PySparkRuntimeError"})
+    if (kind.__module__ or "").startswith("pyspark.errors"):
+        # SparkConnectException (a Connect server's answer) and CapturedException (a classic
+        # session's) come from the engine; PySparkRuntimeError covers a session failing to
+        # start. PySparkTypeError and PySparkValueError are bugs in our calls.
+        return bool(names & _ENGINE_ERRORS)
     if isinstance(exc, ConnectionError):
-        # A socket error on the py4j connection means the JVM is gone.
+        # A socket error on the classic gateway's connection means the JVM is gone.
         tb = exc.__traceback__
         while tb is not None:
-            if "py4j" in tb.tb_frame.f_code.co_filename:
+            if tb.tb_frame.f_globals.get("__name__", "").endswith(_GATEWAY_MODULES):
                 return True
             tb = tb.tb_next
     return False
@@ -138,7 +144,7 @@ def translate(
     secrets: Iterable[str] = (),
     fallback: type[HakiriError] = HakiriError,
 ) -> HakiriError:
-    """The HakiriError that says what `exc` (raised by Spark, py4j or the JVM) means for the user."""
+    """The HakiriError that says what `exc` (raised by Spark or the JVM) means for the user."""
     if isinstance(exc, HakiriError):
         return exc
     error = _classify(_chain_of(exc), context, side, fallback)
@@ -158,7 +164,7 @@ _FRAME = re.compile(r"^\s+(?:at |\.\.\. \d+ more|Suppressed: |Caused by: )")
 def parse_java_trace(text: str) -> list[JavaThrowable]:
     """The exception chain in a printed Java stack trace, outermost first.
 
-    Accepts what `Throwable.printStackTrace` writes (also after py4j's
+    Accepts what `Throwable.printStackTrace` writes (also after the classic gateway's
     "An error occurred while calling o12.save." preamble). Frames, suppressed
     exceptions and "... N more" lines are skipped; message continuation lines
     are kept. Returns [] when `text` holds no Java exception line.
@@ -198,7 +204,7 @@ def _trace_text(exc: BaseException) -> str:
     if isinstance(trace, str) and trace.strip():
         return trace
     try:
-        # Py4JJavaError.__str__ asks the JVM for the printed stack trace.
+        # The classic gateway's Java error asks the JVM for the printed stack trace.
         return str(exc)
     except Exception:
         return ""

@@ -430,7 +430,8 @@ def test_invalid_regex_is_refused_before_any_job(spark: SparkSession) -> None:
         sc.setJobGroup("", "")
     assert not isinstance(raised.value, (SourceDataError, RuleViolation))
     assert raised.value.reason == (
-        "rule regex:v has an invalid Java regular expression 'a(b': Unclosed group near index 3"
+        "rule regex:v has an invalid Java regular expression 'a(b': "
+        "missing ), unterminated subpattern at position 1"
     )
     assert list(sc.statusTracker().getJobIdsForGroup("bad-regex")) == []
 

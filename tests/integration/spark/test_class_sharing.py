@@ -46,9 +46,9 @@ def test_the_warm_up_writes_an_archive_a_new_driver_starts_from(tmp_path: Path) 
     assert "[cds]" not in warm_up.stdout + warm_up.stderr  # the dump's notes stay quiet
 
     # The archive's real name is the class path's fingerprint: put it there.
-    from hakiri.spark.class_sharing import _archive
+    from hakiri.spark.class_sharing import archive_path
 
-    expected = _archive("", env)
+    expected = archive_path("", env)
     assert expected is not None
     archive.rename(expected)
     driver = subprocess.run(

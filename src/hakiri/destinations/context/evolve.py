@@ -249,12 +249,36 @@ def _add_columns(
     """Delta's `ALTER TABLE ... ADD COLUMNS`, run by Spark: a metadata-only version."""
     from hakiri.spark.errors import spark_errors
 
-    added = {"type": "struct", "fields": [c.field for c in evolution.columns if c.source is None]}
+    added = [c.field for c in evolution.columns if c.source is None]
     session = _session(spark, metadata)
     with spark_errors(f"adding columns to the Delta table at {location}", fallback=LoadError):
-        # The JVM's own DDL of the fields quotes every name, nested ones included.
-        ddl = session._jvm.org.apache.spark.sql.types.DataType.fromJson(json.dumps(added)).toDDL()  # type: ignore[attr-defined]
+        ddl = ", ".join(_field_ddl(field, " ") for field in added)
         session.sql(f"ALTER TABLE delta.{spark_name(delta_uri(location))} ADD COLUMNS ({ddl})")
+
+
+def _field_ddl(field: dict[str, Any], separator: str) -> str:
+    """A Delta (Spark JSON) schema field as Spark SQL DDL: every name quoted, nested ones too."""
+    text = f"{spark_name(str(field['name']))}{separator}{_type_ddl(field['type'])}"
+    if not field.get("nullable", True):
+        text += " NOT NULL"
+    comment = (field.get("metadata") or {}).get("comment")
+    if comment:
+        text += " COMMENT '" + str(comment).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return text
+
+
+def _type_ddl(kind: str | dict[str, Any]) -> str:
+    """A Spark JSON data type as DDL; primitive names (long, decimal(10,2), timestamp_ntz) are
+    valid DDL as they are."""
+    if isinstance(kind, str):
+        return kind
+    if kind["type"] == "struct":
+        return "STRUCT<" + ", ".join(_field_ddl(f, ": ") for f in kind["fields"]) + ">"
+    if kind["type"] == "array":
+        return f"ARRAY<{_type_ddl(kind['elementType'])}>"
+    if kind["type"] == "map":
+        return f"MAP<{_type_ddl(kind['keyType'])}, {_type_ddl(kind['valueType'])}>"
+    raise LoadError(f"unknown Delta column type {json.dumps(kind)}")
 
 
 def _enable_timestamp_ntz(location: Path, spark: SparkSession, metadata: dict[str, str]) -> None:
