@@ -15,6 +15,7 @@ from hakiri.cli import (
     apply,
     backfill,
     context,
+    engine,
     pipeline,
     plan,
     project,
@@ -107,6 +108,7 @@ app.add_typer(
 app.add_typer(pipeline.app, name="pipeline", help="Create, convert and edit pipeline manifests.")
 app.add_typer(context.app, name="context", help="Read and maintain the Delta context store.")
 app.add_typer(backfill.app, name="backfill", help="Rewind and inspect backfills of table sources.")
+app.add_typer(engine.app, name="engine", help="Show or stop hakiri's local Spark Connect server.")
 
 
 def main() -> None:

@@ -184,19 +184,17 @@ def optimize_table(
 
 
 def _compact(root: Path, found: ContextTable, env: Mapping[str, str] | None) -> tuple[int, int]:
-    """delta-spark's `optimize().executeCompaction()`: (files added, files removed)."""
-    from hakiri.destinations.context.commit import delta_uri
+    """Delta's `OPTIMIZE` (bin-packing compaction), run by Spark: (files added, files removed)."""
+    from hakiri.destinations.context.merge import delta_table_sql
     from hakiri.services.apply import LazySpark
     from hakiri.spark.errors import spark_errors
 
     project = load_project(root, os.environ if env is None else env)
     spark = LazySpark(project, delta=True)
     try:
-        from delta.tables import DeltaTable
-
         with spark_errors(f"optimizing `{found.name}` ({display_path(found.path)})"):
-            builder = DeltaTable.forPath(spark.get(), delta_uri(found.path)).optimize()
-            metrics = builder.executeCompaction().first()
+            rows = spark.get().sql(f"OPTIMIZE {delta_table_sql(found.path)}").collect()
+            metrics = rows[0] if rows else None
     finally:
         spark.stop()
     done = metrics["metrics"] if metrics is not None else None

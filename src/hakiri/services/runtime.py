@@ -46,30 +46,45 @@ class LazySpark:
         self.delta = _uses_context_store(project) if delta is None else delta
         self.session: Any = None
         self.owned = False
+        self.remote: str | None = None  # the Spark Connect endpoint, when not a driver in-process
+        self.lease: Any = None  # the hold on hakiri's local Spark Connect server, if used
 
     def get(self) -> Any:
         if self.session is None:
             from pyspark.sql import SparkSession
 
-            from hakiri.spark.session import session_for
+            from hakiri.spark.session import connect_session, remote_of, session_for
 
             self.session = SparkSession.getActiveSession()
-            if self.session is None:
-                self.session = session_for(
-                    self.project.settings.spark,
-                    self.project.root,
-                    require_jdbc=_uses_postgres(self.project),
-                    delta=self.delta,
+            if self.session is not None:
+                return self.session
+            settings = self.project.settings.spark
+            needs = {"require_jdbc": _uses_postgres(self.project), "delta": self.delta}
+            self.remote = remote_of(settings)
+            if self.remote is None:
+                self.session = session_for(settings, self.project.root, **needs)
+            else:
+                self.session, self.lease = connect_session(
+                    settings, self.project.root, self.remote, **needs
                 )
-                self.owned = True
+            self.owned = True
         return self.session
 
     def stop(self) -> None:
         if self.session is not None and self.owned:
-            options = self.session.sparkContext.getConf().get("spark.driver.extraJavaOptions", "")
+            if self.remote is not None:
+                from hakiri.spark.session import close_isolated_sessions
+
+                close_isolated_sessions()
             self.session.stop()
-            # This run paid for a cold JVM: let the next ones start from an archive of its classes.
-            start_warm_up(options or "")
+            if self.lease is not None:
+                self.lease.release()  # the local server stays up for the next command
+                self.lease = None
+            elif self.remote is None:
+                # This run paid for a cold JVM: let the next ones start from an archive of its
+                # classes (unless the user's own driver options manage class-data sharing).
+                options = self.project.settings.spark.conf.get("spark.driver.extraJavaOptions", "")
+                start_warm_up(str(options))
         self.session = None
 
 

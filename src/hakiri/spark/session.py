@@ -6,9 +6,12 @@ stays cheap (the CLI's `--help` and `plan` must never start or even load Spark).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shlex
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,13 +38,18 @@ from hakiri.spark.packages import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from hakiri.spark.connect_server import ServerLease
     from hakiri.spec.project import SparkSettings
 
 __all__ = [
     "JarResolution",
     "build_spark_session",
+    "connect_session",
     "default_spark_conf",
+    "is_connect",
+    "isolated_session",
     "jdbc_url_from_postgres_url",
+    "remote_of",
     "resolve_jdbc_jars",
     "session_for",
 ]
@@ -147,7 +155,7 @@ def default_spark_conf() -> dict[str, str]:
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         # Batches are small to medium; the default of 200 mostly adds task overhead.
         "spark.sql.shuffle.partitions": "4",
-        # Chunk workers each set their own scheduler pool; FAIR shares the cores between them.
+        # Concurrent jobs (chunk workers, serve's pipelines) share the cores instead of queueing.
         "spark.scheduler.mode": "FAIR",
         # With pruning, a CSV row counts as malformed only if a column the query
         # uses is bad, so the rows `on_malformed = "drop"` counts and the rows it
@@ -200,9 +208,8 @@ def build_spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     with jvm_output_to_log():  # the JVM's start-up warnings and log lines go to a file
-        spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        # log4j2.properties keeps the driver's log at errors only.
+        return builder.getOrCreate()
 
 
 def session_for(
@@ -232,6 +239,67 @@ def session_for(
     from hakiri.spark.java import require_java
 
     require_java(env)
+    jars, conf = _engine_jars_and_conf(settings, project_root, require_jdbc, delta, env)
+    with spark_errors("starting Spark", fallback=SparkSetupError):
+        return build_spark_session(master=settings.master, conf=conf, jars=jars, app_name=app_name)
+
+
+def remote_of(settings: SparkSettings, env: Mapping[str, str] = os.environ) -> str | None:
+    """The Spark Connect endpoint a project runs on: HAKIRI_SPARK_REMOTE, else `[spark] remote`;
+    'local' for hakiri's local server; None for a driver inside the command."""
+    from hakiri.spark.connect_server import REMOTE_ENV
+
+    given = env.get(REMOTE_ENV, "").strip() or settings.remote
+    if given and given != "local" and not given.startswith("sc://"):
+        raise SparkSetupError(
+            f"{REMOTE_ENV}={given!r} is not a Spark Connect endpoint",
+            "use sc://host:port (with ;token=... if the server wants one), or 'local'",
+        )
+    return given or None
+
+
+def connect_session(
+    settings: SparkSettings,
+    project_root: Path,
+    remote: str,
+    *,
+    require_jdbc: bool = False,
+    delta: bool = False,
+    env: Mapping[str, str] = os.environ,
+) -> tuple[SparkSession, ServerLease | None]:
+    """A Spark Connect session: to `remote` (sc://...), or to hakiri's local server for this
+    project's jars and settings (`remote` 'local'), started if it is not running, with the
+    lease that keeps that server up while the command uses it."""
+    from pyspark.sql import SparkSession
+
+    from hakiri.spark.connect_server import Recipe, connect_local
+    from hakiri.spark.java import require_java
+    from hakiri.spec.base import duration_seconds
+
+    with spark_errors(f"connecting to Spark at {_redact_token(remote)}", fallback=SparkSetupError):
+        if remote != "local":
+            return SparkSession.builder.remote(remote).getOrCreate(), None
+        require_java(env)
+        jars, conf = _engine_jars_and_conf(settings, project_root, require_jdbc, delta, env)
+        recipe = Recipe(
+            master=settings.master,
+            jars=tuple(jars),
+            conf=tuple(sorted(conf.items())),
+            python=conf.get("spark.pyspark.python", sys.executable),
+            idle_timeout=float(duration_seconds(settings.idle_timeout)),
+        )
+        return connect_local(recipe, env)
+
+
+def _engine_jars_and_conf(
+    settings: SparkSettings,
+    project_root: Path,
+    require_jdbc: bool,
+    delta: bool,
+    env: Mapping[str, str],
+) -> tuple[list[str], dict[str, str]]:
+    """The jars (the PostgreSQL driver, delta-spark) and settings an engine for this project
+    starts with: hakiri's defaults, then the user's `[spark] conf`."""
     configured = list(settings.jars) or None
     try:
         # Only a project that uses PostgreSQL may download the driver; others take it if cached.
@@ -241,15 +309,71 @@ def session_for(
         if require_jdbc or explicit:
             raise
         driver = JarResolution(source="none")
-
-    conf: dict[str, str | int | float | bool] = dict(settings.conf)
+    conf: dict[str, str | int | float | bool] = {**default_spark_conf(), **settings.conf}
     jars = list(driver.jars)
     if delta:
         jars += delta_jars([*(configured or ()), *env.get(JARS_ENV, "").split(",")], env)
         conf = with_delta_conf(conf)
-    with spark_errors("starting Spark", fallback=SparkSetupError):
-        # build_spark_session appends the driver jars to any spark.jars of the user's conf.
-        return build_spark_session(master=settings.master, conf=conf, jars=jars, app_name=app_name)
+    given = [j for j in str(conf.pop("spark.jars", "")).split(",") if j]
+    return [*given, *jars], {key: _conf_value(value) for key, value in conf.items()}
+
+
+_ISOLATED = threading.local()  # this thread's (parent session, isolated session)
+_ISOLATED_KEYS: set[str] = set()  # every setting isolated_session was ever asked for
+
+
+def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> SparkSession:
+    """A session of this thread's own on the same engine, with `settings` set and any other
+    setting an earlier call set unset: for settings that one piece of work must see and
+    concurrent ones must not, such as Delta's transaction identity (a MERGE reads it from
+    the session only). Reused by the thread's later calls."""
+    cached = getattr(_ISOLATED, "pair", None)
+    if cached is not None and cached[0] is spark:
+        session = cached[1]
+    else:
+        session = _new_session(spark)
+        _ISOLATED.pair = (spark, session)
+    for key in _ISOLATED_KEYS - settings.keys():
+        session.conf.unset(key)
+    for key, value in settings.items():
+        session.conf.set(key, value)
+    _ISOLATED_KEYS.update(settings)
+    return session
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Is this a Spark Connect client session (not a driver in this process)?"""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+_REMOTE_ISOLATED: list[SparkSession] = []  # Spark Connect sessions isolated_session opened
+_REMOTE_LOCK = threading.Lock()
+
+
+def _new_session(spark: SparkSession) -> SparkSession:
+    if not is_connect(spark):  # a driver in this process: a session of the same SparkContext
+        return spark.newSession()
+    # Spark Connect: a client session of its own on the same server (not made the default
+    # or active one, as the builder's create() would).
+    session = type(spark)(connection=spark.client._builder)  # type: ignore[call-arg]
+    with _REMOTE_LOCK:
+        _REMOTE_ISOLATED.append(session)
+    return session
+
+
+def close_isolated_sessions() -> None:
+    """Release the Spark Connect sessions `isolated_session` opened (before the command's own
+    session stops): left to the garbage collector, a client's channel can hang the exit."""
+    with _REMOTE_LOCK:
+        sessions = list(_REMOTE_ISOLATED)
+        _REMOTE_ISOLATED.clear()
+    for session in sessions:
+        with contextlib.suppress(Exception):
+            session.stop()
+
+
+def _redact_token(url: str) -> str:
+    return re.sub(r"(;token=)[^;]*", r"\1***", url)
 
 
 def _conf_value(value: str | int | float | bool) -> str:

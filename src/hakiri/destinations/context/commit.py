@@ -298,9 +298,8 @@ def merge_rows(
     Table columns the staged files lack are left alone in matched rows and NULL in inserted
     ones; with nothing but the key staged, matched rows are not touched at all. The transaction
     identity and metadata of a MERGE can only be given as session settings, so it runs in a
-    session of its own (same SparkContext): concurrent chunk workers never see each other's."""
-    from delta.tables import DeltaTable
-
+    session of its own: concurrent chunk workers never see each other's."""
+    from hakiri.destinations.context.merge import DeltaMerge
     from hakiri.spark.errors import spark_errors
 
     session = txn_session(spark, request, metadata)
@@ -308,37 +307,31 @@ def merge_rows(
     names = staged.columns
     condition = " AND ".join(f"t.{spark_name(k)} = s.{spark_name(k)}" for k in key)
     with spark_errors(f"merging into the Delta table at {location}", fallback=LoadError):
-        merge = (
-            DeltaTable.forPath(session, delta_uri(location))
-            .alias("t")
-            .merge(staged.alias("s"), condition)
-        )
+        merge = DeltaMerge(session, location, staged, condition)
         updated = [n for n in names if n not in key]
         if updated:
-            merge = merge.whenMatchedUpdate(
-                set={spark_name(n): f"s.{spark_name(n)}" for n in updated}
-            )
-        merge = merge.whenNotMatchedInsert(
-            values={spark_name(n): f"s.{spark_name(n)}" for n in names}
-        )
-        metrics = merge.execute().first()
-    if metrics is None:  # Delta skipped it: the transaction identity was already in the log
-        return 0
-    found = metrics.asDict()
-    return int(found.get("num_inserted_rows") or 0) + int(found.get("num_updated_rows") or 0)
+            merge.when_matched_update({spark_name(n): f"s.{spark_name(n)}" for n in updated})
+        merge.when_not_matched_insert({spark_name(n): f"s.{spark_name(n)}" for n in names})
+        metrics = merge.execute()
+    return metrics.get("num_inserted_rows", 0) + metrics.get("num_updated_rows", 0)
 
 
 def txn_session(
     spark: SparkSession, request: LoadRequest, metadata: dict[str, str]
 ) -> SparkSession:
-    """A session of its own (same SparkContext) whose settings give a MERGE the batch's
+    """A session of its own (`isolated_session`) whose settings give a MERGE the batch's
     transaction identity and metadata: a MERGE takes them only from the session, and
     concurrent chunk workers must never see each other's."""
-    session = spark.newSession()
-    session.conf.set("spark.databricks.delta.write.txnAppId", app_id(request))
-    session.conf.set("spark.databricks.delta.write.txnVersion", str(TXN_VERSION))
-    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata(metadata))
-    return session
+    from hakiri.spark.session import isolated_session
+
+    return isolated_session(
+        spark,
+        {
+            "spark.databricks.delta.write.txnAppId": app_id(request),
+            "spark.databricks.delta.write.txnVersion": str(TXN_VERSION),
+            "spark.databricks.delta.commitInfo.userMetadata": user_metadata(metadata),
+        },
+    )
 
 
 def delta_uri(location: Path) -> str:

@@ -297,10 +297,13 @@ def _enable_timestamp_ntz(location: Path, spark: SparkSession, metadata: dict[st
 
 
 def _session(spark: SparkSession, metadata: dict[str, str]) -> SparkSession:
-    """A session of its own (same SparkContext) whose Delta commits carry `metadata`."""
-    session = require_delta(spark).newSession()
-    session.conf.set("spark.databricks.delta.commitInfo.userMetadata", user_metadata(metadata))
-    return session
+    """A session of its own (`isolated_session`) whose Delta commits carry `metadata`."""
+    from hakiri.spark.session import isolated_session
+
+    return isolated_session(
+        require_delta(spark),
+        {"spark.databricks.delta.commitInfo.userMetadata": user_metadata(metadata)},
+    )
 
 
 # ------------------------------------------------------------------ rewrite

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hakiri.destinations.base import LoadRequest
 from hakiri.destinations.context.commit import (
@@ -22,6 +22,7 @@ from hakiri.destinations.context.commit import (
     txn_session,
     write_frame,
 )
+from hakiri.destinations.context.merge import DeltaMerge
 from hakiri.destinations.context.staging import read_parquet
 from hakiri.destinations.delete_guard import check_deletes
 from hakiri.errors import EmptySource, LoadError
@@ -35,13 +36,6 @@ __all__ = ["count_deletes", "merge_replace_window", "merge_scd2", "merge_upsert_
 _ACTION = "_hakiri_action"
 
 
-def _metrics(result: Any) -> dict[str, int]:
-    row = result.first() if result is not None else None
-    if row is None:  # Delta skipped it: the transaction identity was already in the log
-        return {}
-    return {k: int(v or 0) for k, v in row.asDict().items()}
-
-
 def _scope(request: LoadRequest) -> Column:
     """`delete_scope` as a Column over the target's rows (TRUE without one)."""
     from pyspark.sql import functions as F
@@ -52,12 +46,19 @@ def _scope(request: LoadRequest) -> Column:
 def _batch_time(request: LoadRequest) -> Column:
     from pyspark.sql import functions as F
 
+    return F.lit(_batch_time_text(request)).cast("timestamp")
+
+
+def _batch_time_sql(request: LoadRequest) -> str:
+    return f"CAST('{_batch_time_text(request)}' AS TIMESTAMP)"
+
+
+def _batch_time_text(request: LoadRequest) -> str:
     if request.batch_time is None:
         raise LoadError(
             f"batch {request.batch_id} has no batch time", "apply again to re-read the batch"
         )
-    utc = request.batch_time.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ")
-    return F.lit(utc).cast("timestamp")
+    return request.batch_time.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ")
 
 
 def _keys_equal(key: Sequence[str], left: str, right: str) -> Column:
@@ -155,10 +156,7 @@ def merge_scd2(
             # The table is this commit's rows: counted from the files' footers.
             return session.read.format("delta").load(delta_uri(location)).count(), 0
 
-        from delta.tables import DeltaTable
-
-        target = DeltaTable.forPath(session, delta_uri(location))
-        table = target.toDF()
+        table = session.read.format("delta").load(delta_uri(location))
         rows = staged.count()
         at = _batch_time(request)
         current = table.where(F.col(spark_name(cur)))
@@ -254,23 +252,24 @@ def merge_scd2(
             )
         everything = [*columns, vf, vt, cur]
         merge = (
-            target.alias("t")
-            .merge(
-                source.alias("s"),
+            DeltaMerge(
+                session,
+                location,
+                source,
                 f"{_condition(key, 't', 's')} AND t.{spark_name(vf)} = s.{spark_name(vf)} "
                 f"AND s.{_ACTION} IN ('delete', 'close')",
             )
-            .whenMatchedDelete(condition=f"s.{_ACTION} = 'delete'")
-            .whenMatchedUpdate(
+            .when_matched_delete(condition=f"s.{_ACTION} = 'delete'")
+            .when_matched_update(
+                {spark_name(vt): _batch_time_sql(request), spark_name(cur): "FALSE"},
                 condition=f"s.{_ACTION} = 'close'",
-                set={spark_name(vt): at, spark_name(cur): F.lit(False)},
             )
-            .whenNotMatchedInsert(
+            .when_not_matched_insert(
+                {spark_name(c): f"s.{spark_name(c)}" for c in everything},
                 condition=f"s.{_ACTION} = 'insert'",
-                values={spark_name(c): f"s.{spark_name(c)}" for c in everything},
             )
         )
-        metrics = _metrics(merge.execute())
+        metrics = merge.execute()
     return metrics.get("num_inserted_rows", 0), closed_count if metrics else 0
 
 
@@ -321,7 +320,6 @@ def merge_upsert_with_deletes(
     """MERGE on the key: matched rows updated, new ones inserted, and the target rows in scope
     (not already soft-deleted) whose key the snapshot lacks deleted or marked deleted, after
     the guard; (rows inserted or updated, rows deleted or marked)."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from hakiri.spark.errors import spark_errors
@@ -331,16 +329,16 @@ def merge_upsert_with_deletes(
     staged = read_parquet(session, files)
     names = staged.columns
     with spark_errors(f"merging into the Delta table at {location}", fallback=LoadError):
-        target = DeltaTable.forPath(session, delta_uri(location))
+        table = session.read.format("delta").load(delta_uri(location))
         live = _scope(request)
         if load.deletes == "soft":
-            if load.deleted_at_column not in target.toDF().columns:
+            if load.deleted_at_column not in table.columns:
                 raise LoadError(
                     f"the Delta table at {location} has no column {load.deleted_at_column!r}",
                     "apply again: hakiri adds it with the staged rows",
                 )
             live = live & F.col(spark_name(load.deleted_at_column)).isNull()
-        scoped = target.toDF().where(live)
+        scoped = table.where(live)
         doomed = scoped.join(staged.select(*[spark_name(k) for k in key]), list(key), "left_anti")
         verb = "delete" if load.deletes == "hard" else "mark deleted"
         doomed_rows = doomed.count()
@@ -355,23 +353,19 @@ def merge_upsert_with_deletes(
         condition = _scope_sql(request, "t")
         if load.deletes == "soft":
             condition = f"({condition}) AND t.{spark_name(load.deleted_at_column)} IS NULL"
-        merge = target.alias("t").merge(staged.alias("s"), _condition(key, "t", "s"))
+        merge = DeltaMerge(session, location, staged, _condition(key, "t", "s"))
         updated = [n for n in names if n not in key]
         if updated:
-            merge = merge.whenMatchedUpdate(
-                set={spark_name(n): f"s.{spark_name(n)}" for n in updated}
-            )
-        merge = merge.whenNotMatchedInsert(
-            values={spark_name(n): f"s.{spark_name(n)}" for n in names}
-        )
+            merge.when_matched_update({spark_name(n): f"s.{spark_name(n)}" for n in updated})
+        merge.when_not_matched_insert({spark_name(n): f"s.{spark_name(n)}" for n in names})
         if load.deletes == "hard":
-            merge = merge.whenNotMatchedBySourceDelete(condition=condition)
+            merge.when_not_matched_by_source_delete(condition=condition)
         else:
-            merge = merge.whenNotMatchedBySourceUpdate(
+            merge.when_not_matched_by_source_update(
+                {spark_name(load.deleted_at_column): _batch_time_sql(request)},
                 condition=condition,
-                set={spark_name(load.deleted_at_column): _batch_time(request)},
             )
-        metrics = _metrics(merge.execute())
+        metrics = merge.execute()
     if not metrics:
         return 0, 0
     written = metrics.get("num_inserted_rows", 0) + metrics.get("num_updated_rows", 0)
@@ -402,7 +396,6 @@ def merge_replace_window(
     metadata: dict[str, str],
 ) -> tuple[int, int]:
     """Delete the batch's window, insert the staged rows, as one MERGE; (inserted, deleted)."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from hakiri.spark.errors import spark_errors
@@ -419,7 +412,7 @@ def merge_replace_window(
         )
     name = spark_name(column)
     with spark_errors(f"replacing a window of the Delta table at {location}", fallback=LoadError):
-        target = DeltaTable.forPath(session, delta_uri(location))
+        table = session.read.format("delta").load(delta_uri(location))
         inserts = {spark_name(n): f"s.{spark_name(n)}" for n in names}
         window = request.window
         if window is None:  # the values the batch has: each is a delete row of the MERGE
@@ -428,13 +421,14 @@ def merge_replace_window(
                 doomed, allowMissingColumns=True
             )
             merge = (
-                target.alias("t")
-                .merge(source.alias("s"), f"t.{name} <=> s.{name} AND s.{_ACTION} = 'delete'")
-                .whenMatchedDelete()
-                .whenNotMatchedInsert(condition=f"s.{_ACTION} = 'insert'", values=inserts)
+                DeltaMerge(
+                    session, location, source, f"t.{name} <=> s.{name} AND s.{_ACTION} = 'delete'"
+                )
+                .when_matched_delete()
+                .when_not_matched_insert(inserts, condition=f"s.{_ACTION} = 'insert'")
             )
         else:
-            kind = target.toDF().schema[column].dataType.simpleString()
+            kind = table.schema[column].dataType.simpleString()
             parts = []
             for value, op in (
                 (window.lo, ">=" if window.lo_inclusive else ">"),
@@ -447,7 +441,7 @@ def merge_replace_window(
             if window.nulls:
                 inside = f"(({inside}) OR t.{name} IS NULL)"
             if load.fail_on_empty_source and staged.limit(1).count() == 0:
-                rows = target.toDF().alias("t").where(F.expr(inside)).count()
+                rows = table.alias("t").where(F.expr(inside)).count()
                 if rows:
                     raise EmptySource(
                         f"the source has 0 rows in {window.describe()}; refusing to empty that "
@@ -456,12 +450,11 @@ def merge_replace_window(
                         "in [pipeline.load]",
                     )
             merge = (
-                target.alias("t")
-                .merge(staged.alias("s"), "FALSE")
-                .whenNotMatchedInsert(values=inserts)
-                .whenNotMatchedBySourceDelete(condition=inside)
+                DeltaMerge(session, location, staged, "FALSE")
+                .when_not_matched_insert(inserts)
+                .when_not_matched_by_source_delete(condition=inside)
             )
-        metrics = _metrics(merge.execute())
+        metrics = merge.execute()
     return metrics.get("num_inserted_rows", 0), metrics.get("num_deleted_rows", 0)
 
 

@@ -228,7 +228,7 @@ def write_parquet(frame: DataFrame, directory: Path, context: str) -> None:
 
     _check_timestamp_encoding(frame)
     with spark_errors(context, fallback=LoadError):
-        frame.write.mode("errorifexists").parquet(parquet_uri(directory))
+        frame.write.mode("error").parquet(parquet_uri(directory))
 
 
 def _check_timestamp_encoding(frame: DataFrame) -> None:

@@ -1,0 +1,496 @@
+"""hakiri's local Spark Connect server: one warm engine that outlives the command.
+
+A command that needs Spark connects to a Spark Connect server instead of starting a JVM of
+its own. Without `[spark] remote`, that server is a local one hakiri runs itself:
+
+- It is named by a *recipe*: the master, the jars (the PostgreSQL driver, delta-spark), the
+  Spark settings, the Python its workers run and the hakiri and PySpark versions. A command
+  uses the server of its recipe's fingerprint, so a server started by another hakiri, or with
+  other jars or settings, is never reused by mistake: a different recipe is a different
+  server (an unused one stops itself after its idle timeout).
+- Its files live in `$HAKIRI_CACHE_DIR/engine/<fingerprint>/` (user-only): `server.json`
+  (pids, port, token), `server.log` (the JVM's output), `start.lock` (one starter at a
+  time, so two commands starting at once start one server), `users.lock` (every command
+  using the server holds it shared) and `last-used` (touched when a command lets go).
+- The server is a small supervisor process (`python -m hakiri.spark.connect_server DIR`)
+  and its child, spark-submit's `SparkConnectServer` JVM, bound to 127.0.0.1 on a free port
+  and requiring a random token. The supervisor stops the JVM when nobody holds `users.lock`
+  and `last-used` is older than `[spark] idle_timeout`, on SIGTERM (`hakiri engine stop`),
+  and the JVM stops when the supervisor dies. A command killed mid-run leaves the server
+  running for the next one; what it was running on the server is abandoned there after
+  `spark.connect.execute.manager.detachedTimeout`.
+- The JVM starts from the class-data archive of its class path when there is one, and
+  writes it at exit when there is not (`hakiri.spark.class_sharing`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from hakiri.errors import SparkSetupError
+from hakiri.spark.class_sharing import (
+    QUIET_JVM_LOG,
+    archive_path,
+    cache_root,
+    class_sharing_options,
+    spark_submit,
+)
+
+__all__ = [
+    "REMOTE_ENV",
+    "Recipe",
+    "ServerLease",
+    "ServerState",
+    "connect_local",
+    "in_use",
+    "running_servers",
+    "stop_server",
+]
+
+REMOTE_ENV = "HAKIRI_SPARK_REMOTE"
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+_TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+_START_TIMEOUT = 180.0  # seconds for a cold server to accept connections
+_STOP_TIMEOUT = 30.0
+_POLL = 0.1
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a local server is started with; its fingerprint names the server."""
+
+    master: str
+    jars: tuple[str, ...]
+    conf: tuple[tuple[str, str], ...]  # sorted (key, value) pairs
+    python: str
+    idle_timeout: float  # seconds; not part of the fingerprint
+
+    @classmethod
+    def from_json(cls, text: str) -> Recipe:
+        data = json.loads(text)
+        return cls(
+            master=str(data["master"]),
+            jars=tuple(data["jars"]),
+            conf=tuple((str(k), str(v)) for k, v in data["conf"]),
+            python=str(data["python"]),
+            idle_timeout=float(data["idle_timeout"]),
+        )
+
+    def fingerprint(self) -> str:
+        import pyspark
+
+        from hakiri import __version__
+
+        digest = hashlib.sha256()
+        for part in (__version__, pyspark.__version__, self.python, self.master):
+            digest.update(f"{part}\0".encode())
+        for key, value in self.conf:
+            digest.update(f"{key}={value}\0".encode())
+        for jar in self.jars:
+            try:
+                stat = os.stat(jar)
+                digest.update(f"{jar}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+            except OSError:
+                digest.update(f"{jar}\0missing\0".encode())
+        return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """`server.json`: a running server, written by its supervisor."""
+
+    directory: str
+    fingerprint: str
+    supervisor_pid: int
+    server_pid: int
+    port: int
+    token: str
+    started_at: float
+    ready: bool
+    hakiri_version: str
+    master: str
+
+    @property
+    def url(self) -> str:
+        # "localhost" (not 127.0.0.1): the client then sends the token over a local channel
+        # without TLS, which is what a loopback server without a certificate accepts.
+        return f"sc://localhost:{self.port}/;token={self.token}"
+
+    def alive(self) -> bool:
+        return _pid_alive(self.supervisor_pid) and _pid_alive(self.server_pid)
+
+
+class ServerLease:
+    """A command's hold on a local server: `users.lock` held shared until `release`."""
+
+    def __init__(self, directory: Path, handle: IO[bytes], state: ServerState) -> None:
+        self.directory = directory
+        self.state = state
+        self._handle: IO[bytes] | None = handle
+
+    def release(self) -> None:
+        if self._handle is None:
+            return
+        _touch(self.directory / "last-used")
+        self._handle.close()  # drops the shared lock
+        self._handle = None
+
+
+def engine_root(env: Mapping[str, str]) -> Path:
+    return cache_root(env) / "engine"
+
+
+def connect_local(recipe: Recipe, env: Mapping[str, str] = os.environ) -> tuple[Any, ServerLease]:
+    """A Spark Connect session to the local server of `recipe`, started if it is not running,
+    and the lease that keeps it from idling out while this command uses it."""
+    from pyspark.sql import SparkSession
+
+    lease = _lease(recipe, env)
+    try:
+        session = SparkSession.builder.remote(lease.state.url).getOrCreate()
+    except Exception:
+        lease.release()
+        raise
+    return session, lease
+
+
+def _lease(recipe: Recipe, env: Mapping[str, str]) -> ServerLease:
+    directory = engine_root(env) / recipe.fingerprint()
+    _private_dir(directory)
+    with _locked(directory / "start.lock", fcntl.LOCK_EX):
+        users = open(directory / "users.lock", "ab")  # noqa: SIM115 - held for the lease's life
+        # Shared before the state is read: the supervisor stops the server only under an
+        # exclusive lock, so a server this command found stays up until it lets go.
+        fcntl.flock(users, fcntl.LOCK_SH)
+        _touch(directory / "last-used")
+        try:
+            state = _read_state(directory)
+            if state is None or not state.alive() or not state.ready:
+                if state is not None:
+                    _stop_pids(state)
+                state = _start(directory, recipe, env)
+        except BaseException:
+            users.close()
+            raise
+    return ServerLease(directory, users, state)
+
+
+def _start(directory: Path, recipe: Recipe, env: Mapping[str, str]) -> ServerState:
+    """Start the supervisor for `recipe` in `directory` and wait until its server answers."""
+    (directory / "server.json").unlink(missing_ok=True)
+    (directory / "recipe.json").write_text(json.dumps(asdict(recipe)), encoding="utf-8")
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "hakiri.spark.connect_server", str(directory)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # outlives this command and never gets its signals
+        env=dict(env),
+    )
+    deadline = time.monotonic() + _START_TIMEOUT
+    while time.monotonic() < deadline:
+        state = _read_state(directory)
+        if state is not None and state.ready:
+            return state
+        if supervisor.poll() is not None:
+            break
+        time.sleep(_POLL)
+    else:
+        supervisor.terminate()
+    raise SparkSetupError(
+        f"the local Spark Connect server did not start: {_log_tail(directory / 'server.log')}",
+        f"see {directory / 'server.log'}; check `java -version` (17+) and [spark] in hakiri.toml",
+    )
+
+
+def running_servers(env: Mapping[str, str] = os.environ) -> list[ServerState]:
+    """The local servers of this user's cache, running or not yet cleaned up."""
+    root = engine_root(env)
+    found = []
+    for directory in sorted(root.glob("*")) if root.is_dir() else []:
+        state = _read_state(directory)
+        if state is not None:
+            found.append(state)
+    return found
+
+
+def in_use(state: ServerState) -> bool:
+    """Does a command hold this server now (its `users.lock`, shared)?"""
+    try:
+        with open(Path(state.directory, "users.lock"), "ab") as users:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    return False
+
+
+def stop_server(state: ServerState) -> None:
+    """Stop a local server (its supervisor stops the JVM and cleans up); waits for it."""
+    _stop_pids(state)
+    Path(state.directory, "server.json").unlink(missing_ok=True)
+
+
+def _stop_pids(state: ServerState) -> None:
+    for pid in (state.supervisor_pid, state.server_pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_TIMEOUT
+    while time.monotonic() < deadline and (
+        _pid_alive(state.supervisor_pid) or _pid_alive(state.server_pid)
+    ):
+        time.sleep(_POLL)
+    for pid in (state.supervisor_pid, state.server_pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------ the supervisor
+
+
+def supervise(directory: Path) -> int:
+    """The supervisor process: start the JVM, publish `server.json` once it answers, stop it
+    when idle or told to; 0 when it stopped as asked."""
+    from hakiri import __version__
+
+    recipe = Recipe.from_json((directory / "recipe.json").read_text(encoding="utf-8"))
+    port = _free_port()
+    token = secrets.token_urlsafe(32)
+    dump = None
+    options = f"-Dlog4j2.configurationFile={_LOG4J2.as_uri()}"
+    user_options = dict(recipe.conf).get("spark.driver.extraJavaOptions", "")
+    sharing = class_sharing_options(user_options)
+    if sharing:
+        options += f" {sharing}"
+    else:
+        archive = archive_path(user_options, os.environ)
+        if archive is not None:
+            dump = (archive, archive.with_name(f"{archive.stem}.{os.getpid()}.partial"))
+            options += f" -XX:ArchiveClassesAtExit={dump[1]} {QUIET_JVM_LOG}"
+    options = f"{options} {user_options}".strip()
+    command = _server_command(recipe, port, options)
+    log = open(directory / "server.log", "ab")  # noqa: SIM115 - the JVM's stderr for its life
+    jvm = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        env={**os.environ, _TOKEN_ENV: token, "PYSPARK_PYTHON": recipe.python},
+        preexec_fn=_die_with_parent,
+    )
+    stopping = False
+
+    def stop(_signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    state = ServerState(
+        directory=str(directory),
+        fingerprint=directory.name,
+        supervisor_pid=os.getpid(),
+        server_pid=jvm.pid,
+        port=port,
+        token=token,
+        started_at=time.time(),
+        ready=False,
+        hakiri_version=__version__,
+        master=recipe.master,
+    )
+    _write_state(directory, state)
+    while not stopping and jvm.poll() is None:
+        if _accepts(port):
+            break
+        time.sleep(_POLL)
+    if not stopping and jvm.poll() is None:
+        _write_state(directory, ServerState(**{**asdict(state), "ready": True}))
+    hold = None
+    while not stopping and jvm.poll() is None:
+        hold = _idle(directory, recipe.idle_timeout)
+        if hold is not None:
+            break
+        time.sleep(1.0)
+    _end(jvm)
+    with contextlib.suppress(OSError):
+        current = _read_state(directory)
+        if current is not None and current.supervisor_pid == os.getpid():
+            (directory / "server.json").unlink()
+    if dump is not None:
+        _keep_archive(*dump)
+    if hold is not None:
+        hold.close()
+    return 0
+
+
+def _server_command(recipe: Recipe, port: int, driver_options: str) -> list[str]:
+    submit = spark_submit()
+    if submit is None:
+        raise SparkSetupError(
+            "pyspark has no bin/spark-submit to start a Spark Connect server with",
+            "reinstall pyspark (`make run` does), or set [spark] remote to a running server",
+        )
+    command = [str(submit), "--master", recipe.master, "--class", SERVER_CLASS]
+    if recipe.jars:
+        command += ["--jars", ",".join(recipe.jars)]
+    command += ["--driver-java-options", driver_options]
+    conf = dict(recipe.conf)
+    conf.pop("spark.driver.extraJavaOptions", None)
+    conf.update(
+        {
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(port),
+            # An execution whose command died is interrupted this soon, not after 5 minutes.
+            "spark.connect.execute.manager.detachedTimeout": "20s",
+            "spark.connect.execute.manager.maintenanceInterval": "5s",
+        }
+    )
+    for key, value in sorted(conf.items()):
+        command += ["--conf", f"{key}={value}"]
+    return [*command, "spark-internal"]
+
+
+def _idle(directory: Path, timeout: float) -> IO[bytes] | None:
+    """Nobody holds the server and nobody let go of it for `timeout` seconds: then the
+    exclusive hold on `users.lock`, kept while the server stops (a command arriving now
+    waits, then starts a new server once this one is gone); else None."""
+    try:
+        used = (directory / "last-used").stat().st_mtime
+    except OSError:
+        used = 0.0
+    if time.time() - used < timeout:
+        return None
+    users = open(directory / "users.lock", "ab")  # noqa: SIM115 - returned, held
+    try:
+        fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # a command holds it
+        users.close()
+        return None
+    return users
+
+
+def _end(jvm: subprocess.Popen[bytes]) -> None:
+    if jvm.poll() is None:
+        jvm.terminate()
+        try:
+            jvm.wait(_STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            jvm.kill()
+            jvm.wait()
+
+
+def _keep_archive(archive: Path, partial: Path) -> None:
+    try:
+        if partial.stat().st_size > 0 and not archive.exists():
+            os.replace(partial, archive)
+            return
+    except OSError:
+        pass
+    partial.unlink(missing_ok=True)
+
+
+def _die_with_parent() -> None:
+    """In the JVM's process before exec: get SIGTERM when the supervisor dies (Linux)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+# ------------------------------------------------------------------ small helpers
+
+_LOG4J2 = Path(__file__).with_name("log4j2.properties")
+
+
+def _read_state(directory: Path) -> ServerState | None:
+    try:
+        data = json.loads((directory / "server.json").read_text(encoding="utf-8"))
+        return ServerState(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_state(directory: Path, state: ServerState) -> None:
+    partial = directory / f"server.json.{os.getpid()}"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(asdict(state), out)
+    os.replace(partial, directory / "server.json")
+
+
+def _private_dir(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+
+
+@contextlib.contextmanager
+def _locked(path: Path, how: int) -> Iterator[None]:
+    with open(path, "ab") as handle:
+        fcntl.flock(handle, how)
+        yield
+
+
+def _touch(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.touch()
+        os.utime(path)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child counts as gone
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        lines = [
+            line.strip()
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+            if line.strip() and not line.startswith(("\t", " "))
+        ]
+    except OSError:
+        return "its log is empty"
+    return lines[-1][:300] if lines else "its log is empty"
+
+
+if __name__ == "__main__":
+    sys.exit(supervise(Path(sys.argv[1])))

@@ -1,0 +1,165 @@
+"""hakiri's local Spark Connect server, on real processes: `hakiri apply` with remote = "local".
+
+Commands run as processes of their own with a cache directory of this test's (the jars are
+the suite's, linked in), so the servers they start and stop are this test's only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from hakiri.spark.class_sharing import cache_root
+
+pytestmark = pytest.mark.integration
+
+ROWS = 2_000
+
+
+def _project(root: Path, idle_timeout: str = "15m") -> Path:
+    (root / "data").mkdir(parents=True)
+    lines = ["id,name"] + [f"{i},n{i}" for i in range(ROWS)]
+    (root / "data" / "a.csv").write_text("\n".join(lines) + "\n")
+    (root / "hakiri.toml").write_text(
+        f"""
+[project]
+name = "connect"
+
+[spark]
+remote = "local"
+idle_timeout = "{idle_timeout}"
+
+[[pipeline]]
+id = "p"
+source = {{ connector = "files", config = {{ path = "data/*.csv", format = "csv" }} }}
+tables = ["t"]
+"""
+    )
+    return root
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A cache of this test's own (its engine directory is empty) that shares the suite's jars."""
+    from hakiri.spark.delta import delta_jars
+    from hakiri.spark.session import resolve_jdbc_jars
+
+    resolve_jdbc_jars(None)  # resolved once into the suite's cache, as the `spark` fixture does
+    delta_jars(())
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "jars").symlink_to(cache_root(os.environ) / "jars")
+    if (cache_root(os.environ) / "jvm").is_dir():
+        (cache / "jvm").symlink_to(cache_root(os.environ) / "jvm")
+    variables = {k: v for k, v in os.environ.items() if k != "HAKIRI_SPARK_REMOTE"}
+    return {**variables, "HAKIRI_CACHE_DIR": str(cache)}
+
+
+def _apply(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(process: subprocess.Popen[str]) -> str:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-2000:]
+    return out + err
+
+
+def _servers(env: dict[str, str]) -> list[dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "hakiri.cli.main", "engine", "status", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def _rows(root: Path) -> int:
+    return DeltaTable(str(root / ".hakiri" / "context" / "t")).to_pyarrow_table().num_rows
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def _wait(condition, seconds: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+def test_commands_share_one_local_server_that_outlives_them(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    first, second = _project(tmp_path / "one"), _project(tmp_path / "two")
+
+    # Two commands starting at once: one server, both load.
+    both = [_apply(first, env), _apply(second, env)]
+    for process in both:
+        _finish(process)
+    assert _rows(first) == ROWS and _rows(second) == ROWS
+    servers = _servers(env)
+    assert len(servers) == 1, servers
+    server = servers[0]
+    assert server["ready"] and not server["in_use"]
+
+    # A command killed while it uses the server leaves it running; the next one reuses it.
+    (first / "data" / "b.csv").write_text("id,name\n" + "".join(f"{i},m{i}\n" for i in range(50)))
+    killed = _apply(first, env)
+    users = Path(env["HAKIRI_CACHE_DIR"], "engine", str(server["fingerprint"]), "users.lock")
+    assert _wait(lambda: _servers(env)[0]["in_use"], 120), "the command never used the server"
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(30)
+    assert users.exists()
+    again = _apply(first, env)
+    _finish(again)
+    assert _rows(first) == ROWS + 50
+    after = _servers(env)
+    assert [s["pid"] for s in after] == [server["pid"]]  # the same server, not a new one
+
+    # `hakiri engine stop` stops it; status then finds none.
+    stopped = subprocess.run(
+        [sys.executable, "-m", "hakiri.cli.main", "engine", "stop"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"stopped {server['fingerprint']}" in stopped.stderr
+    assert _gone(int(server["pid"])) and _gone(int(server["server_pid"]))
+    assert _servers(env) == []
+
+
+def test_an_unused_local_server_stops_after_its_idle_timeout(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    root = _project(tmp_path / "p", idle_timeout="2s")
+    _finish(_apply(root, env))
+    assert _rows(root) == ROWS
+    assert _wait(lambda: _servers(env) == [], 60), _servers(env)
