@@ -59,7 +59,7 @@ def serve(root: Path, options: ServeOptions, env: Mapping[str, str]) -> int:
     catalog = Catalog.open(
         catalog_url(project.root, project.settings.catalog.url, env), migrate=True
     )
-    spark = LazySpark(project)
+    spark = LazySpark(project, long_lived=True)  # a reload may add pipelines that need more jars
     state = ServeState(project, catalog, env, lambda: _spark_up(spark))
     reconciler = Reconciler(state, spark, env, settings, log)
     stop = threading.Event()

@@ -33,6 +33,30 @@ def _uses_context_store(project: Project) -> bool:
     )
 
 
+def _delta_available() -> bool:
+    """Can delta-spark's jars be had (cached, or resolved now)?"""
+    from hakiri.errors import SparkSetupError
+    from hakiri.spark.delta import delta_jars
+
+    try:
+        delta_jars(())
+    except SparkSetupError:
+        return False
+    return True
+
+
+def _jdbc_available() -> bool:
+    """Can the PostgreSQL JDBC driver be had (found, cached, or resolved now)?"""
+    from hakiri.errors import SparkSetupError
+    from hakiri.spark.session import resolve_jdbc_jars
+
+    try:
+        resolve_jdbc_jars(None)
+    except SparkSetupError:
+        return False
+    return True
+
+
 class LazySpark:
     """One SparkSession for the whole apply, started on first use.
 
@@ -40,10 +64,16 @@ class LazySpark:
     reused and left running; one we started is stopped when the apply ends.
     """
 
-    def __init__(self, project: Project, *, delta: bool | None = None) -> None:
+    def __init__(
+        self, project: Project, *, delta: bool | None = None, long_lived: bool = False
+    ) -> None:
         self.project = project
         # delta-spark in the session: when asked, else when a pipeline loads into the context store
         self.delta = _uses_context_store(project) if delta is None else delta
+        # A long-lived session (serve's) gets delta-spark and the PostgreSQL driver whenever
+        # their jars can be had: a reload may add a pipeline that needs them, and jars cannot
+        # be added to a running engine.
+        self.long_lived = long_lived
         self.session: Any = None
         self.owned = False
         self.remote: str | None = None  # the Spark Connect endpoint, when not a driver in-process
@@ -59,7 +89,9 @@ class LazySpark:
             if self.session is not None:
                 return self.session
             settings = self.project.settings.spark
-            needs = {"require_jdbc": _uses_postgres(self.project), "delta": self.delta}
+            jdbc = _uses_postgres(self.project) or (self.long_lived and _jdbc_available())
+            delta = self.delta or (self.long_lived and _delta_available())
+            needs = {"require_jdbc": jdbc, "delta": delta}
             self.remote = remote_of(settings)
             if self.remote is None:
                 self.session = session_for(settings, self.project.root, **needs)

@@ -133,6 +133,46 @@ def test_an_http_trigger_needs_the_token_and_starts_a_run(
         assert serve.terminate() == 0
 
 
+def test_a_reload_that_adds_the_first_context_store_pipeline_runs_it(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    """serve's session starts for PostgreSQL pipelines only; a pipeline into the context store
+    added later still finds delta-spark in it (jars cannot join a running engine)."""
+    from deltalake import DeltaTable
+
+    project = _files_project(tmp_path, pg_url, pg_schema, schedule=None)
+    with ServeProcess(tmp_path, env={"HAKIRI_SERVE_TOKEN": TOKEN}) as serve:
+        serve.wait_ready()
+        first = serve.post("/v1/pipelines/p/runs", token=TOKEN).json()["run_id"]
+        run = serve.wait_for(lambda: _finished(serve, first), 120, "the PostgreSQL run")
+        assert run["status"] == "success"  # Spark is up now, started for PostgreSQL only
+
+        project.write("local/x.csv", "id,name\n10,alan\n11,kurt\n12,ada\n")
+        project.write(
+            "pipelines/c.toml",
+            """
+            id = "c"
+            source = { connector = "files", config = { path = "local/*.csv", columns = { id = "bigint", name = "string" } } }
+            tables = [{ name = "x", target = "kept" }]
+            """,
+        )
+        serve.wait_for(lambda: "manifests reloaded: +c" in serve.log, 30, "the reload")
+        accepted = serve.post("/v1/pipelines/c/runs", token=TOKEN)
+        assert accepted.status_code == 202, accepted.text
+        run_id = accepted.json()["run_id"]
+
+        def finished() -> dict | None:
+            runs = serve.get("/v1/pipelines/c/runs").json()
+            return next((r for r in runs if r["run_id"] == run_id and r["ended_at"]), None)
+
+        run = serve.wait_for(finished, 120, "the context-store run")
+        assert (run["status"], run["row_count"]) == ("success", 3), run
+        table = DeltaTable(str(tmp_path / ".hakiri" / "context" / "kept")).to_pyarrow_table()
+        assert sorted(table.column("id").to_pylist()) == [10, 11, 12]
+        assert serve.terminate() == 0
+    assert "without delta-spark" not in serve.log
+
+
 def test_backfill_progress_shows_in_the_api_while_serve_works_the_queue(
     tmp_path: Path, pg_url: str, pg_schema: str
 ) -> None:
