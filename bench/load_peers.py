@@ -546,6 +546,10 @@ class HakiriVariant:
     python: str
     src: Path
     table_suffix: str
+    # Where its Spark runs: "driver" (a JVM in the command, the only choice before issue 28),
+    # "warm" (hakiri's local Spark Connect server, started untimed before the run) or "cold"
+    # (that server, stopped untimed before the run, so the run starts it).
+    engine: str = "driver"
 
 
 @dataclass
@@ -779,8 +783,22 @@ class HakiriLoad(LoadPath):
             url=bench.url if self.group == "postgres" else None,
             table=self.table if self.group == "postgres" else "lineitem",
         )
-        env = {k: v for k, v in os.environ.items() if k != "HAKIRI_CATALOG_URL"}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("HAKIRI_CATALOG_URL", "HAKIRI_SPARK_REMOTE")
+        }
         env["PYTHONPATH"] = str(self.variant.src)
+        if self.variant.engine != "driver":
+            env["HAKIRI_SPARK_REMOTE"] = "local"
+            verb = "start" if self.variant.engine == "warm" else "stop"
+            run_checked(
+                [self.variant.python, "-m", "hakiri.cli.main", "engine", verb]
+                + (["--project", str(self.project)] if verb == "start" else []),
+                f"hakiri engine {verb}",
+                env=env,
+                cwd=self.project,
+            )
         argv = [
             self.variant.python,
             "-m",
@@ -865,8 +883,18 @@ def write_hakiri_project(
 # -------------------------------------------------------------------------- variants
 
 
-def hakiri_variants(python: str, baseline: str | None) -> list[HakiriVariant]:
-    variants = [HakiriVariant("", "", python, REPO / "src", "")]
+def hakiri_variants(python: str, baseline: str | None, engines: list[str]) -> list[HakiriVariant]:
+    variants = [
+        HakiriVariant(
+            "" if engine == "driver" else f"+{engine}",
+            "" if engine == "driver" else f" (local Spark Connect server, {engine})",
+            python,
+            REPO / "src",
+            "" if engine == "driver" else f"_{engine}",
+            engine,
+        )
+        for engine in engines
+    ]
     if baseline:
         sha = run_checked(
             ["git", "-C", str(REPO), "rev-parse", "--verify", f"{baseline}^{{commit}}"],
@@ -968,7 +996,17 @@ def main() -> None:
     )
     parser.add_argument("--master", default="local[2]", help="spark.master of the hakiri projects")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results here")
+    parser.add_argument(
+        "--engines",
+        default="driver",
+        help="where this tree's hakiri runs Spark, comma-separated: driver (a JVM in the "
+        "command), warm (the local Spark Connect server, already running), cold (that server, "
+        "started by the run); the baseline always runs its own",
+    )
     args = parser.parse_args()
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if not engines or set(engines) - {"driver", "warm", "cold"}:
+        parser.error("--engines takes driver, warm and/or cold")
 
     names = [n.strip() for n in args.paths.split(",") if n.strip()]
     unknown = sorted(set(names) - set(ALL_PATHS))
@@ -990,7 +1028,9 @@ def main() -> None:
     if any(n in PEER_PATHS for n in names):
         peers()
     variants = (
-        hakiri_variants(args.hakiri_python, args.baseline) if set(names) & set(HAKIRI_PATHS) else []
+        hakiri_variants(args.hakiri_python, args.baseline, engines)
+        if set(names) & set(HAKIRI_PATHS)
+        else []
     )
 
     needs_pg = any(n in PG_PATHS for n in names)

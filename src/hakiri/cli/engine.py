@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from hakiri.cli.render import JsonFlag, emit_json, err
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -28,6 +30,18 @@ def status(as_json: JsonFlag = False) -> None:
             f"pid {server['pid']}, master {server['master']}, "
             f"up {_age(server['up_seconds'])}, hakiri {server['hakiri_version']}"
         )
+
+
+@app.command("start")
+def start(project: ProjectDir = Path(".")) -> None:
+    """Start the local Spark Connect server for this project's jars and settings (or find it
+    running), so the next command finds it warm."""
+    from hakiri.services.engine import start_engine
+
+    server = start_engine(project)
+    err.print(
+        f"{server['fingerprint']}: ready on sc://localhost:{server['port']} (pid {server['pid']})"
+    )
 
 
 @app.command("stop")

@@ -5,11 +5,28 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from hakiri.spark.connect_server import in_use, running_servers, stop_server
+from hakiri.spec.loader import load_project
 
-__all__ = ["engine_status", "stop_engines"]
+__all__ = ["engine_status", "start_engine", "stop_engines"]
+
+
+def start_engine(root: Path, env: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """Start (or find) the local server for this project's jars and settings, e.g. to have it
+    warm before a scheduled run; the server as `engine_status` lists it."""
+    from hakiri.services.runtime import LazySpark
+
+    project = load_project(root, env)
+    spark = LazySpark(project, remote="local")
+    try:
+        spark.get()
+        fingerprint = spark.lease.state.fingerprint
+    finally:
+        spark.stop()
+    return next(s for s in engine_status(env) if s["fingerprint"] == fingerprint)
 
 
 def engine_status(env: Mapping[str, str] = os.environ) -> list[dict[str, Any]]:

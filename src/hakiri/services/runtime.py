@@ -65,7 +65,12 @@ class LazySpark:
     """
 
     def __init__(
-        self, project: Project, *, delta: bool | None = None, long_lived: bool = False
+        self,
+        project: Project,
+        *,
+        delta: bool | None = None,
+        long_lived: bool = False,
+        remote: str | None = None,
     ) -> None:
         self.project = project
         # delta-spark in the session: when asked, else when a pipeline loads into the context store
@@ -76,6 +81,7 @@ class LazySpark:
         self.long_lived = long_lived
         self.session: Any = None
         self.owned = False
+        self.asked_remote = remote  # overrides the project's and HAKIRI_SPARK_REMOTE
         self.remote: str | None = None  # the Spark Connect endpoint, when not a driver in-process
         self.lease: Any = None  # the hold on hakiri's local Spark Connect server, if used
 
@@ -85,14 +91,15 @@ class LazySpark:
 
             from hakiri.spark.session import connect_session, remote_of, session_for
 
-            self.session = SparkSession.getActiveSession()
-            if self.session is not None:
-                return self.session
+            if self.asked_remote is None:
+                self.session = SparkSession.getActiveSession()
+                if self.session is not None:
+                    return self.session
             settings = self.project.settings.spark
             jdbc = _uses_postgres(self.project) or (self.long_lived and _jdbc_available())
             delta = self.delta or (self.long_lived and _delta_available())
             needs = {"require_jdbc": jdbc, "delta": delta}
-            self.remote = remote_of(settings)
+            self.remote = self.asked_remote or remote_of(settings)
             if self.remote is None:
                 self.session = session_for(settings, self.project.root, **needs)
             else:
