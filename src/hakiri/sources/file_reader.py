@@ -50,6 +50,10 @@ _BAD = "_hakiri_malformed"  # Spark's corrupt-record column, named so no real co
 _FILE = "_hakiri_file"
 _POS = "_hakiri_position"
 _BROKEN = "_hakiri_broken"
+_TEXT = "_hakiri_text"  # a converted CSV record's fields as read, for naming its line
+_MISTYPED = (
+    "_hakiri_mistyped"  # "amount: 'x4.50' is not decimal(10,2)": a value that did not convert
+)
 _ROW = "_hakiri_row"
 _ELEMENT = "_hakiri_element"
 _REPLACEMENT = "\ufffd"  # what Spark's CSV reader makes of bytes the charset cannot decode
@@ -116,8 +120,12 @@ class _Part:
     parsed: tuple[str, ...]  # every data column the files hold: all are parsed when counting
     columns: tuple[str, ...]  # the columns the batch delivers, in order
     files: tuple[_Located, ...]
-    kind: str  # "csv" | "jsonl" | "json-array"
+    kind: str  # "csv" | "jsonl" | "json-array" | "parquet"
     has_bad: bool
+    # CSV with declared columns is read as text and converted by hakiri's projection: a value
+    # that does not convert is named in _MISTYPED (the record stays in _BAD only when Spark's
+    # parser refused it, e.g. a field short).
+    has_mistyped: bool = False
 
     def frame(self, observation: Any = None) -> DataFrame:
         """The part's good records in the batch's columns; with `observation`, the counts
@@ -134,6 +142,8 @@ class _Part:
             rows = rows.where(~F.col(_BROKEN) & F.col(_POS).isNotNull())
         if self.has_bad:
             rows = rows.where(F.col(_BAD).isNull())
+        if self.has_mistyped:
+            rows = rows.where(F.col(_MISTYPED).isNull())
         return rows.select(*[_col(name) for name in self.columns])
 
 
@@ -172,7 +182,11 @@ def read_files(
     if not located:
         return FileRead(_empty_frame(spark, config), empty=True)
     if config.format == "parquet":
-        return FileRead(_read_parquet(spark, config, located))
+        frame, part = _read_parquet(spark, config, located)
+        if part is None:
+            return FileRead(frame)
+        check = _Check(config, part)
+        return FileRead(check.frame(), checks=(check,))
 
     if config.format == "csv":
         parts = _csv_parts(spark, config, charset, located)
@@ -330,15 +344,21 @@ def _csv_parts(
                 fields = [(name, declared.get(name, "string")) for name in header]
             else:
                 fields = list(declared.items())
-            schema = _schema(spark, [*fields, (_BAD, "string")])
+            typed = _schema(spark, fields)  # a declared type Spark does not know fails here
+            text = _schema(spark, [*((n, "string") for n, _ in fields), (_BAD, "string")])
             parsed, columns = tuple(n for n, _ in fields), tuple(declared)
-        else:
-            inferred = _csv_reader(spark, config, charset).option("inferSchema", True).csv(paths)
-            fields = list(inferred.schema.fields)
-            if config.column_names is not None:  # header = false: the spec makes sure
-                fields = _named(config.column_names, fields)
-            schema = StructType([*fields, StructField(_BAD, StringType())])
-            parsed = columns = tuple(field.name for field in fields)
+            raw = _csv_reader(spark, config, charset).schema(text).csv(paths)
+            raw = _converted(config, raw, typed)
+            parts.append(
+                _Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
+            )
+            continue
+        inferred = _csv_reader(spark, config, charset).option("inferSchema", True).csv(paths)
+        fields = list(inferred.schema.fields)
+        if config.column_names is not None:  # header = false: the spec makes sure
+            fields = _named(config.column_names, fields)
+        schema = StructType([*fields, StructField(_BAD, StringType())])
+        parsed = columns = tuple(field.name for field in fields)
         raw = _csv_reader(spark, config, charset).schema(schema).csv(paths)
         parts.append(_Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True))
     return parts
@@ -357,6 +377,47 @@ def _named(names: Sequence[str], inferred: Sequence[StructField]) -> list[Struct
         StructField(name, inferred[i].dataType if i < len(inferred) else StringType())
         for i, name in enumerate(names)
     ]
+
+
+def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFrame:
+    """CSV text columns converted to their declared types (what Spark's typed parse did, for
+    less: reading text is the cheaper half), plus _MISTYPED naming the first value that does
+    not convert. An empty value is NULL, never malformed."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, FractionalType, StringType, TimestampType
+
+    converted, problems = [], []
+    for field in typed.fields:
+        text = _col(field.name)
+        if isinstance(field.dataType, StringType):
+            converted.append(text.alias(field.name))
+            continue
+        value = F.when(text != "", text)
+        if isinstance(field.dataType, FractionalType) and config.nan_value not in (None, "NaN"):
+            value = F.when(value == config.nan_value, F.lit("NaN")).otherwise(value)
+        if isinstance(field.dataType, DateType) and config.date_format:
+            result = F.try_to_timestamp(value, F.lit(config.date_format)).cast("date")
+        elif isinstance(field.dataType, TimestampType) and config.timestamp_format:
+            result = F.try_to_timestamp(value, F.lit(config.timestamp_format))
+        else:
+            result = value.try_cast(field.dataType)
+        converted.append(result.alias(field.name))
+        kind = field.dataType.simpleString()
+        problems.append(
+            F.when(
+                value.isNotNull() & result.isNull(),
+                F.concat(F.lit(f"{field.name}: '"), value, F.lit(f"' is not {kind}")),
+            )
+        )
+    mistyped = F.coalesce(*problems) if problems else F.lit(None).cast("string")
+    # The parser's verdict (_BAD) comes first: a record it refused has no values to convert.
+    return raw.select(
+        *converted,
+        _col(_BAD),
+        F.when(F.col(_BAD).isNull(), mistyped).alias(_MISTYPED),
+        # Read only when a failing read names its line: the queries that load never use it.
+        F.array(*[_col(f.name) for f in typed.fields]).alias(_TEXT),
+    )
 
 
 def _csv_reader(spark: SparkSession, config: FilesConfig, charset: str) -> DataFrameReader:
@@ -522,7 +583,11 @@ def _in_file_order(config: FilesConfig, located: list[_Located], frame: DataFram
 # ---------------------------------------------------------------- parquet
 
 
-def _read_parquet(spark: SparkSession, config: FilesConfig, located: list[_Located]) -> DataFrame:
+def _read_parquet(
+    spark: SparkSession, config: FilesConfig, located: list[_Located]
+) -> tuple[DataFrame, _Part | None]:
+    """The files' rows, and with declared `columns` the part whose malformed records (a value
+    that does not convert to its declared type) `_Check` judges; None without declared ones."""
     from pyspark.sql import functions as F
 
     nanos: dict[str, bool] = {}
@@ -544,7 +609,7 @@ def _read_parquet(spark: SparkSession, config: FilesConfig, located: list[_Locat
         return F.expr(f"timestampadd(MICROSECOND, {micros}, {epoch})").alias(name)
 
     if config.columns is None:
-        return frame.select(*[column(name) for name in frame.columns]) if nanos else frame
+        return (frame.select(*[column(name) for name in frame.columns]) if nanos else frame), None
     missing = [name for name in config.columns if name not in frame.columns]
     if missing:
         shown = located[0].shown if len(located) == 1 else f"{len(located)} parquet files"
@@ -554,7 +619,37 @@ def _read_parquet(spark: SparkSession, config: FilesConfig, located: list[_Locat
             "fix `columns` in the source config",
         )
     declared = _schema(spark, list(config.columns.items()))
-    return frame.select(*[column(f.name).cast(f.dataType).alias(f.name) for f in declared.fields])
+    found = {f.name: f.dataType for f in frame.schema.fields}
+    # A value that does not convert is a malformed record (on_malformed), named in _BAD as
+    # "amount: 'x4.50' is not decimal(10,2)"; columns already of their type need no check.
+    problems = [
+        F.when(
+            column(f.name).isNotNull() & column(f.name).try_cast(f.dataType).isNull(),
+            F.concat(
+                F.lit(f"{f.name}: '"),
+                column(f.name).cast("string"),
+                F.lit(f"' is not {f.dataType.simpleString()}"),
+            ),
+        )
+        for f in declared.fields
+        if found[f.name] != f.dataType and f.name not in nanos
+    ]
+    converted = [
+        (
+            column(f.name).try_cast(f.dataType) if problems else column(f.name).cast(f.dataType)
+        ).alias(f.name)
+        for f in declared.fields
+    ]
+    if not problems:
+        return frame.select(*converted), None
+    raw = frame.select(
+        *converted,
+        F.coalesce(*problems).alias(_BAD),
+        F.col("_metadata.file_path").alias(_FILE),
+    )
+    columns = tuple(f.name for f in declared.fields)
+    part = _Part(raw, columns, columns, tuple(located), "parquet", has_bad=True)
+    return raw, part
 
 
 def _nanosecond_columns(loc: _Located) -> dict[str, bool]:
@@ -614,11 +709,14 @@ def _metrics(part: _Part) -> list[Column]:
     from pyspark.sql import functions as F
 
     replaced_expr = F.lit(False)
-    for name, type_ in part.raw.dtypes:
+    for name, type_ in part.raw.dtypes if part.kind != "parquet" else ():  # text formats only
         if type_ == "string":
             replaced_expr = replaced_expr | (F.instr(_col(name), _REPLACEMENT) > 0)
+    bad = F.col(_BAD)
+    if part.has_mistyped:
+        bad = F.coalesce(bad, F.col(_MISTYPED))
     return [
-        F.count(F.col(_BAD)).alias("malformed"),  # judged only for parts that have _BAD
+        F.count(bad).alias("malformed"),  # judged only for parts that have _BAD
         F.count(F.when(replaced_expr, 1)).alias("replaced"),
         F.count(F.when(F.col(_BROKEN), 1)).alias("broken")
         if part.kind == "json-array"
@@ -630,7 +728,8 @@ def _metrics(part: _Part) -> list[Column]:
 
 def _verdict(config: FilesConfig, part: _Part, malformed: int, replaced: int, broken: int) -> int:
     """Raise what `on_malformed = "fail"` (and a wrong encoding) asks for; else the count dropped."""
-    if replaced or broken or (malformed and config.on_malformed == "fail"):
+    text = part.kind != "parquet"
+    if text and (replaced or broken or (malformed and config.on_malformed == "fail")):
         # Wrong bytes for the encoding show up as U+FFFD or as malformed records;
         # say which line has them rather than blaming the records.
         _raise_if_undecodable(config, part.files)
@@ -680,6 +779,8 @@ def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceData
     from pyspark.sql import functions as F
 
     counted = [F.count(_col(name)) for name in part.parsed]  # parse all columns, as counted
+    if part.kind == "parquet":
+        return _first_mistyped(config, part, total)
     if part.kind == "json-array":
         firsts = (
             part.raw.where(F.col(_BAD).isNotNull())
@@ -690,16 +791,20 @@ def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceData
     elif part.parsed:
         # min_by over a row number taken before the filter: Spark reads a file's splits in
         # order, so the smallest number is the record nearest the start of the file.
+        extra = [_col(_MISTYPED), _col(_TEXT)] if part.has_mistyped else []
         numbered = part.raw.select(
             F.col("_metadata.file_path").alias(_FILE),
             F.monotonically_increasing_id().alias(_ROW),
             _col(_BAD),
+            *extra,
             *[_col(name) for name in part.parsed],
         )
+        bad = F.coalesce(F.col(_BAD), F.col(_MISTYPED)) if part.has_mistyped else F.col(_BAD)
+        first = F.struct(_BAD, _MISTYPED, _TEXT) if part.has_mistyped else F.col(_BAD)
         firsts = (
-            numbered.where(F.col(_BAD).isNotNull())
+            numbered.where(bad.isNotNull())
             .groupBy(_FILE)
-            .agg(F.min_by(_BAD, _ROW).alias("first"), *counted)
+            .agg(F.min_by(first, _ROW).alias("first"), *counted)
             .collect()
         )
     else:
@@ -714,18 +819,43 @@ def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceData
         if part.kind == "json-array":
             line = _array_element_line(config, loc, int(first or 0))
             why = f"element {int(first or 0) + 1} of the array does not fit the columns' types"
+            element = _array_element(config, loc, int(first or 0))
+            bad = _bad_json_value(config, part, element) if isinstance(element, dict) else None
+            if bad:
+                why = f"element {int(first or 0) + 1} of the array: {bad}"
+        elif part.has_mistyped and first is not None and first[_BAD] is None:
+            line = _line_of_fields(config, loc, list(first[_TEXT]))
+            why = first[_MISTYPED]
         else:
+            if part.has_mistyped and first is not None:
+                first = first[_BAD]
             line, record = _line_of(config, loc, first)
             why = (
-                _why_csv(config, record, len(part.parsed))
+                _why_csv(config, part, record)
                 if part.kind == "csv"
-                else _why_json(record)
+                else _why_json(config, part, record)
             )
         where = f"{loc.shown}:{line}" if line else loc.shown
         return SourceDataError(
             f"{where}: malformed {config.format} record: {why} ({count})", _MALFORMED_HINT
         )
     return SourceDataError(f"malformed {config.format} records ({count})", _MALFORMED_HINT)
+
+
+def _first_mistyped(config: FilesConfig, part: _Part, total: int) -> SourceDataError:
+    """The file and the value of the first Parquet value that does not convert to its type."""
+    from pyspark.sql import functions as F
+
+    first = part.raw.where(F.col(_BAD).isNotNull()).select(_FILE, _BAD).first()
+    noun = "record" if total == 1 else "records"
+    count = f"{total} malformed {noun} in this batch"
+    if first is None:
+        return SourceDataError(f"malformed parquet records ({count})", _MALFORMED_HINT)
+    path = _local_path(first[_FILE])
+    shown = next((loc.shown for loc in part.files if loc.path.as_posix() == path), path)
+    return SourceDataError(
+        f"{shown}: malformed parquet record: {first[_BAD]} ({count})", _MALFORMED_HINT
+    )
 
 
 def _local_path(spark_path: str) -> str:
@@ -752,6 +882,24 @@ def _line_of(config: FilesConfig, loc: _Located, record: str | None) -> tuple[in
     return loose if loose else (None, target)
 
 
+def _line_of_fields(config: FilesConfig, loc: _Located, fields: list[str | None]) -> int | None:
+    """The line of the CSV record whose fields are `fields` (NULL: empty or the null value);
+    None when no single line holds it (a record over several lines)."""
+    wanted = [value or "" for value in fields]
+    null = config.null_value or ""
+    with open(loc.path, encoding=config.encoding, errors="surrogateescape") as stream:
+        for number, raw in enumerate(stream, 1):
+            if number == 1 and config.header:
+                continue
+            try:
+                rows = list(csv_rows(config, [raw]))
+            except csv.Error:
+                continue
+            if rows and [("" if v == null else v) for v in rows[0]] == wanted:
+                return number
+    return None
+
+
 def _array_element_line(config: FilesConfig, loc: _Located, index: int) -> int | None:
     text = loc.path.read_text(encoding=config.encoding, errors="replace")
     decoder = json.JSONDecoder()
@@ -767,7 +915,19 @@ def _array_element_line(config: FilesConfig, loc: _Located, index: int) -> int |
     return None
 
 
-def _why_csv(config: FilesConfig, record: str, expected: int) -> str:
+def _array_element(config: FilesConfig, loc: _Located, index: int) -> Any:
+    """The `index`-th element of the file's top-level array; None when it cannot be read."""
+    try:
+        value = json.loads(
+            loc.path.read_text(encoding=config.encoding, errors="replace").lstrip(BOM)
+        )
+    except json.JSONDecodeError:
+        return None
+    return value[index] if isinstance(value, list) and 0 <= index < len(value) else None
+
+
+def _why_csv(config: FilesConfig, part: _Part, record: str) -> str:
+    expected = len(part.parsed)
     try:
         fields = next(csv_rows(config, [record]), [])  # split as the source config says
     except csv.Error as exc:
@@ -775,14 +935,91 @@ def _why_csv(config: FilesConfig, record: str, expected: int) -> str:
     if len(fields) != expected:
         found = f"{len(fields)} field" + ("" if len(fields) == 1 else "s")
         return f"{found} where {expected} are expected"
-    return "a value does not fit its column's type"
+    values = {
+        name: (None if value == (config.null_value or "") else value)
+        for name, value in zip(part.parsed, fields, strict=True)
+    }
+    return _bad_value(config, part, values) or "a value does not fit its column's type"
 
 
-def _why_json(record: str) -> str:
+def _why_json(config: FilesConfig, part: _Part, record: str) -> str:
     try:
         value = json.loads(record)
     except json.JSONDecodeError as exc:
         return f"not valid JSON ({exc.msg})"
     if not isinstance(value, dict):
         return "not a JSON object"
-    return "a value does not fit its column's type"
+    return _bad_json_value(config, part, value) or "a value does not fit its column's type"
+
+
+_NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
+
+
+def _bad_json_value(config: FilesConfig, part: _Part, record: dict[str, Any]) -> str | None:
+    """The first value of a JSON record that does not fit its column's type, as
+    "amount: 'x4.50' is not decimal(10,2)"; None when none can be named."""
+    types = _column_types(part)
+    values: dict[str, str | None] = {}
+    for name in part.parsed:
+        value = record.get(name)
+        kind = types.get(name, "string")
+        if value is None:
+            values[name] = None
+            continue
+        # The JSON reader takes no quoted number or boolean, and no object where a scalar goes.
+        wrong_json_type = (
+            (kind.startswith(_NUMERIC) and (isinstance(value, bool) or not _is_number(value)))
+            or (kind == "boolean" and not isinstance(value, bool))
+            or (isinstance(value, dict | list) and not kind.startswith(("struct", "array", "map")))
+        )
+        if wrong_json_type:
+            return f"{name}: {json.dumps(value)} is not {kind}"
+        values[name] = value if isinstance(value, str) else json.dumps(value)
+    return _bad_value(config, part, {n: v for n, v in values.items() if n in types})
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float)
+
+
+def _column_types(part: _Part) -> dict[str, str]:
+    """The Spark type of each parsed column, as DDL ('int', 'decimal(10,2)')."""
+    return {
+        field.name: field.dataType.simpleString()
+        for field in part.raw.schema.fields
+        if field.name in part.parsed
+    }
+
+
+def _bad_value(config: FilesConfig, part: _Part, values: dict[str, str | None]) -> str | None:
+    """Asked of the engine, in one row of literals: the first of `values` (a record's fields
+    as text) that does not convert to its column's type; "amount: 'x4.50' is not
+    decimal(10,2)", or None when every value converts."""
+    from pyspark.sql import functions as F
+
+    types = _column_types(part)
+    checked = [
+        (name, value, types[name])
+        for name, value in values.items()
+        if value is not None and types.get(name, "string") != "string"
+    ]
+    if not checked:
+        return None
+    probes = []
+    for i, (_, value, kind) in enumerate(checked):
+        text = F.lit(value)
+        if kind == "date" and config.date_format:
+            probe = F.try_to_timestamp(text, F.lit(config.date_format))
+        elif kind.startswith("timestamp") and config.timestamp_format:
+            probe = F.try_to_timestamp(text, F.lit(config.timestamp_format))
+        else:
+            probe = text.try_cast(kind)
+        probes.append(probe.isNotNull().alias(f"ok{i}"))
+    try:
+        row = part.raw.sparkSession.sql("SELECT 1").select(*probes).first()
+    except Exception:  # the report stays general rather than fail on its own details
+        return None
+    for i, (name, value, kind) in enumerate(checked):
+        if row is not None and not row[f"ok{i}"]:
+            return f"{name}: {value!r} is not {kind}"
+    return None

@@ -232,8 +232,59 @@ def test_a_value_of_the_wrong_type_is_malformed_too(spark: SparkSession, tmp_pat
 
     error = _fails(spark, tmp_path, "data/ok.csv", "data/typed.csv", columns={"amount": "double"})
 
-    assert error.reason.startswith("data/typed.csv:4: malformed csv record")
-    assert "does not fit its column's type" in error.reason
+    assert error.reason == (
+        "data/typed.csv:4: malformed csv record: amount: 'lots' is not double "
+        "(1 malformed record in this batch)"
+    )
+
+
+def test_a_mistyped_value_is_named_in_json_lines_and_json_arrays(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    _write(tmp_path, "data/a.jsonl", '{"id": 1, "amount": 2.5}\n{"id": 2, "amount": "x4.50"}\n')
+    _write(tmp_path, "data/b.json", '[{"id": 3, "amount": 1.25},\n {"id": "four", "amount": 1}]')
+    columns = {"id": "int", "amount": "decimal(10,2)"}
+
+    lines = _fails(spark, tmp_path, "data/a.jsonl", format="jsonl", columns=columns)
+    array = _fails(spark, tmp_path, "data/b.json", format="json", columns=columns)
+
+    assert lines.reason == (
+        'data/a.jsonl:2: malformed jsonl record: amount: "x4.50" is not decimal(10,2) '
+        "(1 malformed record in this batch)"
+    )
+    assert array.reason == (
+        'data/b.json:2: malformed json record: element 2 of the array: id: "four" is not int '
+        "(1 malformed record in this batch)"
+    )
+    kept = _read(
+        spark, tmp_path, "data/a.jsonl", format="jsonl", columns=columns, on_malformed="drop"
+    )
+    assert kept.malformed == 1
+    assert _rows(kept.frame) == [(1, Decimal("2.50"))]
+
+
+def test_a_parquet_value_that_does_not_convert_is_malformed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "data").mkdir()
+    table = pa.table({"id": [1, 2, 3], "amount": ["1.50", "x4.50", None]})
+    pq.write_table(table, tmp_path / "data" / "t.parquet")
+    columns = {"id": "int", "amount": "decimal(10,2)"}
+
+    error = _fails(spark, tmp_path, "data/t.parquet", format="parquet", columns=columns)
+    kept = _read(
+        spark, tmp_path, "data/t.parquet", format="parquet", columns=columns, on_malformed="drop"
+    )
+
+    assert error.reason == (
+        "data/t.parquet: malformed parquet record: amount: 'x4.50' is not decimal(10,2) "
+        "(1 malformed record in this batch)"
+    )
+    assert kept.malformed == 1
+    assert _rows(kept.frame) == [(1, Decimal("1.50")), (3, None)]
 
 
 def test_inferred_csv_counts_rows_with_the_wrong_number_of_fields(
