@@ -1003,7 +1003,17 @@ def main() -> None:
         "command), warm (the local Spark Connect server, already running), cold (that server, "
         "started by the run); the baseline always runs its own",
     )
+    parser.add_argument(
+        "--keep-output",
+        type=Path,
+        metavar="DIR",
+        help="write each run's stdout and stderr to DIR/<path>-<run>.out",
+    )
     args = parser.parse_args()
+    global KEEP_OUTPUT
+    KEEP_OUTPUT = args.keep_output
+    if KEEP_OUTPUT is not None:
+        KEEP_OUTPUT.mkdir(parents=True, exist_ok=True)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     if not engines or set(engines) - {"driver", "warm", "cold"}:
         parser.error("--engines takes driver, warm and/or cold")
@@ -1070,6 +1080,9 @@ def main() -> None:
         print(f"\nresults written to {args.json}")
 
 
+KEEP_OUTPUT: Path | None = None  # --keep-output: where each run's output is written
+
+
 def run_all(paths: list[LoadPath], repeat: int) -> None:
     width = max(len(p.name) for p in paths)
     for rep in range(1, repeat + 1):
@@ -1086,6 +1099,8 @@ def run_all(paths: list[LoadPath], repeat: int) -> None:
                 stdin=subprocess.DEVNULL,
             )
             elapsed = time.perf_counter() - began
+            if KEEP_OUTPUT is not None:  # e.g. spans, with OTEL_TRACES_EXPORTER=console
+                (KEEP_OUTPUT / f"{path.name}-{rep}.out").write_text(done.stdout + done.stderr)
             if done.returncode != 0:
                 raise BenchError(
                     f"{where} failed (exit {done.returncode}) after {elapsed:.1f} s: "

@@ -10,6 +10,10 @@ exactly that file.
 
 - apply: `hakiri apply` as a new process each time, as cron starts it. Wall time
   from start to exit, JVM start-up included.
+- apply, local server warm: the same with `HAKIRI_SPARK_REMOTE=local`; the warm-up run
+  starts hakiri's local Spark Connect server and every measured run finds it running.
+- apply, local server cold: the same, with the server stopped (untimed, `hakiri engine
+  stop`) before each run, so each run starts it.
 - serve: one `hakiri serve` process, started once (its start-up, until /readyz
   answers 200, is reported on its own). Each run is `POST /v1/pipelines/p/runs`;
   the time is from the POST until the run record shows it ended, read through
@@ -50,12 +54,18 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             applied = bench_apply(Path(tmp) / "apply", url, args.runs, args.rows)
         with tempfile.TemporaryDirectory() as tmp:
+            warm = bench_apply(Path(tmp) / "warm", url, args.runs, args.rows, engine="warm")
+        with tempfile.TemporaryDirectory() as tmp:
+            cold = bench_apply(Path(tmp) / "cold", url, args.runs, args.rows, engine="cold")
+        with tempfile.TemporaryDirectory() as tmp:
             started, served, status = bench_serve(Path(tmp) / "serve", url, args.runs, args.rows)
     finally:
         if server is not None:
             server.stop()
     print(f"{args.runs} runs of {args.rows} rows each (after one warm-up run per mode)")
     report("hakiri apply (new process)", applied)
+    report("  on the local server, warm", warm)
+    report("  on the local server, cold", cold)
     report("trigger to hakiri serve", served)
     report("GET /v1/pipelines/p", status, unit="ms", scale=1000)
     print(f"serve start-up until /readyz 200: {started:.1f} s")
@@ -94,14 +104,21 @@ def write_file(root: Path, index: int, rows: int) -> None:
     (data / f"part-{index:04d}.csv").write_text("id,name,amount\n" + lines)
 
 
-def bench_apply(root: Path, url: str, runs: int, rows: int) -> list[float]:
+def bench_apply(root: Path, url: str, runs: int, rows: int, engine: str = "driver") -> list[float]:
+    """`engine`: "driver" (a JVM in the command), "warm" or "cold" (the local server)."""
     project(root, url)
     command = [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)]
+    env = {k: v for k, v in os.environ.items() if k != "HAKIRI_SPARK_REMOTE"}
+    if engine != "driver":
+        env["HAKIRI_SPARK_REMOTE"] = "local"
+    stop = [sys.executable, "-m", "hakiri.cli.main", "engine", "stop"]
     times = []
     for index in range(runs + 1):
         write_file(root, index, rows)
+        if engine == "cold":
+            subprocess.run(stop, capture_output=True, env=env, check=True)
         started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
         elapsed = time.perf_counter() - started
         if done.returncode != 0:
             raise SystemExit(f"apply failed:\n{done.stderr}")
