@@ -1,0 +1,82 @@
+"""What names a local Spark Connect server (its recipe's fingerprint), and which endpoint a
+project runs on: no JVM, no server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import hakiri
+from hakiri.errors import SparkSetupError
+from hakiri.spark.connect_server import Recipe
+from hakiri.spark.session import remote_of
+from hakiri.spec.project import SparkSettings
+
+
+def _recipe(tmp_path: Path, **changes: object) -> Recipe:
+    jar = tmp_path / "postgresql.jar"
+    if not jar.exists():
+        jar.write_bytes(b"jar")
+    fields: dict[str, object] = {
+        "master": "local[*]",
+        "jars": (str(jar),),
+        "conf": (("spark.sql.shuffle.partitions", "4"),),
+        "python": "/usr/bin/python3",
+        "idle_timeout": 900.0,
+        **changes,
+    }
+    return Recipe(**fields)  # type: ignore[arg-type]
+
+
+def test_the_same_recipe_names_the_same_server(tmp_path: Path) -> None:
+    assert _recipe(tmp_path).fingerprint() == _recipe(tmp_path).fingerprint()
+    # How long it idles is not what it runs with: the same server.
+    assert _recipe(tmp_path, idle_timeout=5.0).fingerprint() == _recipe(tmp_path).fingerprint()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"master": "local[1]"},
+        {"conf": (("spark.sql.shuffle.partitions", "8"),)},
+        {"python": "/opt/venv/bin/python"},
+        {"jars": ()},
+    ],
+    ids=["master", "conf", "python", "jars"],
+)
+def test_other_settings_or_jars_name_another_server(tmp_path: Path, changes: dict) -> None:
+    assert _recipe(tmp_path, **changes).fingerprint() != _recipe(tmp_path).fingerprint()
+
+
+def test_a_changed_jar_or_another_hakiri_names_another_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _recipe(tmp_path).fingerprint()
+    (tmp_path / "postgresql.jar").write_bytes(b"a newer driver")
+    after = _recipe(tmp_path).fingerprint()
+    assert after != before
+    monkeypatch.setattr(hakiri, "__version__", "99.0.0")
+    assert _recipe(tmp_path).fingerprint() != after
+
+
+def test_a_recipe_survives_its_json(tmp_path: Path) -> None:
+    import json
+    from dataclasses import asdict
+
+    recipe = _recipe(tmp_path)
+    assert Recipe.from_json(json.dumps(asdict(recipe))) == recipe
+
+
+def test_the_endpoint_comes_from_the_environment_first() -> None:
+    settings = SparkSettings(remote="sc://cluster:15002")
+    assert remote_of(settings, {}) == "sc://cluster:15002"
+    assert remote_of(settings, {"HAKIRI_SPARK_REMOTE": "local"}) == "local"
+    assert remote_of(SparkSettings(), {}) is None
+
+
+def test_an_endpoint_that_is_not_spark_connect_is_refused() -> None:
+    with pytest.raises(SparkSetupError) as raised:
+        remote_of(SparkSettings(), {"HAKIRI_SPARK_REMOTE": "http://cluster:15002"})
+    assert "is not a Spark Connect endpoint" in raised.value.reason
+    assert "sc://host:port" in (raised.value.hint or "")
