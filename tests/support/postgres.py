@@ -23,6 +23,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from hakiri.spark.connect_server import pid_alive
+
 __all__ = ["PG_URL_ENV", "PostgresUnavailable", "TestPostgres", "find_pg_bin_dir"]
 
 PG_URL_ENV = "HAKIRI_TEST_PG_URL"
@@ -71,16 +73,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class TestPostgres:
@@ -279,7 +271,7 @@ class TestPostgres:
                 owner = int((base / OWNER_FILE).read_text().strip())
             except (OSError, ValueError):
                 continue
-            if _pid_alive(owner):
+            if pid_alive(owner):
                 continue
             with contextlib.suppress(subprocess.SubprocessError, OSError):
                 self._kill(base / "data")

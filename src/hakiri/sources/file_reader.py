@@ -51,9 +51,7 @@ _FILE = "_hakiri_file"
 _POS = "_hakiri_position"
 _BROKEN = "_hakiri_broken"
 _TEXT = "_hakiri_text"  # a converted CSV record's fields as read, for naming its line
-_MISTYPED = (
-    "_hakiri_mistyped"  # "amount: 'x4.50' is not decimal(10,2)": a value that did not convert
-)
+_MISTYPED = "_hakiri_mistyped"  # true: a value of the record did not convert to its type
 _ROW = "_hakiri_row"
 _ELEMENT = "_hakiri_element"
 _REPLACEMENT = "\ufffd"  # what Spark's CSV reader makes of bytes the charset cannot decode
@@ -122,9 +120,9 @@ class _Part:
     files: tuple[_Located, ...]
     kind: str  # "csv" | "jsonl" | "json-array" | "parquet"
     has_bad: bool
-    # CSV with declared columns is read as text and converted by hakiri's projection: a value
-    # that does not convert is named in _MISTYPED (the record stays in _BAD only when Spark's
-    # parser refused it, e.g. a field short).
+    # CSV with declared columns is read as text and converted by hakiri's projection: a record
+    # with a value that does not convert has _MISTYPED true (_BAD holds a record only when
+    # Spark's parser refused it, e.g. a field short).
     has_mistyped: bool = False
 
     def frame(self, observation: Any = None) -> DataFrame:
@@ -143,7 +141,7 @@ class _Part:
         if self.has_bad:
             rows = rows.where(F.col(_BAD).isNull())
         if self.has_mistyped:
-            rows = rows.where(F.col(_MISTYPED).isNull())
+            rows = rows.where(~F.col(_MISTYPED))
         return rows.select(*[_col(name) for name in self.columns])
 
 
@@ -381,8 +379,9 @@ def _named(names: Sequence[str], inferred: Sequence[StructField]) -> list[Struct
 
 def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFrame:
     """CSV text columns converted to their declared types (what Spark's typed parse did, for
-    less: reading text is the cheaper half), plus _MISTYPED naming the first value that does
-    not convert. An empty value is NULL, never malformed."""
+    less: reading text is the cheaper half), plus _MISTYPED, true when a value does not
+    convert (which one is worked out only when a read fails). An empty value is NULL, never
+    malformed."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType, FractionalType, StringType, TimestampType
 
@@ -402,19 +401,15 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
         else:
             result = value.try_cast(field.dataType)
         converted.append(result.alias(field.name))
-        kind = field.dataType.simpleString()
-        problems.append(
-            F.when(
-                value.isNotNull() & result.isNull(),
-                F.concat(F.lit(f"{field.name}: '"), value, F.lit(f"' is not {kind}")),
-            )
-        )
-    mistyped = F.coalesce(*problems) if problems else F.lit(None).cast("string")
+        problems.append(value.isNotNull() & result.isNull())
+    mistyped = F.lit(False)
+    for problem in problems:
+        mistyped = mistyped | problem
     # The parser's verdict (_BAD) comes first: a record it refused has no values to convert.
     return raw.select(
         *converted,
         _col(_BAD),
-        F.when(F.col(_BAD).isNull(), mistyped).alias(_MISTYPED),
+        (F.col(_BAD).isNull() & mistyped).alias(_MISTYPED),
         # Read only when a failing read names its line: the queries that load never use it.
         F.array(*[_col(f.name) for f in typed.fields]).alias(_TEXT),
     )
@@ -714,7 +709,7 @@ def _metrics(part: _Part) -> list[Column]:
             replaced_expr = replaced_expr | (F.instr(_col(name), _REPLACEMENT) > 0)
     bad = F.col(_BAD)
     if part.has_mistyped:
-        bad = F.coalesce(bad, F.col(_MISTYPED))
+        bad = F.when(bad.isNotNull() | F.col(_MISTYPED), F.lit(1))
     return [
         F.count(bad).alias("malformed"),  # judged only for parts that have _BAD
         F.count(F.when(replaced_expr, 1)).alias("replaced"),
@@ -799,10 +794,12 @@ def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceData
             *extra,
             *[_col(name) for name in part.parsed],
         )
-        bad = F.coalesce(F.col(_BAD), F.col(_MISTYPED)) if part.has_mistyped else F.col(_BAD)
+        bad = F.col(_BAD).isNotNull()
+        if part.has_mistyped:
+            bad = bad | F.col(_MISTYPED)
         first = F.struct(_BAD, _MISTYPED, _TEXT) if part.has_mistyped else F.col(_BAD)
         firsts = (
-            numbered.where(bad.isNotNull())
+            numbered.where(bad)
             .groupBy(_FILE)
             .agg(F.min_by(first, _ROW).alias("first"), *counted)
             .collect()
@@ -824,8 +821,10 @@ def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceData
             if bad:
                 why = f"element {int(first or 0) + 1} of the array: {bad}"
         elif part.has_mistyped and first is not None and first[_BAD] is None:
-            line = _line_of_fields(config, loc, list(first[_TEXT]))
-            why = first[_MISTYPED]
+            text = list(first[_TEXT])
+            line = _line_of_fields(config, loc, text)
+            values = dict(zip(part.parsed, text, strict=True))
+            why = _bad_value(config, part, values) or "a value does not fit its column's type"
         else:
             if part.has_mistyped and first is not None:
                 first = first[_BAD]
@@ -998,10 +997,11 @@ def _bad_value(config: FilesConfig, part: _Part, values: dict[str, str | None]) 
     from pyspark.sql import functions as F
 
     types = _column_types(part)
+    nan = config.nan_value or "NaN"
     checked = [
-        (name, value, types[name])
+        (name, "NaN" if value == nan else value, types[name])
         for name, value in values.items()
-        if value is not None and types.get(name, "string") != "string"
+        if value not in (None, "") and types.get(name, "string") != "string"
     ]
     if not checked:
         return None

@@ -57,6 +57,7 @@ __all__ = [
     "ServerState",
     "connect_local",
     "in_use",
+    "pid_alive",
     "running_servers",
     "stop_server",
 ]
@@ -131,7 +132,7 @@ class ServerState:
         return f"sc://localhost:{self.port}/;token={self.token}"
 
     def alive(self) -> bool:
-        return _pid_alive(self.supervisor_pid) and _pid_alive(self.server_pid)
+        return pid_alive(self.supervisor_pid) and pid_alive(self.server_pid)
 
 
 class ServerLease:
@@ -250,7 +251,7 @@ def _stop_pids(state: ServerState) -> None:
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + _STOP_TIMEOUT
     while time.monotonic() < deadline and (
-        _pid_alive(state.supervisor_pid) or _pid_alive(state.server_pid)
+        pid_alive(state.supervisor_pid) or pid_alive(state.server_pid)
     ):
         time.sleep(_POLL)
     for pid in (state.supervisor_pid, state.server_pid):
@@ -452,7 +453,8 @@ def _touch(path: Path) -> None:
         os.utime(path)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Is process `pid` running (not gone, not a zombie)?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -21,8 +21,14 @@ COLUMNS = '{ id = "bigint", amount = "decimal(10,2)" }'
 # Each format's batch: two good rows and one whose amount is not a decimal.
 FILES = {
     "csv": ("data/a.csv", "id,amount\n1,1.50\n2,x4.50\n3,3\n"),
-    "jsonl": ("data/a.jsonl", '{"id": 1, "amount": 1.5}\n{"id": 2, "amount": "x4.50"}\n{"id": 3, "amount": 3}\n'),
-    "json": ("data/a.json", '[{"id": 1, "amount": 1.5},\n {"id": 2, "amount": "x4.50"},\n {"id": 3, "amount": 3}]'),
+    "jsonl": (
+        "data/a.jsonl",
+        '{"id": 1, "amount": 1.5}\n{"id": 2, "amount": "x4.50"}\n{"id": 3, "amount": 3}\n',
+    ),
+    "json": (
+        "data/a.json",
+        '[{"id": 1, "amount": 1.5},\n {"id": 2, "amount": "x4.50"},\n {"id": 3, "amount": 3}]',
+    ),
     "parquet": ("data/a.parquet", None),
 }
 REASONS = {
@@ -33,7 +39,9 @@ REASONS = {
 }
 
 
-def _project(root: Path, pg_url: str, schema: str, destination: str, fmt: str, policy: str) -> Project:
+def _project(
+    root: Path, pg_url: str, schema: str, destination: str, fmt: str, policy: str
+) -> Project:
     project = Project(root, pg_url, schema)
     name, text = FILES[fmt]
     if text is None:
@@ -72,7 +80,9 @@ def _loaded(project: Project, destination: str) -> list[tuple[int, Decimal]]:
     if destination == "postgres":
         return [tuple(r) for r in project.rows("t")]  # type: ignore[misc]
     table = DeltaTable(str(project.root / ".hakiri" / "context" / "t")).to_pyarrow_table()
-    return sorted(zip(table.column("id").to_pylist(), table.column("amount").to_pylist(), strict=True))
+    return sorted(
+        zip(table.column("id").to_pylist(), table.column("amount").to_pylist(), strict=True)
+    )
 
 
 @pytest.mark.parametrize("destination", ["postgres", "context"])

@@ -18,6 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 from hakiri.spark.class_sharing import cache_root
+from hakiri.spark.connect_server import pid_alive
 
 pytestmark = pytest.mark.integration
 
@@ -95,15 +96,6 @@ def _rows(root: Path) -> int:
     return DeltaTable(str(root / ".hakiri" / "context" / "t")).to_pyarrow_table().num_rows
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
-
-
 def _wait(condition, seconds: float) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -152,7 +144,7 @@ def test_commands_share_one_local_server_that_outlives_them(
     )
     assert stopped.returncode == 0, stopped.stderr
     assert f"stopped {server['fingerprint']}" in stopped.stderr
-    assert _gone(int(server["pid"])) and _gone(int(server["server_pid"]))
+    assert not pid_alive(int(server["pid"])) and not pid_alive(int(server["server_pid"]))
     assert _servers(env) == []
 
 
