@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shlex
 import sys
 import threading
@@ -34,6 +33,7 @@ from hakiri.spark.packages import (
     cached_packages,
     resolve_packages,
 )
+from hakiri.spec.interpolate import mask_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -276,7 +276,7 @@ def connect_session(
     from hakiri.spark.java import require_java
     from hakiri.spec.base import duration_seconds
 
-    with spark_errors(f"connecting to Spark at {_redact_token(remote)}", fallback=SparkSetupError):
+    with spark_errors(f"connecting to Spark at {mask_url(remote)}", fallback=SparkSetupError):
         if remote != "local":
             return SparkSession.builder.remote(remote).getOrCreate(), None
         require_java(env)
@@ -370,10 +370,6 @@ def close_isolated_sessions() -> None:
     for session in sessions:
         with contextlib.suppress(Exception):
             session.stop()
-
-
-def _redact_token(url: str) -> str:
-    return re.sub(r"(;token=)[^;]*", r"\1***", url)
 
 
 def _conf_value(value: str | int | float | bool) -> str:

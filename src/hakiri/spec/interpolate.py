@@ -72,12 +72,15 @@ def expand_tree(data: Any, env: Mapping[str, str]) -> Any:
 
 # `password=...` in a key=value connection string or a URL query (quoted or not).
 _PASSWORD_PARAM = re.compile(r"""(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)""", re.IGNORECASE)
+# A Spark Connect URL's bearer token: sc://host:15002/;token=...;user_id=...
+_TOKEN_PARAM = re.compile(r"(;token=)[^;\s]*", re.IGNORECASE)
 
 
 def mask_url(url: str) -> str:
-    """A connection string fit for messages and logs: every password replaced by ***.
+    """A connection string fit for messages and logs: every password or token replaced by ***.
 
-    Handles postgresql://user:secret@host/db, ?password=secret and `password=secret` key=value forms.
+    Handles postgresql://user:secret@host/db, ?password=secret, `password=secret` key=value
+    forms and a Spark Connect URL's `;token=secret`.
     """
     masked = url
     try:
@@ -89,7 +92,7 @@ def mask_url(url: str) -> str:
             )
     except ValueError:
         pass
-    return _PASSWORD_PARAM.sub(r"\1***", masked)
+    return _TOKEN_PARAM.sub(r"\1***", _PASSWORD_PARAM.sub(r"\1***", masked))
 
 
 def password_of(url: str) -> str | None:
