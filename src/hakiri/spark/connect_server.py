@@ -132,7 +132,8 @@ class ServerState:
         return f"sc://localhost:{self.port}/;token={self.token}"
 
     def alive(self) -> bool:
-        return pid_alive(self.supervisor_pid) and pid_alive(self.server_pid)
+        """Both processes run, and are still this server's."""
+        return len(_owned_pids(self)) == 2
 
 
 class ServerLease:
@@ -246,17 +247,28 @@ def stop_server(state: ServerState) -> None:
 
 
 def _stop_pids(state: ServerState) -> None:
-    for pid in (state.supervisor_pid, state.server_pid):
+    """SIGTERM the server's processes that are still its own, SIGKILL what is left of them."""
+    pids = _owned_pids(state)
+    for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + _STOP_TIMEOUT
-    while time.monotonic() < deadline and (
-        pid_alive(state.supervisor_pid) or pid_alive(state.server_pid)
-    ):
+    while time.monotonic() < deadline and any(pid_alive(pid) for pid in pids):
         time.sleep(_POLL)
-    for pid in (state.supervisor_pid, state.server_pid):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        if pid_alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _owned_pids(state: ServerState) -> list[int]:
+    """The server's pids whose processes are still its own: its supervisor (for its directory)
+    and its JVM, not pids reused since (a `server.json` that outlived a reboot)."""
+    marks = {
+        state.supervisor_pid: f"hakiri.spark.connect_server\0{state.directory}",
+        state.server_pid: SERVER_CLASS,
+    }
+    return [pid for pid, mark in marks.items() if _runs(pid, mark)]
 
 
 # ------------------------------------------------------------------ the supervisor
@@ -464,6 +476,18 @@ def pid_alive(pid: int) -> bool:
     try:  # a zombie child counts as gone
         with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
             return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _runs(pid: int, marker: str) -> bool:
+    """Is `pid` alive and running a command line that contains `marker` (NULs between
+    arguments)? Without /proc, alive is taken for ours."""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return marker.encode() in cmdline.read()
     except OSError:
         return True
 

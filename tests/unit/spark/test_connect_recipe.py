@@ -80,3 +80,28 @@ def test_an_endpoint_that_is_not_spark_connect_is_refused() -> None:
         remote_of(SparkSettings(), {"HAKIRI_SPARK_REMOTE": "http://cluster:15002"})
     assert "is not a Spark Connect endpoint" in raised.value.reason
     assert "sc://host:port" in (raised.value.hint or "")
+
+
+def test_a_server_file_whose_pids_now_run_something_else_is_not_a_running_server(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    from hakiri.spark.connect_server import ServerState, _owned_pids
+
+    # As after a reboot: server.json names pids that other processes have now (this test's
+    # own interpreter, and init). It is not a running server, and stopping it signals neither.
+    stale = ServerState(
+        directory=str(tmp_path),
+        fingerprint="0123456789abcdef",
+        supervisor_pid=os.getpid(),
+        server_pid=1,
+        port=15002,
+        token="t",
+        started_at=0.0,
+        ready=True,
+        hakiri_version=hakiri.__version__,
+        master="local[*]",
+    )
+    assert not stale.alive()
+    assert _owned_pids(stale) == []
