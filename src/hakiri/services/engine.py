@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hakiri.spark.connect_server import in_use, running_servers, stop_server
+from hakiri.spark.connect_server import ServerState, in_use, running_servers, stop_server
 from hakiri.spec.loader import load_project
 
 __all__ = ["engine_status", "start_engine", "stop_engines"]
@@ -32,27 +32,28 @@ def start_engine(root: Path, env: Mapping[str, str] = os.environ) -> dict[str, A
 def engine_status(env: Mapping[str, str] = os.environ) -> list[dict[str, Any]]:
     """One entry per local server: its fingerprint, pids, port, master, age and whether a
     command holds it now."""
-    now = time.time()
-    return [
-        {
-            "fingerprint": state.fingerprint,
-            "pid": state.supervisor_pid,
-            "server_pid": state.server_pid,
-            "port": state.port,
-            "master": state.master,
-            "hakiri_version": state.hakiri_version,
-            "up_seconds": round(now - state.started_at, 1),
-            "ready": state.ready and state.alive(),
-            "in_use": in_use(state),
-            "log": os.path.join(state.directory, "server.log"),
-        }
-        for state in running_servers(env)
-    ]
+    return [_described(state) for state in running_servers(env)]
 
 
 def stop_engines(env: Mapping[str, str] = os.environ) -> list[dict[str, Any]]:
     """Stop every local server; what was stopped (as `engine_status` lists it)."""
-    stopped = engine_status(env)
+    stopped = []
     for state in running_servers(env):
+        stopped.append(_described(state))
         stop_server(state)
     return stopped
+
+
+def _described(state: ServerState) -> dict[str, Any]:
+    return {
+        "fingerprint": state.fingerprint,
+        "pid": state.supervisor_pid,
+        "server_pid": state.server_pid,
+        "port": state.port,
+        "master": state.master,
+        "hakiri_version": state.hakiri_version,
+        "up_seconds": round(time.time() - state.started_at, 1),
+        "ready": state.ready and state.alive(),
+        "in_use": in_use(state),
+        "log": os.path.join(state.directory, "server.log"),
+    }

@@ -967,7 +967,7 @@ def _bad_json_value(config: FilesConfig, part: _Part, record: dict[str, Any]) ->
             continue
         # The JSON reader takes no quoted number or boolean, and no object where a scalar goes.
         wrong_json_type = (
-            (kind.startswith(_NUMERIC) and (isinstance(value, bool) or not _is_number(value)))
+            (kind.startswith(_NUMERIC) and not _is_json_number(value))
             or (kind == "boolean" and not isinstance(value, bool))
             or (isinstance(value, dict | list) and not kind.startswith(("struct", "array", "map")))
         )
@@ -977,8 +977,8 @@ def _bad_json_value(config: FilesConfig, part: _Part, record: dict[str, Any]) ->
     return _bad_value(config, part, {n: v for n, v in values.items() if n in types})
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float)
+def _is_json_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _column_types(part: _Part) -> dict[str, str]:
