@@ -296,7 +296,9 @@ class PostgresDestination:
 
         def write() -> list[int | None]:
             frame = writable_frame(tagged.frame, layout.columns, blank=layout.blank, tags=tags)
-            counts = writer.write_tagged(frame, schema, name, into, split)
+            counts = writer.write_tagged(
+                frame, schema, name, into, split, binary=layout.like is None
+            )
             rows.counted(counts.rows_in, counts.rows, counts.broke, counts.quarantined)
             return [counts.rows, counts.quarantined] if q_name else [counts.rows]
 

@@ -1,11 +1,18 @@
 """COPY staging: every Spark partition streams its rows into the staging table with COPY.
 
 Spark hands each partition to a Python worker as Arrow record batches
-(`DataFrame.mapInArrow`); pyarrow encodes them as CSV in C++ and psycopg streams
-that into `COPY <staging> (…) FROM STDIN (FORMAT csv)`. No row passes through
-Python one at a time, and the driver receives one count per partition.
+(`DataFrame.mapInArrow`). Into a staging table hakiri created from the rows' own
+Spark types, `pgpq` encodes them in PostgreSQL's binary COPY format (Rust, no text
+in between) and psycopg streams that into `COPY <staging> (…) FROM STDIN (FORMAT
+binary)`: PostgreSQL reads each value as its bytes, without parsing text. The
+binary format carries no type names, so it is used only where the staging
+column's type is the one the encoder writes for the Arrow type (`spark_to_postgres`
+made the column from the same Spark type); a staging table made like the target
+(blue_green) takes CSV text, which PostgreSQL casts into the target's types. No
+row passes through Python one at a time, and the driver receives one count per
+partition.
 
-The CSV keeps every value the JDBC writer would: NULL is an unquoted empty field
+In CSV, pyarrow encodes the batches in C++. The CSV keeps every value the JDBC writer would: NULL is an unquoted empty field
 and an empty string a quoted one (`""`), which COPY tells apart; quotes are
 doubled, delimiters, newlines and backslashes stay inside quotes as data;
 numbers are written in their shortest exact form; timestamps with a zone are
@@ -75,11 +82,13 @@ class CopyStageWriter:
         self.url = url
 
     def write(self, frame: Any, schema: str, table: str) -> int:
-        return self._run(frame, copy_statement(schema, table, frame.columns), None).rows
+        """Every row of `frame` into `table`, made from the frame's Spark types (binary COPY)."""
+        return self._run(frame, copy_statement(schema, table, frame.columns, binary=True)).rows
 
     def write_into(self, frame: Any, schema: str, table: str, columns: Sequence[str]) -> int:
-        """Every row of `frame` into the columns `columns` of `table` (in the frame's order)."""
-        return self._run(frame, copy_statement(schema, table, columns), None).rows
+        """Every row of `frame` into the columns `columns` of `table` (in the frame's order), a
+        table of another's making: CSV, which PostgreSQL casts into its column types."""
+        return self._run(frame, copy_statement(schema, table, columns)).rows
 
     def write_tagged(
         self,
@@ -88,13 +97,17 @@ class CopyStageWriter:
         table: str,
         columns: Sequence[str],
         split: QuarantineSplit,
+        *,
+        binary: bool,
     ) -> CopyCounts:
         """Rows not dropped into `table` (its columns `columns`, the frame's first ones), and the
-        quarantine records as `split` says, from one pass; what the pass counted."""
-        return self._run(frame, copy_statement(schema, table, columns), split)
+        quarantine records as `split` says, from one pass; what the pass counted. `binary` when
+        `table` was made from the frame's Spark types."""
+        return self._run(frame, copy_statement(schema, table, columns, binary=binary), split)
 
-    def _run(self, frame: Any, statement: str, split: QuarantineSplit | None) -> CopyCounts:
-        tasks = _copyable(frame).mapInArrow(
+    def _run(self, frame: Any, statement: str, split: QuarantineSplit | None = None) -> CopyCounts:
+        binary = statement.endswith(_BINARY)
+        tasks = (frame if binary else _copyable(frame)).mapInArrow(
             copy_partition(self.url, statement, split), _COUNTS_SCHEMA
         )
         # One small row per task (counts only) reaches the driver.
@@ -110,10 +123,14 @@ class CopyStageWriter:
         return CopyCounts(rows, quarantined, rows_in, tuple(broke))
 
 
-def copy_statement(schema: str, table: str, columns: Sequence[str]) -> str:
+_BINARY = "(FORMAT binary)"
+
+
+def copy_statement(schema: str, table: str, columns: Sequence[str], *, binary: bool = False) -> str:
+    """COPY … FROM STDIN in PostgreSQL's binary format, or CSV."""
     names = sql.SQL(", ").join(sql.Identifier(name) for name in columns)
     return (
-        sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)")
+        sql.SQL("COPY {} ({}) FROM STDIN " + (_BINARY if binary else "(FORMAT csv)"))
         .format(sql.Identifier(schema, table), names)
         .as_string()
     )
@@ -144,6 +161,7 @@ def copy_partition(
         import pyarrow.csv as pacsv
 
         options = pacsv.WriteOptions(include_header=False)
+        encode = _binary_encoder() if statement.endswith(_BINARY) else None
         filled = (batch for batch in batches if batch.num_rows)
         first = next(filled, None)
         rows = records = rows_in = 0
@@ -170,10 +188,15 @@ def copy_partition(
                                 spool.write(memoryview(sink.getvalue()))
                                 records += aside.num_rows
                             batch = _kept(batch, split)
-                        sink = pa.BufferOutputStream()
-                        pacsv.write_csv(_zone_free(batch), sink, options)
-                        copying.write(memoryview(sink.getvalue()))
+                        if encode is not None:
+                            copying.write(encode(batch))
+                        else:
+                            sink = pa.BufferOutputStream()
+                            pacsv.write_csv(_zone_free(batch), sink, options)
+                            copying.write(memoryview(sink.getvalue()))
                         rows += batch.num_rows
+                    if encode is not None:
+                        copying.write(encode(None))
                 if records and split is not None and split.statement is not None:
                     spool.seek(0)
                     with cursor.copy(split.statement) as copying:
@@ -183,6 +206,25 @@ def copy_partition(
         yield pa.RecordBatch.from_pydict(counts, _counts_arrow_schema())
 
     return copy
+
+
+def _binary_encoder() -> Callable[[Any], Any]:
+    """A function that encodes one task's Arrow batches as PostgreSQL binary COPY: the first
+    call's bytes start with the format's header, a call with None ends the stream."""
+    from pgpq import ArrowToPostgresBinaryEncoder
+
+    encoder: Any = None
+
+    def encode(batch: Any) -> Any:
+        nonlocal encoder
+        if batch is None:
+            return encoder.finish()
+        if encoder is None:
+            encoder = ArrowToPostgresBinaryEncoder(batch.schema)
+            return encoder.write_header() + encoder.write_batch(batch)
+        return encoder.write_batch(batch)
+
+    return encode
 
 
 def _counts_arrow_schema() -> Any:

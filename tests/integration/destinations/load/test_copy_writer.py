@@ -1,4 +1,6 @@
-"""The COPY stage writer lands exactly the values Spark's JDBC writer does, for every type hakiri loads.
+"""The COPY stage writer lands exactly the values Spark's JDBC writer does, for every type hakiri loads,
+in both of its formats: binary COPY (pgpq, into a staging table made from the rows' Spark types)
+and CSV (into a table of another's making, e.g. blue_green's copy of the target).
 
 A property test: hypothesis generates rows of every staged type (text with quotes,
 delimiters, newlines, backslashes and unicode; NULL next to the empty string;
@@ -43,6 +45,7 @@ COLUMNS: list[tuple[str, str, st.SearchStrategy[Any]]] = [
     ("bigint", "bigint", st.none() | st.integers(-(2**63), 2**63 - 1)),
     ("int", "integer", st.none() | st.integers(-(2**31), 2**31 - 1)),
     ("smallint", "smallint", st.none() | st.integers(-(2**15), 2**15 - 1)),
+    ("tinyint", "smallint", st.none() | st.integers(-(2**7), 2**7 - 1)),
     ("double", "double precision", st.none() | st.floats()),
     ("float", "real", st.none() | st.floats(width=32)),
     (
@@ -88,20 +91,24 @@ def _difference(pg_url: str, schema: str) -> list[tuple[Any, ...]]:
 
 
 @settings(
-    max_examples=12,
+    max_examples=16,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(rows=ROWS)
+@given(rows=ROWS, binary=st.booleans())
 def test_copy_stages_the_same_values_as_jdbc(
-    spark: SparkSession, pg_url: str, pg_schema: str, rows: list[tuple[Any, ...]]
+    spark: SparkSession, pg_url: str, pg_schema: str, rows: list[tuple[Any, ...]], binary: bool
 ) -> None:
     ddl = ", ".join(f"c{i} {spark_type}" for i, (spark_type, _, _) in enumerate(COLUMNS))
     frame = spark.createDataFrame(rows, ddl).repartition(2)
     _create(pg_url, pg_schema, "by_copy")
     _create(pg_url, pg_schema, "by_jdbc")
 
-    written = CopyStageWriter(pg_url).write(frame, pg_schema, "by_copy")
+    writer = CopyStageWriter(pg_url)
+    if binary:
+        written = writer.write(frame, pg_schema, "by_copy")
+    else:
+        written = writer.write_into(frame, pg_schema, "by_copy", frame.columns)
     JdbcStageWriter(pg_url).write(frame, pg_schema, "by_jdbc")
 
     assert written == len(rows)
