@@ -789,7 +789,9 @@ class HakiriLoad(LoadPath):
             if k not in ("HAKIRI_CATALOG_URL", "HAKIRI_SPARK_REMOTE")
         }
         env["PYTHONPATH"] = str(self.variant.src)
-        if self.variant.engine != "driver":
+        if self.variant.engine == "driver":
+            env["HAKIRI_SPARK_REMOTE"] = "in-process"  # the baseline predates the variable
+        else:
             env["HAKIRI_SPARK_REMOTE"] = "local"
             verb = "start" if self.variant.engine == "warm" else "stop"
             run_checked(

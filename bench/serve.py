@@ -8,8 +8,9 @@ A project with one files pipeline (CSV, upsert on `id`, into PostgreSQL). Each
 measured run first writes one new CSV file of `--rows` rows, so every run loads
 exactly that file.
 
-- apply: `hakiri apply` as a new process each time, as cron starts it. Wall time
-  from start to exit, JVM start-up included.
+- apply: `hakiri apply` as a new process each time, as cron starts it, with its Spark
+  driver in the command (`HAKIRI_SPARK_REMOTE=in-process`). Wall time from start to
+  exit, JVM start-up included.
 - apply, local server warm: the same with `HAKIRI_SPARK_REMOTE=local`; the warm-up run
   starts hakiri's local Spark Connect server and every measured run finds it running.
 - apply, local server cold: the same, with the server stopped (untimed, `hakiri engine
@@ -109,8 +110,7 @@ def bench_apply(root: Path, url: str, runs: int, rows: int, engine: str = "drive
     project(root, url)
     command = [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)]
     env = {k: v for k, v in os.environ.items() if k != "HAKIRI_SPARK_REMOTE"}
-    if engine != "driver":
-        env["HAKIRI_SPARK_REMOTE"] = "local"
+    env["HAKIRI_SPARK_REMOTE"] = "in-process" if engine == "driver" else "local"
     stop = [sys.executable, "-m", "hakiri.cli.main", "engine", "stop"]
     times = []
     for index in range(runs + 1):

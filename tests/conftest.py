@@ -12,6 +12,7 @@ Tests that use any of these are marked `integration` automatically, so
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -148,3 +149,19 @@ def spark_cluster() -> Iterator[StandaloneCluster]:
         yield started
     finally:
         started.stop()
+
+
+_SESSION_STARTED = time.time()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the local Spark Connect servers this run started (the default engine of every
+    `hakiri` command the tests run in a process of its own), once every xdist worker is done;
+    servers that were running before the run are left alone."""
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller stops them after all workers finish
+    from hakiri.spark.connect_server import running_servers, stop_server
+
+    for state in running_servers():
+        if state.started_at >= _SESSION_STARTED:
+            stop_server(state)

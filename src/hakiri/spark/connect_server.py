@@ -1,10 +1,11 @@
 """hakiri's local Spark Connect server: one warm engine that outlives the command.
 
 A command that needs Spark connects to a Spark Connect server instead of starting a JVM of
-its own. Without `[spark] remote`, that server is a local one hakiri runs itself:
+its own. By default (`[spark] remote = "local"`), that server is a local one hakiri runs itself:
 
 - It is named by a *recipe*: the master, the jars (the PostgreSQL driver, delta-spark), the
-  Spark settings, the Python its workers run and the hakiri and PySpark versions. A command
+  Spark settings, the Python its workers run, the hakiri and PySpark versions and the newest
+  modification time of hakiri's modules (an edited tree's workers must not run old code). A command
   uses the server of its recipe's fingerprint, so a server started by another hakiri, or with
   other jars or settings, is never reused by mistake: a different recipe is a different
   server (an unused one stops itself after its idle timeout).
@@ -97,7 +98,7 @@ class Recipe:
         from hakiri import __version__
 
         digest = hashlib.sha256()
-        for part in (__version__, pyspark.__version__, self.python, self.master):
+        for part in (__version__, _code_stamp(), pyspark.__version__, self.python, self.master):
             digest.update(f"{part}\0".encode())
         for key, value in self.conf:
             digest.update(f"{key}={value}\0".encode())
@@ -150,6 +151,14 @@ class ServerLease:
         _touch(self.directory / "last-used")
         self._handle.close()  # drops the shared lock
         self._handle = None
+
+
+def _code_stamp() -> str:
+    """The newest modification time of hakiri's own modules: the server's Python workers run
+    them (the COPY writer's tasks), so an edited tree (an editable install keeps its version)
+    gets a server of its own instead of one still running the code from before the edit."""
+    package = Path(__file__).resolve().parents[1]
+    return str(max((p.stat().st_mtime_ns for p in package.rglob("*.py")), default=0))
 
 
 def engine_root(env: Mapping[str, str]) -> Path:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from hakiri.spec.project import SparkSettings
 
 __all__ = [
+    "IN_PROCESS",
     "JarResolution",
     "build_spark_session",
     "connect_session",
@@ -55,6 +56,7 @@ __all__ = [
 ]
 
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+IN_PROCESS = "in-process"  # `[spark] remote`: a Spark driver inside the command, no Spark Connect
 
 
 @dataclass(frozen=True)
@@ -246,16 +248,17 @@ def session_for(
 
 def remote_of(settings: SparkSettings, env: Mapping[str, str] = os.environ) -> str | None:
     """The Spark Connect endpoint a project runs on: HAKIRI_SPARK_REMOTE, else `[spark] remote`;
-    'local' for hakiri's local server; None for a driver inside the command."""
+    'local' for hakiri's local server; None for a driver inside the command ('in-process')."""
     from hakiri.spark.connect_server import REMOTE_ENV
 
     given = env.get(REMOTE_ENV, "").strip() or settings.remote
-    if given and given != "local" and not given.startswith("sc://"):
+    if given not in ("local", IN_PROCESS) and not given.startswith("sc://"):
         raise SparkSetupError(
             f"{REMOTE_ENV}={given!r} is not a Spark Connect endpoint",
-            "use sc://host:port (with ;token=... if the server wants one), or 'local'",
+            "use sc://host:port (with ;token=... if the server wants one), 'local' for "
+            "hakiri's local server, or 'in-process' for a Spark driver inside the command",
         )
-    return given or None
+    return None if given == IN_PROCESS else given
 
 
 def connect_session(

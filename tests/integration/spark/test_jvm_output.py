@@ -29,7 +29,14 @@ def _apply(root: Path, log: Path, *flags: str) -> subprocess.CompletedProcess[st
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "HAKIRI_JVM_LOG": str(log), "HAKIRI_DEBUG": ""},
+        # The JVM in the command: a local Spark Connect server writes its output to its own
+        # server.log (operations.md).
+        env={
+            **os.environ,
+            "HAKIRI_JVM_LOG": str(log),
+            "HAKIRI_DEBUG": "",
+            "HAKIRI_SPARK_REMOTE": "in-process",
+        },
         timeout=600,
     )
 

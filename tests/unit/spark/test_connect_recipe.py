@@ -72,7 +72,14 @@ def test_the_endpoint_comes_from_the_environment_first() -> None:
     settings = SparkSettings(remote="sc://cluster:15002")
     assert remote_of(settings, {}) == "sc://cluster:15002"
     assert remote_of(settings, {"HAKIRI_SPARK_REMOTE": "local"}) == "local"
-    assert remote_of(SparkSettings(), {}) is None
+    assert remote_of(settings, {"HAKIRI_SPARK_REMOTE": "in-process"}) is None
+
+
+def test_the_local_server_is_the_default_and_in_process_opts_out() -> None:
+    assert remote_of(SparkSettings(), {}) == "local"
+    assert remote_of(SparkSettings(remote="in-process"), {}) is None
+    with pytest.raises(ValueError, match="remote"):
+        SparkSettings(remote="driver")
 
 
 def test_an_endpoint_that_is_not_spark_connect_is_refused() -> None:
