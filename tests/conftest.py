@@ -154,6 +154,21 @@ def spark_cluster() -> Iterator[StandaloneCluster]:
 _SESSION_STARTED = time.time()
 
 
+@pytest.fixture(autouse=True)
+def _no_spark_connect_in_the_test_process() -> Iterator[None]:
+    """hakiri's default engine is a Spark Connect server; a command run inside the test process
+    (CliRunner) must use the suite's `spark` session instead, which it reuses when it is active.
+    A Spark Connect session made here would switch PySpark in this process to Spark Connect
+    for good (SPARK_CONNECT_MODE_ENABLED), and every later `spark` fixture would fail."""
+    yield
+    if os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None) is not None:
+        pytest.fail(
+            "this test started a Spark Connect session inside the test process: request the "
+            "`spark` fixture (an in-process command reuses it) or run hakiri in a subprocess",
+            pytrace=False,
+        )
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop the local Spark Connect servers this run started (the default engine of every
     `hakiri` command the tests run in a process of its own), once every xdist worker is done;

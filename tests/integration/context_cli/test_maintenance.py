@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tests.integration.context_cli.conftest import ContextProject, orders
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-def test_optimize_compacts_small_files_into_a_new_version(project: ContextProject) -> None:
+
+def test_optimize_compacts_small_files_into_a_new_version(
+    project: ContextProject, spark: SparkSession
+) -> None:
+    # `spark`: the in-process command runs on the suite's session (a Spark Connect session in
+    # this process would stop it from starting one of its own; see tests/conftest.py).
     for i in range(4):
         project.delta("orders", orders(i))
 
