@@ -120,7 +120,7 @@ class _Part:
     files: tuple[_Located, ...]
     kind: str  # "csv" | "jsonl" | "json-array" | "parquet"
     has_bad: bool
-    # CSV with declared columns is read as text and converted by hakiri's projection: a record
+    # CSV is read as text and converted (to the declared or inferred types) by hakiri's projection: a record
     # with a value that does not convert has _MISTYPED true (_BAD holds a record only when
     # Spark's parser refused it, e.g. a field short).
     has_mistyped: bool = False
@@ -351,14 +351,20 @@ def _csv_parts(
                 _Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
             )
             continue
+        # Inferred columns are typed the same way: Spark infers the types (a pass over the
+        # files), the read takes every column as text and hakiri's projection converts it.
         inferred = _csv_reader(spark, config, charset).option("inferSchema", True).csv(paths)
         fields = list(inferred.schema.fields)
         if config.column_names is not None:  # header = false: the spec makes sure
             fields = _named(config.column_names, fields)
-        schema = StructType([*fields, StructField(_BAD, StringType())])
+        text_fields = [StructField(field.name, StringType()) for field in fields]
+        text = StructType([*text_fields, StructField(_BAD, StringType())])
         parsed = columns = tuple(field.name for field in fields)
-        raw = _csv_reader(spark, config, charset).schema(schema).csv(paths)
-        parts.append(_Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True))
+        raw = _csv_reader(spark, config, charset).schema(text).csv(paths)
+        raw = _converted(config, raw, StructType(fields))
+        parts.append(
+            _Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
+        )
     return parts
 
 
@@ -378,7 +384,7 @@ def _named(names: Sequence[str], inferred: Sequence[StructField]) -> list[Struct
 
 
 def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFrame:
-    """CSV text columns converted to their declared types (what Spark's typed parse did, for
+    """CSV text columns converted to their declared or inferred types (what Spark's typed parse did, for
     less: reading text is the cheaper half), plus _MISTYPED, true when a value does not
     convert (which one is worked out only when a read fails). An empty value is NULL, never
     malformed."""
