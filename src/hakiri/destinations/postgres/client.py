@@ -221,8 +221,9 @@ class PostgresDestination:
         ):
             shared = tuple(c for c in columns if c.name in types)
             if shared and all(_copies_into(c.type, types[c.name]) for c in shared):
-                columns = shared
+                binary = all(c.type == types[c.name] for c in shared)
                 like = sql.Identifier(schema, request.target_table)
+                return _Layout(shared, blank, like, binary)
         return _Layout(columns, blank, like)
 
     def _stage_layout(
@@ -235,7 +236,8 @@ class PostgresDestination:
             if layout.like is None:
                 return [writer.write(writable, schema, name)]
             assert isinstance(writer, CopyStageWriter)  # _layout chose a table like the target
-            return [writer.write_into(writable, schema, name, [c.name for c in layout.columns])]
+            names = [c.name for c in layout.columns]
+            return [writer.write_into(writable, schema, name, names, binary=layout.binary)]
 
         (count,) = self._stage_tables(request, schema, [(name, layout.columns, layout.like)], write)
         return StagedBatch(
@@ -296,9 +298,7 @@ class PostgresDestination:
 
         def write() -> list[int | None]:
             frame = writable_frame(tagged.frame, layout.columns, blank=layout.blank, tags=tags)
-            counts = writer.write_tagged(
-                frame, schema, name, into, split, binary=layout.like is None
-            )
+            counts = writer.write_tagged(frame, schema, name, into, split, binary=layout.binary)
             rows.counted(counts.rows_in, counts.rows, counts.broke, counts.quarantined)
             return [counts.rows, counts.quarantined] if q_name else [counts.rows]
 
@@ -763,6 +763,9 @@ class _Layout:
     columns: tuple[TargetColumn, ...]
     blank: tuple[str, ...]
     like: sql.Identifier | None
+    # PostgreSQL's binary COPY carries no types: it fits a table made from the rows' own
+    # types, or a target whose columns have exactly those types; CSV text otherwise.
+    binary: bool = True
 
 
 def _copies_into(staged: str, target: str) -> bool:

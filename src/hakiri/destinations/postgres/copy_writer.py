@@ -7,12 +7,13 @@ in between) and psycopg streams that into `COPY <staging> (…) FROM STDIN (FORM
 binary)`: PostgreSQL reads each value as its bytes, without parsing text. The
 binary format carries no type names, so it is used only where the staging
 column's type is the one the encoder writes for the Arrow type (`spark_to_postgres`
-made the column from the same Spark type); a staging table made like the target
-(blue_green) takes CSV text, which PostgreSQL casts into the target's types. No
-row passes through Python one at a time, and the driver receives one count per
-partition.
+made the column from the same Spark type), or where a staging table made like the
+target (blue_green) has exactly those types; otherwise CSV text, which PostgreSQL
+casts into the target's types. No row passes through Python one at a time, and the
+driver receives one count per partition.
 
-In CSV, pyarrow encodes the batches in C++. The CSV keeps every value the JDBC writer would: NULL is an unquoted empty field
+In CSV, pyarrow encodes the batches in C++, keeping every value the JDBC writer
+would: NULL is an unquoted empty field
 and an empty string a quoted one (`""`), which COPY tells apart; quotes are
 doubled, delimiters, newlines and backslashes stay inside quotes as data;
 numbers are written in their shortest exact form; timestamps with a zone are
@@ -85,10 +86,13 @@ class CopyStageWriter:
         """Every row of `frame` into `table`, made from the frame's Spark types (binary COPY)."""
         return self._run(frame, copy_statement(schema, table, frame.columns, binary=True)).rows
 
-    def write_into(self, frame: Any, schema: str, table: str, columns: Sequence[str]) -> int:
+    def write_into(
+        self, frame: Any, schema: str, table: str, columns: Sequence[str], *, binary: bool = False
+    ) -> int:
         """Every row of `frame` into the columns `columns` of `table` (in the frame's order), a
-        table of another's making: CSV, which PostgreSQL casts into its column types."""
-        return self._run(frame, copy_statement(schema, table, columns)).rows
+        table of another's making: CSV, which PostgreSQL casts into its column types, or
+        `binary` when the caller knows those types are exactly the frame's."""
+        return self._run(frame, copy_statement(schema, table, columns, binary=binary)).rows
 
     def write_tagged(
         self,
