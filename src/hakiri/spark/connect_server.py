@@ -1,7 +1,8 @@
 """hakiri's local Spark Connect server: one warm engine that outlives the command.
 
 A command that needs Spark connects to a Spark Connect server instead of starting a JVM of
-its own. By default (`[spark] remote = "local"`), that server is a local one hakiri runs itself:
+its own. With `[spark] remote = "local"` (the default for a local master), that server is a
+local one hakiri runs itself:
 
 - It is named by a *recipe*: the master, the jars (the PostgreSQL driver, delta-spark), the
   Spark settings, the Python its workers run, the hakiri and PySpark versions and the newest

@@ -247,11 +247,15 @@ def session_for(
 
 
 def remote_of(settings: SparkSettings, env: Mapping[str, str] = os.environ) -> str | None:
-    """The Spark Connect endpoint a project runs on: HAKIRI_SPARK_REMOTE, else `[spark] remote`;
+    """The Spark Connect endpoint a project runs on: HAKIRI_SPARK_REMOTE, else `[spark] remote`,
+    else hakiri's local server for a local master and a driver in the command for a cluster's
+    (a server that outlives the command would keep the cluster's executors to itself).
     'local' for hakiri's local server; None for a driver inside the command ('in-process')."""
     from hakiri.spark.connect_server import REMOTE_ENV
 
     given = env.get(REMOTE_ENV, "").strip() or settings.remote
+    if not given:
+        given = "local" if settings.master.strip().startswith("local") else IN_PROCESS
     if given not in ("local", IN_PROCESS) and not given.startswith("sc://"):
         raise SparkSetupError(
             f"{REMOTE_ENV}={given!r} is not a Spark Connect endpoint",

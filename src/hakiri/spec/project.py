@@ -44,13 +44,15 @@ class SparkSettings(SpecModel):
     jars: list[str] = Field(
         default_factory=list, description="Jars for Spark, e.g. the PostgreSQL JDBC driver."
     )
-    remote: str = Field(
-        "local",
+    remote: str | None = Field(
+        None,
         pattern=r"^(local|in-process|sc://.+)$",
-        description="Where Spark runs, over Spark Connect: 'local' (the default) for hakiri's "
-        "own local server, which outlives the command and is reused by the next one; an "
-        "endpoint such as 'sc://host:15002/;token=...'; or 'in-process' for a Spark driver "
-        "inside the command (no Spark Connect). HAKIRI_SPARK_REMOTE overrides it.",
+        description="Where Spark runs, over Spark Connect: 'local' for hakiri's own local "
+        "server, which outlives the command and is reused by the next one; an endpoint such "
+        "as 'sc://host:15002/;token=...'; or 'in-process' for a Spark driver inside the "
+        "command (no Spark Connect). Unset: 'local' when master is local[...], 'in-process' "
+        "for a cluster master (a server that outlives the command would hold the cluster's "
+        "executors). HAKIRI_SPARK_REMOTE overrides it.",
     )
     idle_timeout: Duration = Field(
         "15m",

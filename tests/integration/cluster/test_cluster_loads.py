@@ -3,9 +3,9 @@ processes on loopback) as on `local[2]`: `hakiri apply` runs as a new process wi
 `[spark] master = "spark://…"`, its executors on the workers, and the tables it writes
 equal, row for row, the ones a local run writes.
 
-These applies run their Spark driver in the command (`HAKIRI_SPARK_REMOTE=in-process`): the
-cluster counts one finished application per apply. A Spark Connect server submitted to the
-cluster, which the default local server would be with this master, is not proven here yet."""
+These applies run their Spark driver in the command, hakiri's default for a cluster's master
+(pinned with `HAKIRI_SPARK_REMOTE=in-process`): the cluster counts one finished application
+per apply. A Spark Connect server submitted to the cluster is not proven here yet."""
 
 from __future__ import annotations
 

@@ -77,6 +77,10 @@ def test_the_endpoint_comes_from_the_environment_first() -> None:
 
 def test_the_local_server_is_the_default_and_in_process_opts_out() -> None:
     assert remote_of(SparkSettings(), {}) == "local"
+    assert remote_of(SparkSettings(master="local[2]"), {}) == "local"
+    # A cluster's master: a driver in the command, which gives the executors back at its end.
+    assert remote_of(SparkSettings(master="spark://head:7077"), {}) is None
+    assert remote_of(SparkSettings(master="spark://head:7077", remote="local"), {}) == "local"
     assert remote_of(SparkSettings(remote="in-process"), {}) is None
     with pytest.raises(ValueError, match="remote"):
         SparkSettings(remote="driver")
