@@ -10,6 +10,9 @@ from hakiri.catalog.records import BatchCounts, BatchStatus, NewBatch, Retiremen
 from hakiri.catalog.store import Catalog
 from hakiri.errors import CatalogError
 
+# A lease that must still be held by the next statement, then expire: long enough for a
+# loaded two-core machine (0.05 s was not: a PostgreSQL catalog round trip outlived it).
+SHORT_LEASE = 1.0
 P = "orders"
 
 
@@ -129,9 +132,9 @@ def test_claim_takes_the_lowest_seq_pending_batch(catalog: Catalog) -> None:
 
 def test_an_expired_claim_is_claimed_again(catalog: Catalog) -> None:
     catalog.add_batches(P, files("a"))
-    first = catalog.claim_batch(P, "dead", 0.05)
+    first = catalog.claim_batch(P, "dead", SHORT_LEASE)
     assert catalog.claim_batch(P, "alive", 60) is None  # still leased
-    time.sleep(0.1)
+    time.sleep(SHORT_LEASE + 0.1)
     again = catalog.claim_batch(P, "alive", 60)
     assert first is not None and again is not None
     assert (again.batch_id, again.holder, again.attempt) == (first.batch_id, "alive", 2)
@@ -226,10 +229,10 @@ def test_release_hands_the_batch_back(catalog: Catalog) -> None:
 def test_reclaim_expired_returns_dead_claims_to_pending(catalog: Catalog) -> None:
     catalog.add_batches(P, files("a", "b", "c"))
     catalog.add_batches("users", files("u", table="users"))
-    catalog.claim_batch(P, "dead", 0.05)
-    catalog.claim_batch(P, "alive", 60)
-    catalog.claim_batch("users", "dead", 0.05)
-    time.sleep(0.1)
+    catalog.claim_batch(P, "dead", SHORT_LEASE)
+    catalog.claim_batch(P, "alive", 60)  # h-b: h-a is still the dead holder's
+    catalog.claim_batch("users", "dead", SHORT_LEASE)
+    time.sleep(SHORT_LEASE + 0.1)
     assert catalog.reclaim_expired(P) == 1
     assert catalog.batch(P, "h-a").status is BatchStatus.PENDING  # type: ignore[union-attr]
     assert catalog.batch(P, "h-b").holder == "alive"  # type: ignore[union-attr]
