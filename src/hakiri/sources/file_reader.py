@@ -120,9 +120,9 @@ class _Part:
     files: tuple[_Located, ...]
     kind: str  # "csv" | "jsonl" | "json-array" | "parquet"
     has_bad: bool
-    # CSV is read as text and converted (to the declared or inferred types) by hakiri's projection: a record
-    # with a value that does not convert has _MISTYPED true (_BAD holds a record only when
-    # Spark's parser refused it, e.g. a field short).
+    # CSV is read as text and converted to the declared or inferred types by hakiri's
+    # projection: a record with a value that does not convert has _MISTYPED true (_BAD holds
+    # a record only when Spark's parser refused it, e.g. a field short).
     has_mistyped: bool = False
 
     def frame(self, observation: Any = None) -> DataFrame:
@@ -384,10 +384,10 @@ def _named(names: Sequence[str], inferred: Sequence[StructField]) -> list[Struct
 
 
 def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFrame:
-    """CSV text columns converted to their declared or inferred types (what Spark's typed parse did, for
-    less: reading text is the cheaper half), plus _MISTYPED, true when a value does not
-    convert (which one is worked out only when a read fails). An empty value is NULL, never
-    malformed."""
+    """CSV text columns converted to their declared or inferred types (what Spark's typed
+    parse did, for less: reading text is the cheaper half), plus _MISTYPED, true when a value
+    does not convert (which one is worked out only when a read fails). An empty value is
+    NULL, never malformed."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType, FractionalType, StringType, TimestampType
 

@@ -165,7 +165,7 @@ def copy_partition(
         import pyarrow.csv as pacsv
 
         options = pacsv.WriteOptions(include_header=False)
-        encode = _binary_encoder() if statement.endswith(_BINARY) else None
+        binary = _BinaryStream() if statement.endswith(_BINARY) else None
         filled = (batch for batch in batches if batch.num_rows)
         first = next(filled, None)
         rows = records = rows_in = 0
@@ -192,15 +192,15 @@ def copy_partition(
                                 spool.write(memoryview(sink.getvalue()))
                                 records += aside.num_rows
                             batch = _kept(batch, split)
-                        if encode is not None:
-                            copying.write(encode(batch))
+                        if binary is not None:
+                            copying.write(binary.batch(batch))
                         else:
                             sink = pa.BufferOutputStream()
                             pacsv.write_csv(_zone_free(batch), sink, options)
                             copying.write(memoryview(sink.getvalue()))
                         rows += batch.num_rows
-                    if encode is not None:
-                        copying.write(encode(None))
+                    if binary is not None:
+                        copying.write(binary.end())
                 if records and split is not None and split.statement is not None:
                     spool.seek(0)
                     with cursor.copy(split.statement) as copying:
@@ -212,23 +212,23 @@ def copy_partition(
     return copy
 
 
-def _binary_encoder() -> Callable[[Any], Any]:
-    """A function that encodes one task's Arrow batches as PostgreSQL binary COPY: the first
-    call's bytes start with the format's header, a call with None ends the stream."""
-    from pgpq import ArrowToPostgresBinaryEncoder
+class _BinaryStream:
+    """One task's Arrow batches as PostgreSQL binary COPY: the format's header before the first
+    batch (whose schema the encoder takes), its trailer at the end."""
 
-    encoder: Any = None
+    def __init__(self) -> None:
+        self._encoder: Any = None
 
-    def encode(batch: Any) -> Any:
-        nonlocal encoder
-        if batch is None:
-            return encoder.finish()
-        if encoder is None:
-            encoder = ArrowToPostgresBinaryEncoder(batch.schema)
-            return encoder.write_header() + encoder.write_batch(batch)
-        return encoder.write_batch(batch)
+    def batch(self, batch: Any) -> Any:
+        if self._encoder is None:
+            from pgpq import ArrowToPostgresBinaryEncoder
 
-    return encode
+            self._encoder = ArrowToPostgresBinaryEncoder(batch.schema)
+            return self._encoder.write_header() + self._encoder.write_batch(batch)
+        return self._encoder.write_batch(batch)
+
+    def end(self) -> Any:
+        return self._encoder.finish()
 
 
 def _counts_arrow_schema() -> Any:
