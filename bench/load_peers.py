@@ -548,7 +548,8 @@ class HakiriVariant:
     table_suffix: str
     # Where its Spark runs: "driver" (a JVM in the command, the only choice before issue 28),
     # "warm" (hakiri's local Spark Connect server, started untimed before the run) or "cold"
-    # (that server, stopped untimed before the run, so the run starts it).
+    # (that server, stopped untimed before the run, so the run starts it), or "sail" (Sail's
+    # Spark Connect server inside the hakiri process, HAKIRI_SPARK_ENGINE=sail).
     engine: str = "driver"
 
 
@@ -580,6 +581,10 @@ class LoadPath:
     group: str  # "postgres" or "context"
     bench: Bench
     times: list[float] = field(default_factory=list)
+    # Peak resident memory of each run's process tree as the kernel counts it for the waited
+    # process (ru_maxrss of the process and the children it waited for), in MiB. A warm local
+    # Spark Connect server is not a child of the run: its JVM is not in this number.
+    peaks: list[float] = field(default_factory=list)
 
     def prepare(self) -> Command:
         """Untimed: reset (or refill) the target and return the command to time."""
@@ -786,11 +791,13 @@ class HakiriLoad(LoadPath):
         env = {
             k: v
             for k, v in os.environ.items()
-            if k not in ("HAKIRI_CATALOG_URL", "HAKIRI_SPARK_REMOTE")
+            if k not in ("HAKIRI_CATALOG_URL", "HAKIRI_SPARK_REMOTE", "HAKIRI_SPARK_ENGINE")
         }
         env["PYTHONPATH"] = str(self.variant.src)
         if self.variant.engine == "driver":
             env["HAKIRI_SPARK_REMOTE"] = "in-process"  # the baseline predates the variable
+        elif self.variant.engine == "sail":
+            env["HAKIRI_SPARK_ENGINE"] = "sail"
         else:
             env["HAKIRI_SPARK_REMOTE"] = "local"
             verb = "start" if self.variant.engine == "warm" else "stop"
@@ -889,7 +896,9 @@ def hakiri_variants(python: str, baseline: str | None, engines: list[str]) -> li
     variants = [
         HakiriVariant(
             "" if engine == "driver" else f"+{engine}",
-            "" if engine == "driver" else f" (local Spark Connect server, {engine})",
+            {"driver": "", "sail": " (Sail)"}.get(
+                engine, f" (local Spark Connect server, {engine})"
+            ),
             python,
             REPO / "src",
             "" if engine == "driver" else f"_{engine}",
@@ -1003,7 +1012,7 @@ def main() -> None:
         default="driver",
         help="where this tree's hakiri runs Spark, comma-separated: driver (a JVM in the "
         "command), warm (the local Spark Connect server, already running), cold (that server, "
-        "started by the run); the baseline always runs its own",
+        "started by the run), sail (Sail inside the command); the baseline always runs its own",
     )
     parser.add_argument(
         "--keep-output",
@@ -1017,8 +1026,8 @@ def main() -> None:
     if KEEP_OUTPUT is not None:
         KEEP_OUTPUT.mkdir(parents=True, exist_ok=True)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    if not engines or set(engines) - {"driver", "warm", "cold"}:
-        parser.error("--engines takes driver, warm and/or cold")
+    if not engines or set(engines) - {"driver", "warm", "cold", "sail"}:
+        parser.error("--engines takes driver, warm, cold and/or sail")
 
     names = [n.strip() for n in args.paths.split(",") if n.strip()]
     unknown = sorted(set(names) - set(ALL_PATHS))
@@ -1092,14 +1101,7 @@ def run_all(paths: list[LoadPath], repeat: int) -> None:
             where = f"{path.name}, run {rep}/{repeat}"
             command = path.prepare()
             began = time.perf_counter()
-            done = subprocess.run(
-                command.argv,
-                env=command.env,
-                cwd=command.cwd,
-                capture_output=True,
-                text=True,
-                stdin=subprocess.DEVNULL,
-            )
+            done, peak = run_measured(command)
             elapsed = time.perf_counter() - began
             if KEEP_OUTPUT is not None:  # e.g. spans, with OTEL_TRACES_EXPORTER=console
                 (KEEP_OUTPUT / f"{path.name}-{rep}.out").write_text(done.stdout + done.stderr)
@@ -1112,10 +1114,47 @@ def run_all(paths: list[LoadPath], repeat: int) -> None:
             path.verify(where)
             path.cleanup()
             path.times.append(elapsed)
+            path.peaks.append(peak)
             print(
-                f"  run {rep}/{repeat}  {path.name:<{width}}  {elapsed:8.2f} s  verified",
+                f"  run {rep}/{repeat}  {path.name:<{width}}  {elapsed:8.2f} s  "
+                f"{peak:7.0f} MiB  verified",
                 flush=True,
             )
+
+
+def run_measured(command: Any) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run the command to its end (output captured); its result and its peak RSS in MiB, from
+    the rusage `wait4` returns for exactly this child (and the children it waited for)."""
+    import threading
+
+    process = subprocess.Popen(
+        command.argv,
+        env=command.env,
+        cwd=command.cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    captured: dict[str, str] = {}
+
+    def drain(name: str, stream: Any) -> None:
+        captured[name] = stream.read()
+
+    readers = [
+        threading.Thread(target=drain, args=("out", process.stdout)),
+        threading.Thread(target=drain, args=("err", process.stderr)),
+    ]
+    for reader in readers:
+        reader.start()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    for reader in readers:
+        reader.join()
+    done = subprocess.CompletedProcess(
+        command.argv, process.returncode, captured.get("out", ""), captured.get("err", "")
+    )
+    return done, usage.ru_maxrss / 1024
 
 
 def describe_machine(
@@ -1155,6 +1194,7 @@ def summary(path: LoadPath) -> dict[str, float]:
         "median": statistics.median(path.times),
         "min": min(path.times),
         "max": max(path.times),
+        "peak_rss_mib": max(path.peaks) if path.peaks else 0.0,
     }
 
 
@@ -1173,14 +1213,16 @@ def report(paths: list[LoadPath], machine: dict[str, Any], scale: float, rows: i
             continue
         ratio_title = f"ratio to {BASE[group]}"
         print(f"{title}, scale {scale:g} ({rows:,} rows), {len(members[0].times)} run(s) each:\n")
-        print(f"| path | median | min | max | {ratio_title} |")
-        print("|---|---|---|---|---|")
+        print(f"| path | median | min | max | {ratio_title} | peak RSS |")
+        print("|---|---|---|---|---|---|")
         for path in members:
             s = summary(path)
             r = ratio(path, paths)
             shown = f"{r['ratio']:.1f}" if r else "-"
+            peak = f"{max(path.peaks):.0f} MiB" if path.peaks else "-"
             print(
-                f"| {path.label} | {s['median']:.2f} s | {s['min']:.2f} s | {s['max']:.2f} s | {shown} |"
+                f"| {path.label} | {s['median']:.2f} s | {s['min']:.2f} s | {s['max']:.2f} s "
+                f"| {shown} | {peak} |"
             )
         print()
     print(machine["line"])

@@ -15,6 +15,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -29,10 +30,31 @@ if TYPE_CHECKING:
 
 INTEGRATION_FIXTURES = frozenset({"pg_url", "spark", "spark_cluster"})
 
+# The engine the suite runs on: "spark" (Apache Spark, a driver in each test process) or
+# "sail" (Sail's Spark Connect server inside each test process). `make test` runs the whole
+# suite on Spark and the conformance tests (marked `conformance`) again on Sail.
+ENGINE = os.environ.get("HAKIRI_TEST_ENGINE", "spark")
+if ENGINE == "sail":  # the hakiri commands the tests run in processes of their own, too
+    os.environ["HAKIRI_SPARK_ENGINE"] = "sail"
+
 # The suite's files are small: under `writer = "auto"` they would all stage through JDBC.
 # Every run here stages through COPY instead, the writer large runs use (processes the
 # tests start inherit this); tests/unit/destinations checks the choice itself.
 os.environ.setdefault("HAKIRI_COPY_MIN_RUN_BYTES", "0")
+
+
+# The conformance suite: the tests that define what hakiri does, whatever the engine. `make
+# test` runs them on Apache Spark with the rest, and again on Sail (HAKIRI_TEST_ENGINE=sail),
+# except those marked spark_only (each says why).
+CONFORMANCE = (
+    "tests/integration/engine/",
+    "tests/integration/destinations/",
+    "tests/integration/sources/",
+    "tests/integration/quality/",
+    "tests/integration/plan/",
+    "tests/integration/context_cli/",
+    "tests/integration/test_demo_project.py",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -40,6 +62,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+        if item.nodeid.startswith(CONFORMANCE):
+            item.add_marker(pytest.mark.conformance)
+    if ENGINE != "sail":
+        return
+    # On Sail: the conformance tests only, less those that are Spark's alone (reported as
+    # deselected, with the count, at the end of the run).
+    kept, dropped = [], []
+    for item in items:
+        spark_only = item.get_closest_marker("spark_only")
+        if item.get_closest_marker("conformance") is None or spark_only is not None:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"hakiri engine under test: {ENGINE}"
 
 
 @pytest.fixture(scope="session")
@@ -109,8 +151,17 @@ def pg_catalog(pg_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The session's one SparkSession: local[2], UI off, the PostgreSQL JDBC driver and
-    delta-spark on the classpath (as `hakiri apply` starts it for a project using both)."""
+    """The session's one SparkSession, as `hakiri apply` would start it for a project using
+    PostgreSQL and the context store. On Spark: local[2], UI off, the PostgreSQL JDBC driver and
+    delta-spark on the classpath. On Sail (HAKIRI_TEST_ENGINE=sail): a session on this test
+    process's Sail server, made by hakiri's own engine code."""
+    if ENGINE == "sail":
+        from hakiri.spark.session import SAIL, connect_session
+        from hakiri.spec.project import SparkSettings
+
+        session, _ = connect_session(SparkSettings(engine="sail"), Path.cwd(), SAIL)
+        yield session
+        return
     from hakiri.errors import SparkSetupError
     from hakiri.spark.delta import delta_jars, with_delta_conf
     from hakiri.spark.session import build_spark_session, resolve_jdbc_jars
@@ -161,6 +212,8 @@ def _no_spark_connect_in_the_test_process() -> Iterator[None]:
     A Spark Connect session made here would switch PySpark in this process to Spark Connect
     for good (SPARK_CONNECT_MODE_ENABLED), and every later `spark` fixture would fail."""
     yield
+    if ENGINE == "sail":
+        return  # every session of a Sail run is a Spark Connect session
     if os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None) is not None:
         pytest.fail(
             "this test started a Spark Connect session inside the test process: request the "

@@ -63,6 +63,8 @@ from hakiri.planner.model import EnqueueStep, LoadStep, Step
 from hakiri.quality.anomaly import check_run_row_count
 from hakiri.sources.select import source_for
 from hakiri.sources.table_batches import committed_cursor
+from hakiri.spark.engines import pipeline_refusals
+from hakiri.spark.session import engine_of
 from hakiri.spec.connections import Target
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.hooks import Hook
@@ -190,6 +192,9 @@ class PipelineRunner:
         problems = [p for kind in sorted(kinds) for p in refusals(self.spec, capabilities_of(kind))]
         if problems:
             raise problems[0]
+        engine = engine_of(self.project.settings.spark, self.env)
+        for reason, hint in pipeline_refusals(self.spec, engine, kinds):
+            raise HakiriError(reason, hint)
         recover_stale_claims(self.catalog, self.spec.id, keep=requested)
         # What a crashed run committed is committed before the source plans: a file that
         # changed since is then a change of a loaded file, not of a queued one.

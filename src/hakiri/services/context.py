@@ -187,9 +187,17 @@ def _compact(root: Path, found: ContextTable, env: Mapping[str, str] | None) -> 
     """Delta's `OPTIMIZE` (bin-packing compaction), run by Spark: (files added, files removed)."""
     from hakiri.destinations.context.merge import delta_table_sql
     from hakiri.services.apply import LazySpark
+    from hakiri.spark.engines import support
     from hakiri.spark.errors import spark_errors
+    from hakiri.spark.session import engine_of
 
-    project = load_project(root, os.environ if env is None else env)
+    variables = os.environ if env is None else env
+    project = load_project(root, variables)
+    if (
+        support(engine_of(project.settings.spark, variables), "context_maintenance").status
+        != "works"
+    ):
+        return _compact_by_delta_rs(found)
     spark = LazySpark(project, delta=True)
     try:
         with spark_errors(f"optimizing `{found.name}` ({display_path(found.path)})"):
@@ -201,6 +209,16 @@ def _compact(root: Path, found: ContextTable, env: Mapping[str, str] | None) -> 
     if done is None:
         return 0, 0
     return int(done["numFilesAdded"] or 0), int(done["numFilesRemoved"] or 0)
+
+
+def _compact_by_delta_rs(found: ContextTable) -> tuple[int, int]:
+    """delta-rs's bin-packing compaction, for an engine without Delta's OPTIMIZE (Sail): one
+    new version, as OPTIMIZE makes; (files added, files removed)."""
+    from hakiri.destinations.context.commit import delta_errors
+
+    with delta_errors(found.path, "optimize"):
+        metrics = _open(found).optimize.compact()
+    return int(metrics.get("numFilesAdded", 0)), int(metrics.get("numFilesRemoved", 0))
 
 
 def vacuum_table(

@@ -228,7 +228,14 @@ class _Observer:
                 )
                 for table in spec.table_specs()
             )
-            if self.spark is not None and spec.load.detects_deletes and applied_now(spec, named):
+            refused = self._engine_refusals(spec, [t.target.kind for t in tables])
+            errors[spec.id] += refused
+            if (
+                self.spark is not None
+                and not refused
+                and spec.load.detects_deletes
+                and applied_now(spec, named)
+            ):
                 tables = tuple(
                     self._count_deletes(spec, source, t, errors[spec.id]) for t in tables
                 )
@@ -244,6 +251,16 @@ class _Observer:
                 )
             )
         return observations
+
+    def _engine_refusals(self, spec: PipelineSpec, kinds: Sequence[str]) -> list[str]:
+        """What the project's engine cannot do of what the pipeline asks (`spark.engines`)."""
+        from hakiri.spark.engines import pipeline_refusals
+        from hakiri.spark.session import engine_of
+
+        engine = engine_of(self.project.settings.spark, self.env)
+        return [
+            f"{reason} (hint: {hint})" for reason, hint in pipeline_refusals(spec, engine, kinds)
+        ]
 
     def _table(
         self,

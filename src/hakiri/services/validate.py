@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hakiri.errors import Diagnostic, ManifestError
+from hakiri.spark.engines import pipeline_refusals
+from hakiri.spark.session import engine_of
 from hakiri.spec.loader import Project, display_path, load_project
 
 
-def validate_project(root: Path) -> Project:
-    """Load and validate the project; raises ManifestError listing every problem."""
-    return load_project(root)
+def validate_project(root: Path, env: Mapping[str, str] = os.environ) -> Project:
+    """Load and validate the project; raises ManifestError listing every problem, including
+    what the project's engine (`[spark] engine`, HAKIRI_SPARK_ENGINE) cannot run."""
+    project = load_project(root)
+    engine = engine_of(project.settings.spark, env)
+    problems = [
+        Diagnostic(reason, origin.file, origin.line, f"pipeline {pid}", hint)
+        for pid, spec in sorted(project.pipelines.items())
+        for origin in [project.origins[pid]]
+        for reason, hint in pipeline_refusals(spec, engine, [_destination(project, spec)])
+    ]
+    if problems:
+        raise ManifestError([*problems, *project.warnings])
+    return project
+
+
+def _destination(project: Project, spec: Any) -> str:
+    return (
+        spec.destination.connector
+        if spec.destination
+        else project.settings.context.default_destination
+    )
 
 
 def describe_pipelines(project: Project) -> list[dict[str, Any]]:
@@ -18,11 +42,7 @@ def describe_pipelines(project: Project) -> list[dict[str, Any]]:
     rows = []
     for pid, spec in sorted(project.pipelines.items()):
         origin = project.origins[pid]
-        destination = (
-            spec.destination.connector
-            if spec.destination
-            else project.settings.context.default_destination
-        )
+        destination = _destination(project, spec)
         rows.append(
             {
                 "id": pid,

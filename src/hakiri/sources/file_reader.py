@@ -12,7 +12,7 @@ import csv
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from hakiri.sources.files import (
     skip_separators,
     skip_whitespace,
 )
+from hakiri.spark.engines import engine_of_session
 from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ __all__ = ["PROVENANCE_COLUMNS", "FileRead", "read_files", "with_provenance"]
 
 # ---------------------------------------------------------------- reading with Spark
 #
-# hakiri.sources stays free of hakiri.spark and of a module-level pyspark import:
+# hakiri.sources takes nothing from hakiri.spark but its engine table (which engine can count
+# malformed records as they pass), and imports pyspark inside functions only:
 # the caller passes the SparkSession in, and wraps the call in
 # hakiri.spark.errors.spark_errors for the Spark failures this code does not
 # foresee (I/O errors, a JVM that died).
@@ -91,11 +93,14 @@ class FileRead:
     # the frame has no rows, and its columns are the declared ones or none at all.
     empty: bool = False
     checks: tuple[_Check, ...] = ()  # one per Spark read of the batch
+    dropped: int | None = None  # judged before the frame was consumed (engines without observe)
 
     def verify(self) -> int:
         """The records left out under on_malformed = "drop" (0 under "fail"), once the frame was
         consumed. Raises SourceDataError for malformed records under "fail" (naming the file and
         line of the first), for bytes the encoding cannot decode and for a broken JSON array."""
+        if self.dropped is not None:
+            return self.dropped
         return sum(check.judge() for check in self.checks)
 
 
@@ -171,6 +176,7 @@ def read_files(
     """
     if not files:
         raise ValueError("read_files needs at least one file")
+    observed = _observes(spark)
     root = Path(os.path.abspath(project_root))
     located = [_locate(root, file) for file in files]
     charset = _spark_charset(spark, config) if config.format != "parquet" else ""
@@ -180,24 +186,41 @@ def read_files(
     if not located:
         return FileRead(_empty_frame(spark, config), empty=True)
     if config.format == "parquet":
-        frame, part = _read_parquet(spark, config, located)
+        frame, part = _read_parquet(spark, config, located, observed)
         if part is None:
             return FileRead(frame)
-        check = _Check(config, part)
-        return FileRead(check.frame(), checks=(check,))
+        check = _Check(config, part, observed)
+        return _judged_ahead(FileRead(check.frame(), checks=(check,)), observed)
 
     if config.format == "csv":
-        parts = _csv_parts(spark, config, charset, located)
+        parts = _csv_parts(spark, config, charset, located, observed)
     else:
-        parts = _json_parts(spark, config, charset, located)
-    checks = tuple(_Check(config, part) for part in parts)
+        parts = _json_parts(spark, config, charset, located, observed)
+    checks = tuple(_Check(config, part, observed) for part in parts)
     frames = [check.frame() for check in checks]
     frame = frames[0]
     for more in frames[1:]:
         frame = frame.unionByName(more, allowMissingColumns=True)
     if config.format != "csv" and config.columns is None:
         frame = _in_file_order(config, located, frame)
-    return FileRead(frame, checks=checks)
+    return _judged_ahead(FileRead(frame, checks=checks), observed)
+
+
+def _observes(spark: SparkSession) -> bool:
+    """Does the engine count malformed records as they pass (observed metrics, a corrupt-record
+    column)? Apache Spark does; on Sail hakiri counts them in a pass of their own, first."""
+    from hakiri.spark.engines import support
+
+    return support(engine_of_session(spark), "malformed_fail").status == "works"
+
+
+def _judged_ahead(read: FileRead, observed: bool) -> FileRead:
+    """On an engine without observed metrics: the verdict now, before any row is written (an
+    aggregate of its own over the files), so a batch that must fail moves no data."""
+    if observed:
+        return read
+    dropped = sum(check.judge() for check in read.checks)
+    return FileRead(read.frame, read.empty, read.checks, dropped)
 
 
 # ---------------------------------------------------------------- files and options
@@ -319,7 +342,11 @@ def _empty_frame(spark: SparkSession, config: FilesConfig) -> DataFrame:
 
 
 def _csv_parts(
-    spark: SparkSession, config: FilesConfig, charset: str, located: list[_Located]
+    spark: SparkSession,
+    config: FilesConfig,
+    charset: str,
+    located: list[_Located],
+    observed: bool = True,
 ) -> list[_Part]:
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -334,7 +361,6 @@ def _csv_parts(
 
     parts = []
     for header, locs in groups.items():
-        paths = [loc.spark_path for loc in locs]
         declared = config.columns
         if declared is not None:
             if header is not None:
@@ -343,24 +369,23 @@ def _csv_parts(
             else:
                 fields = list(declared.items())
             typed = _schema(spark, fields)  # a declared type Spark does not know fails here
-            text = _schema(spark, [*((n, "string") for n, _ in fields), (_BAD, "string")])
+            text = _schema(spark, [(n, "string") for n, _ in fields])
             parsed, columns = tuple(n for n, _ in fields), tuple(declared)
-            raw = _csv_reader(spark, config, charset).schema(text).csv(paths)
+            raw = _with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
             raw = _converted(config, raw, typed)
             parts.append(
                 _Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
             )
             continue
-        # Inferred columns are typed the same way: Spark infers the types (a pass over the
-        # files), the read takes every column as text and hakiri's projection converts it.
-        inferred = _csv_reader(spark, config, charset).option("inferSchema", True).csv(paths)
-        fields = list(inferred.schema.fields)
-        if config.column_names is not None:  # header = false: the spec makes sure
-            fields = _named(config.column_names, fields)
-        text_fields = [StructField(field.name, StringType()) for field in fields]
-        text = StructType([*text_fields, StructField(_BAD, StringType())])
-        parsed = columns = tuple(field.name for field in fields)
-        raw = _csv_reader(spark, config, charset).schema(text).csv(paths)
+        # Inferred columns are typed the same way: hakiri infers the types from the text of
+        # every well-formed record (one aggregate, the same on every engine: no engine's own
+        # inference, which differ), the read takes every column as text and hakiri's
+        # projection converts it.
+        names = header if header is not None else _first_record_names(config, locs[0])
+        text = StructType([StructField(name, StringType()) for name in names])
+        parsed = columns = tuple(names)
+        raw = _with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
+        fields = _inferred_fields(config, raw, names, locs)
         raw = _converted(config, raw, StructType(fields))
         parts.append(
             _Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
@@ -368,19 +393,156 @@ def _csv_parts(
     return parts
 
 
-def _named(names: Sequence[str], inferred: Sequence[StructField]) -> list[StructField]:
-    """`column_names` over the types Spark inferred for _c0, _c1, … (string past the inferred ones).
+def _with_bad(
+    reader: DataFrameReader,
+    schema: StructType,
+    observed: bool,
+    locs: Sequence[_Located],
+    kind: str = "csv",
+) -> DataFrame:
+    """The files read with `schema`, plus the corrupt-record column _BAD: filled by the parser
+    where the engine has one (Apache Spark), else NULL (an engine whose parser stops at such a
+    record: `_Check` then names it). Without the engine's file metadata (Sail) each file is
+    read on its own and carries its name in _FILE, for naming the file of a malformed record."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
 
-    Spark takes a header-less file's column count from its first record: with more names
-    than that the extra columns hold no value, with fewer every record has fields to spare;
-    either way each record is then malformed, as with declared `columns` that do not fit.
-    """
-    from pyspark.sql.types import StringType, StructField
-
-    return [
-        StructField(name, inferred[i].dataType if i < len(inferred) else StringType())
-        for i, name in enumerate(names)
+    if observed:
+        full = StructType([*schema.fields, StructField(_BAD, StringType())])
+        return getattr(reader.schema(full), kind)([loc.spark_path for loc in locs])
+    frames = [
+        getattr(reader.schema(schema), kind)(loc.spark_path).select(
+            "*", F.lit(None).cast("string").alias(_BAD), F.lit(loc.path.as_uri()).alias(_FILE)
+        )
+        for loc in locs
     ]
+    return _union(frames)
+
+
+def _union(frames: Sequence[DataFrame]) -> DataFrame:
+    united = frames[0]
+    for more in frames[1:]:
+        united = united.unionByName(more)
+    return united
+
+
+def _first_record_names(config: FilesConfig, loc: _Located) -> tuple[str, ...]:
+    """A header-less file's column names: `column_names`, else _c0, _c1, … for the fields of
+    its first record (more names than fields, or fewer, make every record malformed)."""
+    try:
+        names = csv_names(config, loc.path, loc.shown)
+    except SourceUnreachable as exc:
+        raise SourceDataError(exc.reason, exc.hint) from None
+    return tuple(names or ())
+
+
+# Text that is an integer, a date or a timestamp as Spark's CSV inference reads them by default.
+_INTEGER = r"^[+-]?[0-9]+$"
+_ISO_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_ISO_TIMESTAMP = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?"
+    r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?$"
+)
+
+
+def _inferred_fields(
+    config: FilesConfig, raw: DataFrame, names: Sequence[str], locs: Sequence[_Located]
+) -> list[StructField]:
+    """The type of each text column: the narrowest of int, bigint, decimal(38,0), double,
+    boolean, date, timestamp that every non-NULL value of the well-formed records converts
+    to, else string (also for a column without a value), as Spark's CSV inference decides.
+    One aggregate over the files, asked of the engine with its own casts."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import (
+        BooleanType,
+        DataType,
+        DateType,
+        DecimalType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        TimestampType,
+    )
+
+    candidates: list[tuple[str, DataType]] = [
+        ("int", IntegerType()),
+        ("bigint", LongType()),
+        ("decimal", DecimalType(38, 0)),
+        ("double", DoubleType()),
+        ("boolean", BooleanType()),
+        ("date", DateType()),
+        ("timestamp", TimestampType()),
+    ]
+    good = raw.where(F.col(_BAD).isNull())
+    checks = []
+    for i, name in enumerate(names):
+        value = _present(config, _col(name))
+        fits = {
+            "int": value.rlike(_INTEGER) & value.try_cast("int").isNotNull(),
+            "bigint": value.rlike(_INTEGER) & value.try_cast("bigint").isNotNull(),
+            "decimal": value.rlike(_INTEGER) & value.try_cast("decimal(38,0)").isNotNull(),
+            "double": _as_double(config, value).isNotNull(),
+            "boolean": F.lower(value).isin("true", "false"),
+            "date": _as_date(config, value).isNotNull(),
+            "timestamp": _as_timestamp(config, value).isNotNull()
+            | _as_date(config, value).isNotNull(),
+        }
+        checks.append(F.count(value).alias(f"n{i}"))
+        checks += [
+            F.count_if(value.isNotNull() & ~fit).alias(f"{kind}{i}")
+            for kind, fit in ((k, fits[k]) for k, _ in candidates)
+        ]
+    try:
+        found = good.agg(*checks).first()
+    except Exception as exc:  # Sail's CSV parser stops at a record of the wrong width
+        if not _PARSER_STOPPED.search(str(exc)):
+            raise
+        unread = _Part(raw, tuple(names), tuple(names), tuple(locs), "csv", has_bad=True)
+        raise _unreadable_record(config, unread, exc) from None
+    assert found is not None  # a global aggregate has one row
+    fields = []
+    for i, name in enumerate(names):
+        kind: DataType = StringType()
+        if found[f"n{i}"]:
+            kind = next((t for k, t in candidates if not found[f"{k}{i}"]), StringType())
+        fields.append(StructField(name, kind))
+    return fields
+
+
+def _present(config: FilesConfig, text: Column) -> Column:
+    """The field's text, NULL when it is empty or the null value (`null_value`)."""
+    from pyspark.sql import functions as F
+
+    present = text != ""
+    if config.null_value is not None:
+        present = present & (text != config.null_value)
+    return F.when(present, text)
+
+
+def _as_double(config: FilesConfig, value: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    if config.nan_value not in (None, "NaN"):
+        value = F.when(value == config.nan_value, F.lit("NaN")).otherwise(value)
+    return value.try_cast("double")
+
+
+def _as_date(config: FilesConfig, value: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    if config.date_format:
+        return F.try_to_timestamp(value, F.lit(config.date_format))
+    return F.when(value.rlike(_ISO_DATE), value.try_cast("date"))
+
+
+def _as_timestamp(config: FilesConfig, value: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    if config.timestamp_format:
+        return F.try_to_timestamp(value, F.lit(config.timestamp_format))
+    return F.when(value.rlike(_ISO_TIMESTAMP), value.try_cast("timestamp"))
 
 
 def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFrame:
@@ -395,9 +557,11 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
     for field in typed.fields:
         text = _col(field.name)
         if isinstance(field.dataType, StringType):
+            if config.null_value is not None:  # as the reader's nullValue, on every engine
+                text = F.when(text != config.null_value, text)
             converted.append(text.alias(field.name))
             continue
-        value = F.when(text != "", text)
+        value = _present(config, text)
         if isinstance(field.dataType, FractionalType) and config.nan_value not in (None, "NaN"):
             value = F.when(value == config.nan_value, F.lit("NaN")).otherwise(value)
         if isinstance(field.dataType, DateType) and config.date_format:
@@ -414,6 +578,7 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
     # The parser's verdict (_BAD) comes first: a record it refused has no values to convert.
     return raw.select(
         *converted,
+        *([_col(_FILE)] if _FILE in raw.columns else []),
         _col(_BAD),
         (F.col(_BAD).isNull() & mistyped).alias(_MISTYPED),
         # Read only when a failing read names its line: the queries that load never use it.
@@ -421,7 +586,9 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
     )
 
 
-def _csv_reader(spark: SparkSession, config: FilesConfig, charset: str) -> DataFrameReader:
+def _csv_reader(
+    spark: SparkSession, config: FilesConfig, charset: str, observed: bool = True
+) -> DataFrameReader:
     reader = (
         spark.read.option("header", config.header)
         .option("sep", config.delimiter)
@@ -432,9 +599,9 @@ def _csv_reader(spark: SparkSession, config: FilesConfig, charset: str) -> DataF
         # doubled, as Python's csv module reads it); Spark's own default, a backslash,
         # misreads such fields without a word.
         .option("escape", config.escape)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", _BAD)
     )
+    if observed:
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", _BAD)
     options = {
         "comment": config.comment,
         "nullValue": config.null_value,
@@ -485,21 +652,40 @@ def _require_declared(declared: dict[str, str], header: tuple[str, ...], loc: _L
 
 
 def _json_parts(
-    spark: SparkSession, config: FilesConfig, charset: str, located: list[_Located]
+    spark: SparkSession,
+    config: FilesConfig,
+    charset: str,
+    located: list[_Located],
+    observed: bool = True,
 ) -> list[_Part]:
+    from pyspark.sql import functions as F
+
     arrays = [loc for loc in located if _starts_with_bracket(config, loc)]
     lines = [loc for loc in located if loc not in arrays]
+    if arrays and not observed:
+        raise _refused(spark, "json_array_source", arrays[0])
     parts = []
     if lines:
-        reader = _json_reader(spark, config, charset)
+        reader = _json_reader(spark, config, charset, observed)
         paths = [loc.spark_path for loc in lines]
-        if config.columns is not None:
-            raw = reader.schema(_schema(spark, [*config.columns.items(), (_BAD, "string")]))
-            raw = raw.json(paths)
+        if config.columns is not None and not observed:
+            raw = _json_lines_as_text(spark, config, lines)
+            columns = tuple(config.columns)
+        elif config.columns is not None:
+            declared = _schema(spark, list(config.columns.items()))
+            raw = _with_bad(reader, declared, observed, lines, "json")
             columns = tuple(config.columns)
         else:
-            raw = reader.json(paths)
-            columns = tuple(c for c in raw.columns if c != _BAD)
+            try:
+                raw = reader.json(paths)
+                columns = tuple(c for c in raw.columns if c != _BAD)
+            except Exception as exc:  # Sail's inference stops at a line that is not JSON
+                if observed or not _PARSER_STOPPED.search(str(exc)):
+                    raise
+                unread = _Part(spark.range(0), (), (), tuple(lines), "jsonl", has_bad=True)
+                raise _unreadable_record(config, unread, exc) from None
+            if not observed:  # a line that is not JSON stops Sail's parser: _Check names it
+                raw = raw.withColumn(_BAD, F.lit(None).cast("string"))
         has_bad = _BAD in raw.columns
         parts.append(_Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
     if arrays:
@@ -507,8 +693,60 @@ def _json_parts(
     return parts
 
 
-def _json_reader(spark: SparkSession, config: FilesConfig, charset: str) -> DataFrameReader:
-    reader = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", _BAD)
+def _json_lines_as_text(
+    spark: SparkSession, config: FilesConfig, locs: Sequence[_Located]
+) -> DataFrame:
+    """JSON Lines with declared columns on an engine whose JSON reader stops at a bad line
+    (Sail): each file read as lines of text (with its name in _FILE), each line parsed by
+    `from_json` into a map of its fields as text, each field converted to its declared type
+    by hakiri (as for CSV). A line that is not a JSON object, or has a value that does not
+    convert, is malformed: its text goes to _BAD, where Spark's reader puts it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+    assert config.columns is not None
+    declared = _schema(spark, list(config.columns.items()))
+    frames = []
+    for loc in locs:
+        text = spark.read.text(loc.spark_path).select(
+            F.regexp_replace("value", "^\ufeff", "").alias(_TEXT),
+            F.lit(loc.path.as_uri()).alias(_FILE),
+        )
+        frames.append(text.where(F.trim(_TEXT) != ""))
+    fields = F.from_json(F.col(_TEXT), "map<string,string>")
+    lines = _union(frames).select(_TEXT, _FILE, fields.alias("_hakiri_fields"))
+    converted, lost = [], F.lit(False)
+    for field in declared.fields:
+        given = F.col("_hakiri_fields").getItem(field.name)
+        if isinstance(field.dataType, StringType):
+            value = given
+        elif isinstance(field.dataType, StructType | ArrayType | MapType):
+            value = F.from_json(given, field.dataType)
+        else:
+            value = given.try_cast(field.dataType)
+        converted.append(value.alias(field.name))
+        lost = lost | (given.isNotNull() & value.isNull())
+    bad = F.when(F.col("_hakiri_fields").isNull() | lost, F.col(_TEXT))
+    return lines.select(*converted, bad.alias(_BAD), _FILE)
+
+
+def _refused(spark: SparkSession, capability: str, loc: _Located) -> SourceDataError:
+    from hakiri.spark.engines import refusal_message
+
+    engine = engine_of_session(spark)
+    reason, hint = refusal_message(engine, capability, loc.shown) or (
+        f"{loc.shown}: the {engine} engine cannot read it",
+        'use engine = "spark"',
+    )
+    return SourceDataError(reason, hint)
+
+
+def _json_reader(
+    spark: SparkSession, config: FilesConfig, charset: str, observed: bool = True
+) -> DataFrameReader:
+    reader = spark.read
+    if observed:
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", _BAD)
     reader = reader.options(**_datetime_options(config))
     if config.timestamp_format is not None:
         # Spark infers JSON timestamps only when asked to; a declared format asks for them.
@@ -585,7 +823,7 @@ def _in_file_order(config: FilesConfig, located: list[_Located], frame: DataFram
 
 
 def _read_parquet(
-    spark: SparkSession, config: FilesConfig, located: list[_Located]
+    spark: SparkSession, config: FilesConfig, located: list[_Located], observed: bool = True
 ) -> tuple[DataFrame, _Part | None]:
     """The files' rows, and with declared `columns` the part whose malformed records (a value
     that does not convert to its declared type) `_Check` judges; None without declared ones."""
@@ -594,6 +832,8 @@ def _read_parquet(
     nanos: dict[str, bool] = {}
     for loc in located:
         nanos.update(_nanosecond_columns(loc))
+        if nanos and not observed:
+            raise _refused(spark, "parquet_nanoseconds", loc)
     if nanos:
         # Spark refuses TIMESTAMP(NANOS) (pandas' and pyarrow's default) unless it may
         # read them as longs; they become microsecond timestamps below.
@@ -646,11 +886,21 @@ def _read_parquet(
     raw = frame.select(
         *converted,
         F.coalesce(*problems).alias(_BAD),
-        F.col("_metadata.file_path").alias(_FILE),
+        _file_name(located, observed).alias(_FILE),
     )
     columns = tuple(f.name for f in declared.fields)
     part = _Part(raw, columns, columns, tuple(located), "parquet", has_bad=True)
     return raw, part
+
+
+def _file_name(located: list[_Located], observed: bool) -> Column:
+    """Each row's file, for naming the first malformed one: Spark's file metadata; on an engine
+    without it (Sail), the one file's name, or NULL for several (the message then names none)."""
+    from pyspark.sql import functions as F
+
+    if observed:
+        return F.col("_metadata.file_path")
+    return F.lit(located[0].path.as_uri() if len(located) == 1 else None).cast("string")
 
 
 def _nanosecond_columns(loc: _Located) -> dict[str, bool]:
@@ -678,10 +928,11 @@ def _nanosecond_columns(loc: _Located) -> dict[str, bool]:
 class _Check:
     """The malformed-record verdict of one part, from counts observed while its rows pass."""
 
-    def __init__(self, config: FilesConfig, part: _Part) -> None:
+    def __init__(self, config: FilesConfig, part: _Part, observed: bool = True) -> None:
         self.config, self.part = config, part
         self.observation: Any = None
-        if part.has_bad and part.columns:  # a part without columns delivers no rows to observe
+        # A part without columns delivers no rows to observe.
+        if part.has_bad and part.columns and observed:
             from pyspark.sql import Observation
 
             self.observation = Observation()
@@ -696,13 +947,96 @@ class _Check:
         if self.observation is not None:
             counts = self.observation.get
         elif part.parsed or part.kind == "json-array":
-            counts = part.raw.agg(*_metrics(part)).first().asDict()  # type: ignore[union-attr]
+            try:
+                counts = part.raw.agg(*_metrics(part)).first().asDict()  # type: ignore[union-attr]
+            except Exception as exc:
+                if not _PARSER_STOPPED.search(str(exc)):
+                    raise
+                raise _unreadable_record(self.config, part, exc) from None
         else:
             # Spark refuses a query of the corrupt-record column alone; with no other column
             # every record is malformed (the frame delivered none): count them.
             counts = {"malformed": part.raw.count(), "replaced": 0, "broken": 0}
         malformed, replaced, broken = counts["malformed"], counts["replaced"], counts["broken"]
         return _verdict(self.config, part, int(malformed), int(replaced), int(broken))
+
+
+# What Sail says when its CSV or JSON parser meets a record it cannot read (it stops there).
+_PARSER_STOPPED = re.compile(r"\b(Csv|Json|Parser) error: |unequal lengths between records")
+
+
+def _unreadable_record(config: FilesConfig, part: _Part, exc: Exception) -> SourceDataError:
+    """The first record of the part an engine's parser stopped at (a CSV record with a wrong
+    number of fields, a JSON line that is not JSON), found by reading the files here, with how
+    many the batch holds: the message Apache Spark's reader gives, for an engine that cannot
+    set such a record aside (Sail). Under on_malformed = "drop" it still fails the batch."""
+    first, total = None, 0
+    for loc in part.files:
+        with open(loc.path, encoding=config.encoding, errors="replace", newline="") as stream:
+            found = (
+                _misshapen_csv(part, config, stream) if part.kind == "csv" else _not_json(stream)
+            )
+            for line, why in found:
+                total += 1
+                if first is None:
+                    first = (loc, line, why)
+    stops = (
+        "the engine stops at such a record and cannot set it aside: fix the file, or use "
+        'engine = "spark", whose reader can'
+    )
+    hint = _MALFORMED_HINT if config.on_malformed == "fail" else stops
+    if first is None:  # the engine refused what Python reads: say what the engine said
+        shown = part.files[0].shown if len(part.files) == 1 else f"{len(part.files)} files"
+        return SourceDataError(
+            f"{shown}: the engine could not read a {config.format} record: {first_line(exc)}",
+            hint,
+        )
+    loc, line, why = first
+    noun = "record" if total == 1 else "records"
+    return SourceDataError(
+        f"{loc.shown}:{line}: malformed {config.format} record: {why} "
+        f"({total} malformed {noun} in this batch)",
+        hint,
+    )
+
+
+def _misshapen_csv(part: _Part, config: FilesConfig, stream: Any) -> Iterator[tuple[int, str]]:
+    """(line, why) of each CSV record whose number of fields is not the columns'."""
+    expected = len(part.parsed)
+    counted = _CountedLines(stream)
+    for index, fields in enumerate(csv_rows(config, counted)):
+        if index == 0 and config.header:
+            continue
+        if len(fields) != expected:
+            found = f"{len(fields)} field" + ("" if len(fields) == 1 else "s")
+            yield counted.number, f"{found} where {expected} are expected"
+
+
+class _CountedLines:
+    """A text stream's lines, counting them: `number` is the line a record read so far ended on."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.number = stream, 0
+
+    def __iter__(self) -> Any:
+        for line in self.stream:
+            self.number += 1
+            yield line
+
+
+def _not_json(stream: Any) -> Iterator[tuple[int, str]]:
+    """(line, why) of each JSON line that is not a JSON object."""
+    for number, raw in enumerate(stream, 1):
+        line = raw.removeprefix(BOM) if number == 1 else raw
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, f"not valid JSON ({exc.msg})"
+            continue
+        if not isinstance(value, dict):
+            yield number, "not a JSON object"
 
 
 def _metrics(part: _Part) -> list[Column]:
@@ -794,7 +1128,9 @@ def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceData
         # order, so the smallest number is the record nearest the start of the file.
         extra = [_col(_MISTYPED), _col(_TEXT)] if part.has_mistyped else []
         numbered = part.raw.select(
-            F.col("_metadata.file_path").alias(_FILE),
+            (_col(_FILE) if _FILE in part.raw.columns else F.col("_metadata.file_path")).alias(
+                _FILE
+            ),
             F.monotonically_increasing_id().alias(_ROW),
             _col(_BAD),
             *extra,

@@ -144,6 +144,8 @@ class FileSource:
     def read(self, spark: Any, batch: Batch) -> BatchRead:
         config = self.config
         files, stamps = self._bound_files(batch)
+        if config.provenance and len(files) > 1:
+            _refuse_on(spark, "file_provenance", batch.table_name)
         read = read_files(spark, self.root, config, files)
         frame = read.frame
         evidence = not (read.empty and config.columns is None)
@@ -220,3 +222,12 @@ def _taken_at(stamps: list[_Stamp]) -> datetime | None:
     """The newest modification time of the batch's files (UTC, whole microseconds)."""
     times = [stamp.mtime_ns / 1e9 for stamp in stamps]
     return datetime.fromtimestamp(max(times), UTC) if times else None
+
+
+def _refuse_on(spark: Any, capability: str, table: str) -> None:
+    """A SourceDataError, before anything is read, when the session's engine refuses this."""
+    from hakiri.spark.engines import engine_of_session, refusal_message
+
+    refused = refusal_message(engine_of_session(spark), capability, table)
+    if refused is not None:
+        raise SourceDataError(*refused)

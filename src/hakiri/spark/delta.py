@@ -73,6 +73,11 @@ def with_delta_conf(
 
 
 def has_delta(spark: object) -> bool:
-    """Was this SparkSession started with Delta's SQL extension?"""
+    """Can this session read and write Delta tables: Sail always can (Delta is built in); an
+    Apache Spark session when it was started with Delta's SQL extension."""
+    from hakiri.spark.engines import SAIL, engine_of_session
+
+    if engine_of_session(spark) == SAIL:
+        return True
     extensions = spark.conf.get("spark.sql.extensions", "")  # type: ignore[attr-defined]
     return DELTA_EXTENSION in (extensions or "")

@@ -42,11 +42,14 @@ if TYPE_CHECKING:
     from hakiri.spec.project import SparkSettings
 
 __all__ = [
+    "ENGINE_ENV",
     "IN_PROCESS",
+    "SAIL",
     "JarResolution",
     "build_spark_session",
     "connect_session",
     "default_spark_conf",
+    "engine_of",
     "is_connect",
     "isolated_session",
     "jdbc_url_from_postgres_url",
@@ -57,6 +60,9 @@ __all__ = [
 
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 IN_PROCESS = "in-process"  # `[spark] remote`: a Spark driver inside the command, no Spark Connect
+SAIL = "sail"  # the remote of `engine = "sail"`: Sail's server inside the command
+ENGINE_ENV = "HAKIRI_SPARK_ENGINE"
+ENGINES = ("spark", "sail")
 
 
 @dataclass(frozen=True)
@@ -246,15 +252,30 @@ def session_for(
         return build_spark_session(master=settings.master, conf=conf, jars=jars, app_name=app_name)
 
 
+def engine_of(settings: SparkSettings, env: Mapping[str, str] = os.environ) -> str:
+    """The engine a project runs on: HAKIRI_SPARK_ENGINE, else `[spark] engine` ('spark' or
+    'sail')."""
+    given = env.get(ENGINE_ENV, "").strip().lower() or settings.engine
+    if given not in ENGINES:
+        raise SparkSetupError(
+            f"{ENGINE_ENV}={given!r} is not an engine hakiri runs on",
+            "use 'spark' (Apache Spark) or 'sail' (Sail, no Java)",
+        )
+    return given
+
+
 def remote_of(settings: SparkSettings, env: Mapping[str, str] = os.environ) -> str | None:
     """The Spark Connect endpoint a project runs on: HAKIRI_SPARK_REMOTE, else `[spark] remote`,
-    else hakiri's local server for a local master and a driver in the command for a cluster's
-    (a server that outlives the command would keep the cluster's executors to itself).
+    else the engine's own: 'sail' for Sail inside the command; for Apache Spark, hakiri's local
+    server for a local master and a driver in the command for a cluster's (a server that
+    outlives the command would keep the cluster's executors to itself).
     'local' for hakiri's local server; None for a driver inside the command ('in-process')."""
     from hakiri.spark.connect_server import REMOTE_ENV
 
     given = env.get(REMOTE_ENV, "").strip() or settings.remote
     if not given:
+        if engine_of(settings, env) == SAIL:
+            return SAIL
         given = "local" if settings.master.strip().startswith("local") else IN_PROCESS
     if given not in ("local", IN_PROCESS) and not given.startswith("sc://"):
         raise SparkSetupError(
@@ -280,12 +301,16 @@ def connect_session(
     from pyspark.sql import SparkSession
 
     from hakiri.spark.connect_server import Recipe, connect_local
+    from hakiri.spark.engines import mark_engine
     from hakiri.spark.java import require_java
     from hakiri.spec.base import duration_seconds
 
+    if remote == SAIL:
+        return _sail_session(settings), None
     with spark_errors(f"connecting to Spark at {mask_url(remote)}", fallback=SparkSetupError):
-        if remote != "local":
-            return SparkSession.builder.remote(remote).getOrCreate(), None
+        if remote != "local":  # an endpoint: its engine is the one the project names
+            session = SparkSession.builder.remote(remote).getOrCreate()
+            return mark_engine(session, engine_of(settings, env)), None
         require_java(env)
         jars, conf = _engine_jars_and_conf(settings, project_root, require_jdbc, delta, env)
         recipe = Recipe(
@@ -296,6 +321,23 @@ def connect_session(
             idle_timeout=float(duration_seconds(settings.idle_timeout)),
         )
         return connect_local(recipe, env)
+
+
+def _sail_session(settings: SparkSettings) -> SparkSession:
+    """A session on this process's Sail server, with hakiri's SQL settings and the user's."""
+    from pyspark.sql import SparkSession
+
+    from hakiri.spark.engines import mark_engine
+    from hakiri.spark.sail import sail_endpoint
+
+    endpoint = sail_endpoint()
+    with spark_errors("connecting to Sail", fallback=SparkSetupError):
+        session = SparkSession.builder.remote(endpoint).getOrCreate()
+        wanted = {**default_spark_conf(), **settings.conf}
+        for key, value in wanted.items():
+            if key.startswith("spark.sql."):  # the rest configure a JVM Sail does not have
+                session.conf.set(key, _conf_value(value))
+    return mark_engine(session, SAIL)
 
 
 def _engine_jars_and_conf(
@@ -358,11 +400,14 @@ _REMOTE_LOCK = threading.Lock()
 
 
 def _new_session(spark: SparkSession) -> SparkSession:
+    from hakiri.spark.engines import engine_of_session, mark_engine
+
     if not is_connect(spark):  # a driver in this process: a session of the same SparkContext
         return spark.newSession()
     # Spark Connect: a client session of its own on the same server (not made the default
     # or active one, as the builder's create() would).
     session = type(spark)(connection=spark.client._builder)  # type: ignore[call-arg]
+    mark_engine(session, engine_of_session(spark))
     with _REMOTE_LOCK:
         _REMOTE_ISOLATED.append(session)
     return session

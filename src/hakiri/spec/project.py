@@ -44,6 +44,13 @@ class SparkSettings(SpecModel):
     jars: list[str] = Field(
         default_factory=list, description="Jars for Spark, e.g. the PostgreSQL JDBC driver."
     )
+    engine: Literal["spark", "sail"] = Field(
+        "spark",
+        description="The engine behind the PySpark API: 'spark' (Apache Spark, a warm local "
+        "Spark Connect server or a driver in the command, see remote) or 'sail' (Sail, a Spark "
+        "Connect server in Rust run inside the hakiri process; no Java). A remote set here or "
+        "in HAKIRI_SPARK_REMOTE wins over it. HAKIRI_SPARK_ENGINE overrides it.",
+    )
     remote: str | None = Field(
         None,
         pattern=r"^(local|in-process|sc://.+)$",

@@ -82,6 +82,7 @@ from hakiri.destinations.context.history import (
 )
 from hakiri.destinations.context.inspect import table_columns
 from hakiri.destinations.context.quarantine import quarantine_records, read_quarantined
+from hakiri.destinations.context.rs_commit import append_files, merge_files
 from hakiri.destinations.context.staging import (
     StagingArea,
     check_table_name,
@@ -102,6 +103,7 @@ from hakiri.destinations.gates import check_cdc_mirror, check_empty_source
 from hakiri.errors import HookError, LoadError
 from hakiri.observability import span
 from hakiri.quality.rules import RuleCheck
+from hakiri.spark.engines import engine_of_session, support
 from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
@@ -448,6 +450,9 @@ class ContextDestination:
                 return 0
             check_staged_schema(table, staged_arrow_schema(files), location)
         metadata = batch_metadata(request, **{"hakiri.node_id": request.quarantine.node_id})
+        if self._commits_by_delta_rs():
+            append_files(location, files, overwrite=False, request=request, metadata=metadata)
+            return count
         write_rows(
             self._delta_spark(),
             location,
@@ -469,6 +474,8 @@ class ContextDestination:
             if load.watermark.mark is not None:
                 metadata[WATERMARK_KEY] = load.watermark.mark
         checkpoint("before_dest_commit")
+        if self._commits_by_delta_rs():
+            return self._publish_by_delta_rs(load, request, metadata)
         spark = self._delta_spark()
         exists = load.table is not None
         if load.mode is LoadMode.SCD2:
@@ -493,7 +500,33 @@ class ContextDestination:
         )
         return load.rows, 0
 
+    def _publish_by_delta_rs(
+        self, load: _Load, request: LoadRequest, metadata: dict[str, str]
+    ) -> tuple[int, int]:
+        """`_publish` on an engine whose Delta writer drops the batch's transaction identity:
+        delta-rs commits the staged files (`rs_commit`)."""
+        history = load.mode in (LoadMode.SCD2, LoadMode.REPLACE_WINDOW) or (
+            load.merge_key is not None and request.load.deletes is not None
+        )
+        if history:  # validate and plan refuse these first (`engines`, context_history)
+            raise LoadError(
+                f"{load.mode.value} into the context store is not supported on the "
+                f"{engine_of_session(self.spark())} engine yet",
+                'use engine = "spark" for this project',
+            )
+        if load.merge_key is not None:
+            return merge_files(load.location, load.files, load.merge_key, request, metadata), 0
+        append_files(
+            load.location, load.files, overwrite=load.overwrite, request=request, metadata=metadata
+        )
+        return load.rows, 0
+
     # ------------------------------------------------------------------ helpers
+
+    def _commits_by_delta_rs(self) -> bool:
+        """Does delta-rs commit the batches (an engine whose Delta writer drops txnAppId)?"""
+        engine = engine_of_session(self.spark())
+        return support(engine, "context_append").status == "neutral"
 
     def _delta_spark(self) -> SparkSession:
         """The SparkSession, checked to have delta-spark (which commits every batch)."""

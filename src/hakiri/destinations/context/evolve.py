@@ -129,11 +129,17 @@ def evolve_table(
     }
     if not evolution.rewrites and not evolution.adds:
         return  # every part was already so (a rename to itself, a type spelled another way)
+    by_delta_rs = not evolution.rewrites and _metadata_by_delta_rs(spark)
     if _needs_timestamp_ntz(table, location, evolution):
-        _enable_timestamp_ntz(location, spark(), metadata)
+        if by_delta_rs or _metadata_by_delta_rs(spark):
+            _enable_timestamp_ntz_by_delta_rs(table, location, metadata)
+        else:
+            _enable_timestamp_ntz(location, spark(), metadata)
         table = open_table(location) or table  # the rewrite reads the version after it
     if evolution.rewrites:
         _rewrite(table, location, spark(), evolution, metadata)
+    elif by_delta_rs:
+        _add_columns_by_delta_rs(table, location, evolution, metadata)
     else:
         _add_columns(location, spark(), evolution, metadata)
 
@@ -256,6 +262,44 @@ def _add_columns(
         session.sql(f"ALTER TABLE delta.{spark_name(delta_uri(location))} ADD COLUMNS ({ddl})")
 
 
+def _metadata_by_delta_rs(spark: Callable[[], SparkSession]) -> bool:
+    """Are metadata-only changes (added columns, table features) made by delta-rs? On an engine
+    without Delta's ALTER TABLE (Sail): the same single version, committed in this process."""
+    from hakiri.spark.engines import engine_of_session, support
+
+    return support(engine_of_session(spark()), "context_append").status == "neutral"
+
+
+def _add_columns_by_delta_rs(
+    table: DeltaTable, location: Path, evolution: _Evolution, metadata: dict[str, str]
+) -> None:
+    """`_add_columns` by delta-rs: one metadata-only version carrying hakiri's metadata."""
+    from deltalake.schema import Field
+
+    added = [Field.from_json(json.dumps(c.field)) for c in evolution.columns if c.source is None]
+    with delta_errors(location, "add columns to"):
+        table.alter.add_columns(added, commit_properties=_properties(metadata))
+
+
+def _enable_timestamp_ntz_by_delta_rs(
+    table: DeltaTable, location: Path, metadata: dict[str, str]
+) -> None:
+    from deltalake import TableFeatures
+
+    with delta_errors(location, "enable timestamp_ntz in"):
+        table.alter.add_feature(
+            TableFeatures.TimestampWithoutTimezone,
+            allow_protocol_versions_increase=True,
+            commit_properties=_properties(metadata),
+        )
+
+
+def _properties(metadata: dict[str, str]) -> Any:
+    from deltalake.transaction import CommitProperties
+
+    return CommitProperties(custom_metadata={"userMetadata": user_metadata(metadata)})
+
+
 def _field_ddl(field: dict[str, Any], separator: str) -> str:
     """A Delta (Spark JSON) schema field as Spark SQL DDL: every name quoted, nested ones too."""
     text = f"{spark_name(str(field['name']))}{separator}{_type_ddl(field['type'])}"
@@ -332,7 +376,9 @@ def _rewrite(
         frame.select(*projection)
         .write.format("delta")
         .mode("overwrite")
-        .option("overwriteSchema", "true")  # the commit's metadata: set on `session`
+        .option("overwriteSchema", "true")
+        # The commit's metadata: set on `session` for delta-spark; Sail reads the option.
+        .option("userMetadata", user_metadata(metadata))
     )
     _check_still_at(table, location)
     with spark_errors(

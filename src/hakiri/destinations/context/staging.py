@@ -2,12 +2,12 @@
 
 One staging area per staged batch, `<store>/_staging/<16 hex>/`:
 
-    rows/         the rows, as Spark wrote them (part-*.parquet, plus _SUCCESS and .crc files)
+    rows/         the rows, as the engine wrote them (*.parquet, plus _SUCCESS and .crc files)
     quarantine/   rule violations, already in the quarantine table's columns (when any)
     batch.json    what the commit needs besides the rows (incremental_watermark's new mark)
 
 The staging area sits in the store, so the commit can move (rename) the part
-files into the table directory instead of copying them. Only `part-*.parquet`
+files into the table directory instead of copying them. Only visible `*.parquet`
 files are data; row counts come from their Parquet footers, no data is read.
 """
 
@@ -86,8 +86,11 @@ class StagingArea:
 
     @staticmethod
     def part_files(directory: Path) -> list[Path]:
-        """The data files Spark wrote into `directory`, in part order."""
-        return sorted(directory.glob("part-*.parquet")) if directory.is_dir() else []
+        """The data files the engine wrote into `directory`, in name order (Apache Spark names
+        them part-*.parquet, Sail <id>_<n>.<codec>.parquet; hidden and _ files are not data)."""
+        if not directory.is_dir():
+            return []
+        return sorted(f for f in directory.glob("*.parquet") if not f.name.startswith((".", "_")))
 
     @staticmethod
     def count_rows(files: Sequence[Path]) -> int:
@@ -229,6 +232,19 @@ def write_parquet(frame: DataFrame, directory: Path, context: str) -> None:
     _check_timestamp_encoding(frame)
     with spark_errors(context, fallback=LoadError):
         frame.write.mode("error").parquet(parquet_uri(directory))
+    if not StagingArea.part_files(directory):
+        # No rows: Apache Spark still writes one file with the columns, Sail writes none. The
+        # columns are evidence (a new table's schema), so the file is written here: no rows.
+        _write_empty(frame, directory)
+
+
+def _write_empty(frame: DataFrame, directory: Path) -> None:
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    directory.mkdir(parents=True, exist_ok=True)
+    schema = to_arrow_schema(frame.schema, timezone="UTC")
+    pq.write_table(schema.empty_table(), directory / "part-00000-empty.parquet")
 
 
 def _check_timestamp_encoding(frame: DataFrame) -> None:

@@ -101,6 +101,7 @@ from hakiri.hooks.runner import SqlLikeHook, run_sql_hooks
 from hakiri.observability import span
 from hakiri.quality.rules import RuleCheck, TaggedRows
 from hakiri.quality.validators import ProbeResult, probe_staged
+from hakiri.spark.engines import engine_of_session, support
 from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ class PostgresDestination:
         schema = self._schema(request)
         check_identifier(request.target_table, "target table")
         keep = request.quarantine is not None
-        writer = self.writer_for(request)
+        writer = self.writer_for(request, rows.frame.sparkSession)
         target = self.target_columns(request)
         if rows.has_rules and isinstance(writer, CopyStageWriter):
             tagged = rows.tagged(keep_quarantine=keep)
@@ -255,7 +256,7 @@ class PostgresDestination:
         """The frame as it is, into a fresh UNLOGGED staging table (the JDBC path's quarantine)."""
         columns = staged_columns(frame.schema)
         name = staging_name(request)
-        writer = self.writer_for(request)
+        writer = self.writer_for(request, frame.sparkSession)
 
         def write() -> list[int | None]:
             return [writer.write(writable_frame(frame, columns), schema, name)]
@@ -355,10 +356,16 @@ class PostgresDestination:
             conn.close()
         return counts
 
-    def writer_for(self, request: LoadRequest) -> StageWriter:
-        """The stage writer for this request: the one given, else as `writer` says."""
+    def writer_for(self, request: LoadRequest, spark: Any = None) -> StageWriter:
+        """The stage writer for this request: the one given, else as `writer` says; COPY on an
+        engine without Spark's JDBC writer (Sail), whatever `writer` says."""
         if self.stage_writer is not None:
             return self.stage_writer
+        if (
+            spark is not None
+            and support(engine_of_session(spark), "postgres_jdbc_writer").status != "works"
+        ):
+            return self._copy
         if self.writer == "auto":
             small = request.run_bytes is not None and request.run_bytes < self.copy_min_run_bytes
             return self._jdbc if small else self._copy

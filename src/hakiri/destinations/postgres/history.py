@@ -457,10 +457,11 @@ def count_deletes(
 ) -> tuple[int, int] | None:
     """For `plan`, before any load: (rows the snapshot `frame` would delete or close, live rows
     in scope) of the target, the guard's two numbers; None when there is no target yet. The
-    target's keys are read by Spark (JDBC, read-only) and compared there: only counts return."""
+    target's live keys are read by the engine (`pg_reader`: COPY in a task, on every engine) and
+    compared there: only counts return."""
     from hakiri.destinations.postgres.inspect import observe_targets
     from hakiri.destinations.postgres.sql_client import connect
-    from hakiri.spark.session import jdbc_url_from_postgres_url
+    from hakiri.spark.pg_reader import read_query
 
     load = request.load
     table = request.target_table
@@ -494,10 +495,7 @@ def count_deletes(
         text = doomed_query.as_string(conn)
     finally:
         conn.close()
-    jdbc, properties = jdbc_url_from_postgres_url(url)
-    reader = frame.sparkSession.read.format("jdbc").option("url", jdbc).option("query", text)
-    for name, value in properties.items():
-        reader = reader.option(name, value)
-    targets = reader.load()
+    types = dict(frame.dtypes)
+    targets = read_query(frame.sparkSession, url, text, [(k, types[k]) for k in key])
     doomed = targets.join(frame.select(*key).distinct(), list(key), "left_anti").count()
     return doomed, scoped

@@ -102,7 +102,8 @@ def test_adding_columns_is_one_metadata_only_version(
     ]
     assert files_in(store / "orders") == files  # no data file was written
     newest = history_of(store / "orders")[-1]
-    assert newest["operation"] == "ADD COLUMNS"
+    # delta-spark's ALTER TABLE, or delta-rs's on an engine without it (Sail): one metadata-only version.
+    assert newest["operation"] in ("ADD COLUMNS", "ADD COLUMN")
     assert newest["hakiri.schema_change"] == "add qty long; add tags array<string>"
     assert newest["hakiri.run_id"] == "run-2"
     assert newest["hakiri.pipeline_id"] == PIPELINE and newest["hakiri.project"] == PROJECT
@@ -172,7 +173,7 @@ def test_widening_to_timestamp_ntz_upgrades_the_protocol_first(
 
     # Delta turns the feature on by hand only: one version for it, one for the rewrite.
     assert version_of(store / "orders") == 2
-    assert history_of(store / "orders")[1]["operation"] == "SET TBLPROPERTIES"
+    assert history_of(store / "orders")[1]["operation"] in ("SET TBLPROPERTIES", "ADD FEATURE")
     assert _columns(dest) == [("id", "long"), ("day", "timestamp_ntz")]
     assert table_rows(store / "orders") == [{"id": 1, "day": datetime(2024, 3, 4)}]
     assert "timestampNtz" in (DeltaTable(str(store / "orders")).protocol().reader_features or [])
@@ -260,8 +261,12 @@ def test_a_conversion_spark_cannot_do_is_refused(
 ) -> None:
     load(dest, frame(spark, "id bigint, day date", [(1, date(2024, 1, 1))]), request("orders"))
 
+    # Apache Spark refuses the cast itself; Sail casts every date to NULL, which hakiri's check
+    # of the converted values refuses. Either way: the column, both types, and no change.
     with pytest.raises(
-        LoadError, match=r"column 'day' .* cannot be converted from date to boolean"
+        LoadError,
+        match=r"column 'day' .* cannot be converted from date to boolean|"
+        r"cannot convert column 'day' .* from date to boolean: 1 value does not fit",
     ):
         dest.evolve(
             request("orders"), SchemaChange(retype=(ColumnRetype("day", "date", "boolean"),))

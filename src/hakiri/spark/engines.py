@@ -1,0 +1,329 @@
+"""The engines behind hakiri's PySpark code, and what each can do: one table, read by the code
+that picks a path, by `validate` and `plan` (which refuse a pipeline before any data moves),
+and by docs/engines.md (generated from it; a test keeps the two equal).
+
+An engine is "spark" (Apache Spark: a warm local Spark Connect server, a driver in the command,
+or a cluster's endpoint) or "sail" (Sail, a Spark Connect server in Rust, run inside the hakiri
+process). Every capability is one of:
+
+- `works`: the engine runs hakiri's code for it as it is;
+- `neutral`: hakiri takes a path of its own on this engine (the `how` says which) and the
+  result is the same as on the other engine, which the conformance suite checks;
+- `refused`: `validate` and `plan` fail the pipeline with `why` and the alternative.
+
+Nothing here imports pyspark.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hakiri.spec.load import LoadMode
+from hakiri.spec.pipeline import PipelineSpec
+
+__all__ = [
+    "CAPABILITIES",
+    "ENGINES",
+    "SAIL",
+    "SPARK",
+    "Capability",
+    "Support",
+    "engine_of_session",
+    "mark_engine",
+    "markdown_table",
+    "pipeline_refusals",
+    "refusal",
+    "refusal_message",
+    "support",
+]
+
+SPARK = "spark"
+SAIL = "sail"
+ENGINES = (SPARK, SAIL)
+
+Status = Literal["works", "neutral", "refused"]
+
+
+@dataclass(frozen=True)
+class Support:
+    status: Status
+    how: str = ""  # neutral: the path hakiri takes; refused: why, and what to do instead
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    what: str
+    engines: dict[str, Support]
+
+
+_WORKS = Support("works")
+
+
+def _cap(name: str, what: str, sail: Support, spark: Support = _WORKS) -> Capability:
+    return Capability(name, what, {SPARK: spark, SAIL: sail})
+
+
+CAPABILITIES: tuple[Capability, ...] = (
+    _cap(
+        "csv_source",
+        "CSV files: declared or inferred columns, header, delimiter, quoting, encoding",
+        _WORKS,
+    ),
+    _cap(
+        "json_source",
+        "JSON Lines files, declared or inferred columns",
+        _WORKS,
+    ),
+    _cap(
+        "parquet_source",
+        "Parquet files",
+        _WORKS,
+    ),
+    _cap(
+        "text_encodings",
+        "CSV and JSON files in an encoding other than UTF-8 (encoding = 'latin-1', 'cp1252', …)",
+        Support(
+            "refused",
+            "Sail's readers take every file as UTF-8 and ignore the encoding option, so other "
+            "encodings would load wrong characters. Convert the files to UTF-8, or use "
+            'engine = "spark"',
+        ),
+    ),
+    _cap(
+        "datetime_formats",
+        "date_format and timestamp_format for CSV and JSON files",
+        Support(
+            "refused",
+            "Sail's try_to_timestamp fails the whole query on a value that does not match the "
+            "format instead of returning NULL, so one bad value could not be set aside or named. "
+            'Remove the formats (ISO 8601 values are read without them), or use engine = "spark"',
+        ),
+    ),
+    _cap(
+        "parquet_nanoseconds",
+        "Parquet files with nanosecond timestamps (pandas' and pyarrow's default)",
+        Support(
+            "refused",
+            "Sail cannot read nanosecond timestamps into a Spark type. Write the files with "
+            'microsecond timestamps (coerce_timestamps="us"), or use engine = "spark"',
+        ),
+    ),
+    _cap(
+        "malformed_fail",
+        'on_malformed = "fail": a malformed record fails the batch, naming its file and line',
+        Support(
+            "neutral",
+            "the counts are an aggregate of their own, run before the rows are written (Sail "
+            "has no observed metrics); a record Sail's parser refuses is found by hakiri's own "
+            "reader in the driver, for the message",
+        ),
+    ),
+    _cap(
+        "malformed_drop",
+        'on_malformed = "drop" for records with a value of the wrong type',
+        Support("neutral", "counted by an aggregate of their own before the rows are written"),
+    ),
+    _cap(
+        "malformed_drop_shape",
+        'on_malformed = "drop" for CSV records with a wrong number of fields and JSON lines '
+        "that are not JSON",
+        Support(
+            "refused",
+            "Sail's readers stop at such a record and cannot set it aside; the batch fails "
+            "before any row is written, naming the record. Fix the file, or use engine = "
+            '"spark"',
+        ),
+    ),
+    _cap(
+        "json_array_source",
+        "JSON files holding one array of records",
+        Support(
+            "refused",
+            "Sail's from_json does not report the elements that do not fit, so malformed "
+            'records would pass unseen. Convert the file to JSON Lines, or use engine = "spark"',
+        ),
+    ),
+    _cap(
+        "file_provenance",
+        "provenance = true with several files in one batch (truncate, blue_green snapshots)",
+        Support(
+            "refused",
+            "Sail has no input_file_name() nor _metadata.file_path, so a row cannot name its "
+            "file. Set provenance = false, load the files one batch each (append, upsert), or "
+            'use engine = "spark"',
+        ),
+    ),
+    _cap(
+        "postgres_source",
+        "a PostgreSQL table as the source (chunked reads)",
+        Support(
+            "refused",
+            "hakiri reads PostgreSQL through Spark's JDBC reader, which Sail does not have. "
+            'Use engine = "spark" for this pipeline\'s project',
+        ),
+    ),
+    _cap(
+        "postgres_target",
+        "a PostgreSQL target, staged by binary COPY from the engine's tasks",
+        _WORKS,
+    ),
+    _cap(
+        "postgres_jdbc_writer",
+        'writer = "jdbc" (Spark\'s JDBC writer) for a PostgreSQL target',
+        Support("neutral", 'every run stages through COPY (writer = "copy")'),
+    ),
+    _cap(
+        "postgres_delete_guard",
+        "the delete guard's count in plan (scd2, upsert with deletes) against a PostgreSQL "
+        "target: the target's live keys read back by the engine",
+        Support(
+            "neutral",
+            "on every engine the keys are read by the engine's own task with COPY (`pg_reader`), "
+            "not Spark's JDBC reader",
+        ),
+    ),
+    _cap(
+        "postgres_replay",
+        "hakiri replay: quarantined rows loaded back into a PostgreSQL target",
+        Support(
+            "refused",
+            "replay reads the quarantine through Spark's JDBC reader, which Sail does not have. "
+            "Run `hakiri replay` with HAKIRI_SPARK_ENGINE=spark",
+        ),
+    ),
+    _cap(
+        "context_append",
+        "context store: append, truncate and blue_green (one Delta commit per batch, exactly "
+        "once by the batch's transaction id)",
+        Support(
+            "neutral",
+            "Sail's Delta writer ignores txnAppId/txnVersion: the engine stages Parquet files and "
+            "hakiri commits them with delta-rs, carrying the batch's transaction in the commit",
+        ),
+    ),
+    _cap(
+        "context_merge",
+        "context store: upsert and incremental_watermark",
+        Support(
+            "neutral",
+            "the engine stages Parquet files and delta-rs merges (upsert) or appends them, "
+            "carrying the batch's transaction, in the hakiri process (where Sail runs)",
+        ),
+    ),
+    _cap(
+        "context_history",
+        "context store: scd2, replace_window, and upsert with deletes (Delta MERGE with "
+        "conditions on the target)",
+        Support(
+            "refused",
+            "these are one Delta MERGE statement each, and Sail's MERGE drops the batch's "
+            "transaction id, so a retried batch could be applied twice. Load into PostgreSQL, "
+            'or use engine = "spark" for this project',
+        ),
+    ),
+    _cap(
+        "context_maintenance",
+        "hakiri context optimize (Delta OPTIMIZE)",
+        Support(
+            "neutral",
+            "delta-rs's optimize (Sail has no OPTIMIZE statement)",
+        ),
+    ),
+)
+
+_BY_NAME = {cap.name: cap for cap in CAPABILITIES}
+_SNAPSHOTS = (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN)  # modes whose file batch is every file
+_UTF8 = ("utf-8", "utf-8-sig", "ascii")
+
+
+def support(engine: str, capability: str) -> Support:
+    """How `engine` does `capability` (a name from CAPABILITIES; KeyError for any other)."""
+    return _BY_NAME[capability].engines[engine]
+
+
+def refusal(engine: str, capability: str) -> str | None:
+    """Why `engine` refuses `capability`, or None when it runs it."""
+    found = support(engine, capability)
+    return found.how if found.status == "refused" else None
+
+
+def refusal_message(engine: str, capability: str, subject: str) -> tuple[str, str] | None:
+    """(reason, hint) for a one-line error about `subject` when `engine` refuses `capability`."""
+    why = refusal(engine, capability)
+    if why is None:
+        return None
+    reason, _, hint = why.partition(". ")
+    return f"{subject}: {reason} (engine {engine})", hint or why
+
+
+def pipeline_refusals(
+    spec: PipelineSpec, engine: str, target_kinds: Iterable[str]
+) -> list[tuple[str, str]]:
+    """(reason, hint) for each capability the pipeline needs that `engine` refuses: what
+    `validate` and `plan` report and `apply` refuses before any data moves. `target_kinds`:
+    'postgres' and/or 'context'."""
+    needed = []
+    if spec.source.connector == "postgres":
+        needed.append("postgres_source")
+    else:
+        config = spec.source.config
+        if config.provenance and spec.load.mode in _SNAPSHOTS:
+            needed.append("file_provenance")
+        if config.format != "parquet" and not _is_utf8(config.encoding):
+            needed.append("text_encodings")
+        if config.format != "parquet" and (config.date_format or config.timestamp_format):
+            needed.append("datetime_formats")
+    mode = spec.load.mode
+    kinds = set(target_kinds)
+    if "context" in kinds and (
+        mode in (LoadMode.SCD2, LoadMode.REPLACE_WINDOW)
+        or (mode is LoadMode.UPSERT and spec.load.deletes is not None)
+    ):
+        needed.append("context_history")
+    found = []
+    for name in needed:
+        message = refusal_message(engine, name, f"pipeline {spec.id}")
+        if message is not None:
+            found.append(message)
+    return found
+
+
+def _is_utf8(encoding: str) -> bool:
+    try:
+        return codecs.lookup(encoding).name in _UTF8
+    except LookupError:
+        return False  # an unknown codec: the reader names it
+
+
+def mark_engine(session: Any, engine: str) -> Any:
+    """Record on a session object which engine it runs on (read by `engine_of_session`)."""
+    session._hakiri_engine = engine
+    return session
+
+
+def engine_of_session(session: Any) -> str:
+    """The engine a session runs on: the one `mark_engine` recorded, else Apache Spark."""
+    return str(getattr(session, "_hakiri_engine", SPARK))
+
+
+def markdown_table() -> str:
+    """The capability-by-engine table of docs/engines.md."""
+    lines = [
+        "| capability | spark | sail |",
+        "|---|---|---|",
+    ]
+    for cap in CAPABILITIES:
+        cells = [_cell(cap.engines[engine]) for engine in ENGINES]
+        lines.append(f"| {cap.what} (`{cap.name}`) | {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(found: Support) -> str:
+    if found.status == "works":
+        return "works"
+    label = "engine-neutral path" if found.status == "neutral" else "refused"
+    return f"{label}: {found.how}"

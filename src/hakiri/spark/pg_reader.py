@@ -1,0 +1,118 @@
+"""Read a PostgreSQL query into a DataFrame on any engine: the engine's own task runs
+`COPY (query) TO STDOUT (FORMAT csv)` and pyarrow parses the stream into Arrow batches.
+
+Spark's JDBC reader exists on Apache Spark only (Sail has none), so what hakiri reads back
+from PostgreSQL while it loads (the live keys the delete guard counts, quarantined rows to
+replay) goes through this instead, on every engine. The rows never pass through the driver:
+one task (`mapInArrow` over a one-row frame) opens the connection, streams the CSV and yields
+record batches; the engine then casts each column from text to the type asked for.
+
+CSV keeps what the values are: NULL is an unquoted empty field and an empty string a quoted
+one (pyarrow tells them apart); the session's time zone is UTC and its date style ISO, so
+dates and timestamps read back as the same instants. On a cluster the executors need psycopg
+and pyarrow, and must reach the database (as for the COPY stage writer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["read_query"]
+
+_BLOCK = 8 * 1024 * 1024  # bytes of CSV pyarrow parses per record batch
+
+
+def read_query(
+    spark: SparkSession, url: str, query: str, columns: Sequence[tuple[str, str]]
+) -> DataFrame:
+    """The rows of `query` (a SELECT whose output columns are `columns`, in order) as a
+    DataFrame with those names and Spark SQL types (e.g. [("id", "bigint")])."""
+    from pyspark.sql import functions as F
+
+    names = [name for name, _ in columns]
+    text = ", ".join(f"`{_positional(i)}` string" for i in range(len(names)))
+    rows = spark.range(1, numPartitions=1).mapInArrow(_copy_out(url, query, len(names)), text)
+    return rows.select(
+        *[
+            F.col(f"`{_positional(i)}`").cast(kind).alias(name)
+            for i, (name, kind) in enumerate(columns)
+        ]
+    )
+
+
+def _positional(i: int) -> str:
+    return f"_c{i}"
+
+
+def _copy_out(url: str, query: str, width: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The task: stream `query` out of PostgreSQL as CSV, yield it as Arrow record batches of
+    strings (columns _c0, _c1, …)."""
+
+    def task(_: Iterator[Any]) -> Iterator[Any]:
+        import psycopg
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        names = [_positional(i) for i in range(width)]
+        convert = pacsv.ConvertOptions(
+            column_types={name: pa.string() for name in names},
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,  # "" is an empty string, not NULL
+        )
+        read = pacsv.ReadOptions(column_names=names, block_size=_BLOCK)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET TimeZone TO 'UTC'")
+            conn.execute("SET DateStyle TO 'ISO, YMD'")
+            conn.execute("SET IntervalStyle TO 'iso_8601'")
+            with conn.cursor() as cursor:
+                statement = f"COPY ({query}) TO STDOUT (FORMAT csv)"
+                with cursor.copy(statement) as copy:  # type: ignore[arg-type]
+                    stream = _Stream(copy)
+                    if stream.empty():
+                        return
+                    reader = pacsv.open_csv(stream, read_options=read, convert_options=convert)
+                    yield from reader
+
+    return task
+
+
+class _Stream:
+    """A COPY's output as a read-only binary file for pyarrow's CSV reader."""
+
+    def __init__(self, copy: Any) -> None:
+        self.copy, self.pending, self.closed = copy, bytearray(), False
+
+    def empty(self) -> bool:
+        self.pending += self._next()
+        return not self.pending
+
+    def _next(self) -> bytes:
+        data = self.copy.read()
+        return bytes(data) if data else b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self.pending) < size:
+            more = self._next()
+            if not more:
+                break
+            self.pending += more  # bytearray: appends in place
+        if size < 0 or size >= len(self.pending):
+            out, self.pending = bytes(self.pending), bytearray()
+            return out
+        out = bytes(self.pending[:size])
+        del self.pending[:size]
+        return out
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True

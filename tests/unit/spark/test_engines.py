@@ -1,0 +1,101 @@
+"""Choosing the engine, and what `validate`, `plan` and `apply` refuse on it (no engine runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hakiri.errors import SparkSetupError
+from hakiri.spark.engines import (
+    SAIL,
+    SPARK,
+    engine_of_session,
+    mark_engine,
+    pipeline_refusals,
+    support,
+)
+from hakiri.spark.session import IN_PROCESS, engine_of, remote_of
+from hakiri.spec.pipeline import PipelineSpec
+from hakiri.spec.project import SparkSettings
+
+
+def _spec(source: dict[str, Any], load: dict[str, Any]) -> PipelineSpec:
+    return PipelineSpec.model_validate({"id": "p", "source": source, "tables": ["t"], "load": load})
+
+
+FILES = {"connector": "files", "config": {"path": "data/*.csv"}}
+
+
+def test_the_engine_comes_from_the_environment_then_the_project() -> None:
+    assert engine_of(SparkSettings(), {}) == SPARK
+    assert engine_of(SparkSettings(engine="sail"), {}) == SAIL
+    assert engine_of(SparkSettings(), {"HAKIRI_SPARK_ENGINE": "Sail"}) == SAIL
+    assert engine_of(SparkSettings(engine="sail"), {"HAKIRI_SPARK_ENGINE": "spark"}) == SPARK
+    with pytest.raises(SparkSetupError) as raised:
+        engine_of(SparkSettings(), {"HAKIRI_SPARK_ENGINE": "flink"})
+    assert "'flink' is not an engine" in raised.value.reason
+    with pytest.raises(ValueError, match="engine"):
+        SparkSettings(engine="flink")  # type: ignore[arg-type]
+
+
+def test_sail_runs_in_the_command_unless_a_remote_is_named() -> None:
+    assert remote_of(SparkSettings(engine="sail"), {}) == "sail"
+    assert remote_of(SparkSettings(), {"HAKIRI_SPARK_ENGINE": "sail"}) == "sail"
+    # A remote wins: the engine then says what runs behind it.
+    sail_remote = SparkSettings(engine="sail", remote="sc://sail-host:50051")
+    assert remote_of(sail_remote, {}) == "sc://sail-host:50051"
+    assert remote_of(SparkSettings(engine="sail"), {"HAKIRI_SPARK_REMOTE": IN_PROCESS}) is None
+
+
+def test_a_session_knows_its_engine() -> None:
+    class Session:  # any object a session factory hands out
+        pass
+
+    session = Session()
+    assert engine_of_session(session) == SPARK
+    assert engine_of_session(mark_engine(session, SAIL)) == SAIL
+
+
+def test_nothing_is_refused_on_spark() -> None:
+    specs = [
+        _spec(
+            {"connector": "postgres", "config": {"connection": "wh"}},
+            {"mode": "append"},
+        ),
+        _spec(FILES, {"mode": "scd2", "key": ["id"]}),
+        _spec({**FILES, "config": {"path": "d/*.csv", "provenance": True}}, {"mode": "truncate"}),
+    ]
+    for spec in specs:
+        assert pipeline_refusals(spec, SPARK, ["postgres", "context"]) == []
+
+
+def test_sail_refuses_what_it_cannot_run_and_says_what_to_do() -> None:
+    postgres_source = _spec(
+        {"connector": "postgres", "config": {"connection": "wh"}}, {"mode": "append"}
+    )
+    [(reason, hint)] = pipeline_refusals(postgres_source, SAIL, ["context"])
+    assert reason.startswith("pipeline p: hakiri reads PostgreSQL through Spark's JDBC reader")
+    assert reason.endswith("(engine sail)")
+    assert 'engine = "spark"' in hint
+
+    history = _spec(FILES, {"mode": "scd2", "key": ["id"]})
+    assert [r for r, _ in pipeline_refusals(history, SAIL, ["context"])] == [
+        "pipeline p: these are one Delta MERGE statement each, and Sail's MERGE drops the "
+        "batch's transaction id, so a retried batch could be applied twice (engine sail)"
+    ]
+    snapshot = _spec(
+        {**FILES, "config": {"path": "d/*.csv", "provenance": True}}, {"mode": "truncate"}
+    )
+    assert len(pipeline_refusals(snapshot, SAIL, ["postgres"])) == 1
+
+
+def test_sail_runs_the_common_loads() -> None:
+    for mode in (
+        {"mode": "append"},
+        {"mode": "upsert", "upsert_key": ["id"]},
+        {"mode": "truncate"},
+    ):
+        spec = _spec(FILES, mode)
+        assert pipeline_refusals(spec, SAIL, ["postgres", "context"]) == [], mode
+    assert support(SAIL, "context_append").status == "neutral"
