@@ -219,10 +219,9 @@ CAPABILITIES: tuple[Capability, ...] = (
         "context store: scd2, replace_window, and upsert with deletes (Delta MERGE with "
         "conditions on the target)",
         Support(
-            "refused",
-            "these are one Delta MERGE statement each, and Sail's MERGE drops the batch's "
-            "transaction id, so a retried batch could be applied twice. Load into PostgreSQL, "
-            'or use engine = "spark" for this project',
+            "neutral",
+            "the engine computes the MERGE's source and stages it as Parquet; delta-rs runs the "
+            "same MERGE clauses carrying the batch's transaction (Sail's MERGE drops it)",
         ),
     ),
     _cap(

@@ -334,9 +334,12 @@ def _sail_session(settings: SparkSettings) -> SparkSession:
     with spark_errors("connecting to Sail", fallback=SparkSetupError):
         session = SparkSession.builder.remote(endpoint).getOrCreate()
         wanted = {**default_spark_conf(), **settings.conf}
-        for key, value in wanted.items():
-            if key.startswith("spark.sql."):  # the rest configure a JVM Sail does not have
-                session.conf.set(key, _conf_value(value))
+        # Sail keeps settings per session: the ones hakiri's sessions need are kept with
+        # the session, for `isolated_session` to give its sessions too.
+        sql = {k: _conf_value(v) for k, v in wanted.items() if k.startswith("spark.sql.")}
+        session._hakiri_sql_conf = sql  # type: ignore[attr-defined]
+        for key, value in sql.items():  # the rest configure a JVM Sail does not have
+            session.conf.set(key, value)
     return mark_engine(session, SAIL)
 
 
@@ -408,6 +411,10 @@ def _new_session(spark: SparkSession) -> SparkSession:
     # or active one, as the builder's create() would).
     session = type(spark)(connection=spark.client._builder)  # type: ignore[call-arg]
     mark_engine(session, engine_of_session(spark))
+    inherited = getattr(spark, "_hakiri_sql_conf", {})
+    session._hakiri_sql_conf = inherited  # type: ignore[attr-defined]
+    for key, value in inherited.items():
+        session.conf.set(key, value)
     with _REMOTE_LOCK:
         _REMOTE_ISOLATED.append(session)
     return session

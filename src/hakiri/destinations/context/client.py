@@ -474,8 +474,13 @@ class ContextDestination:
             if load.watermark.mark is not None:
                 metadata[WATERMARK_KEY] = load.watermark.mark
         checkpoint("before_dest_commit")
-        if self._commits_by_delta_rs():
+        history = load.mode in (LoadMode.SCD2, LoadMode.REPLACE_WINDOW) or (
+            load.merge_key is not None and request.load.deletes is not None
+        )
+        if self._commits_by_delta_rs() and not history:
             return self._publish_by_delta_rs(load, request, metadata)
+        # scd2, replace_window and deletes: Delta MERGEs (`merge.DeltaMerge`, which hands them
+        # to delta-rs with the batch's identity on an engine whose MERGE drops it).
         spark = self._delta_spark()
         exists = load.table is not None
         if load.mode is LoadMode.SCD2:
@@ -505,15 +510,6 @@ class ContextDestination:
     ) -> tuple[int, int]:
         """`_publish` on an engine whose Delta writer drops the batch's transaction identity:
         delta-rs commits the staged files (`rs_commit`)."""
-        history = load.mode in (LoadMode.SCD2, LoadMode.REPLACE_WINDOW) or (
-            load.merge_key is not None and request.load.deletes is not None
-        )
-        if history:  # validate and plan refuse these first (`engines`, context_history)
-            raise LoadError(
-                f"{load.mode.value} into the context store is not supported on the "
-                f"{engine_of_session(self.spark())} engine yet",
-                'use engine = "spark" for this project',
-            )
         if load.merge_key is not None:
             return merge_files(load.location, load.files, load.merge_key, request, metadata), 0
         append_files(

@@ -39,6 +39,7 @@ __all__ = [
     "batch_metadata",
     "check_staged_schema",
     "commit_metadata",
+    "commits_by_delta_rs",
     "delta_errors",
     "delta_uri",
     "is_committed",
@@ -47,6 +48,7 @@ __all__ = [
     "open_table",
     "spark_name",
     "staged_arrow_schema",
+    "txn_of",
     "txn_session",
     "user_metadata",
     "write_frame",
@@ -273,6 +275,12 @@ def write_frame(
     """`write_rows` for rows already in a DataFrame (scd2's first history)."""
     from hakiri.spark.errors import spark_errors
 
+    if commits_by_delta_rs(frame.sparkSession):
+        from hakiri.destinations.context.rs_commit import append_frame
+
+        append_frame(frame, location, overwrite=overwrite, request=request, metadata=metadata)
+        return
+
     writer = (
         frame.write.format("delta")
         .mode("overwrite" if overwrite else "append")
@@ -316,6 +324,13 @@ def merge_rows(
     return metrics.get("num_inserted_rows", 0) + metrics.get("num_updated_rows", 0)
 
 
+def commits_by_delta_rs(spark: Any) -> bool:
+    """Does delta-rs commit for this session's engine (one whose Delta writer drops txnAppId)?"""
+    from hakiri.spark.engines import engine_of_session, support
+
+    return support(engine_of_session(spark), "context_append").status == "neutral"
+
+
 def txn_session(
     spark: SparkSession, request: LoadRequest, metadata: dict[str, str]
 ) -> SparkSession:
@@ -332,6 +347,23 @@ def txn_session(
             "spark.databricks.delta.commitInfo.userMetadata": user_metadata(metadata),
         },
     )
+
+
+_TXN_KEYS = (
+    "spark.databricks.delta.write.txnAppId",
+    "spark.databricks.delta.write.txnVersion",
+    "spark.databricks.delta.commitInfo.userMetadata",
+)
+
+
+def txn_of(session: SparkSession) -> tuple[str, int, str] | None:
+    """The transaction identity `txn_session` gave this session: (app id, version, userMetadata),
+    or None. delta-rs commits on engines without Delta's txn identity read it from here, so
+    the batch's identity has one source whichever writer commits."""
+    values = [session.conf.get(key, None) for key in _TXN_KEYS]
+    if not values[0]:
+        return None
+    return str(values[0]), int(values[1] or TXN_VERSION), str(values[2] or "{}")
 
 
 def delta_uri(location: Path) -> str:

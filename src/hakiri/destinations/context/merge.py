@@ -39,28 +39,35 @@ class DeltaMerge:
         self.source = source
         self.condition = condition
         self.clauses: list[str] = []
+        # The same clauses for delta-rs: (kind, condition, assignments).
+        self.parts: list[tuple[str, str | None, dict[str, str] | None]] = []
 
     def when_matched_update(
         self, assignments: Mapping[str, str], condition: str | None = None
     ) -> DeltaMerge:
+        self.parts.append(("matched_update", condition, dict(assignments)))
         return self._add("WHEN MATCHED", condition, f"THEN UPDATE SET {_set(assignments)}")
 
     def when_matched_delete(self, condition: str | None = None) -> DeltaMerge:
+        self.parts.append(("matched_delete", condition, None))
         return self._add("WHEN MATCHED", condition, "THEN DELETE")
 
     def when_not_matched_insert(
         self, values: Mapping[str, str], condition: str | None = None
     ) -> DeltaMerge:
+        self.parts.append(("not_matched_insert", condition, dict(values)))
         columns = ", ".join(values)
         exprs = ", ".join(values.values())
         return self._add("WHEN NOT MATCHED", condition, f"THEN INSERT ({columns}) VALUES ({exprs})")
 
     def when_not_matched_by_source_delete(self, condition: str | None = None) -> DeltaMerge:
+        self.parts.append(("not_matched_by_source_delete", condition, None))
         return self._add("WHEN NOT MATCHED BY SOURCE", condition, "THEN DELETE")
 
     def when_not_matched_by_source_update(
         self, assignments: Mapping[str, str], condition: str | None = None
     ) -> DeltaMerge:
+        self.parts.append(("not_matched_by_source_update", condition, dict(assignments)))
         return self._add(
             "WHEN NOT MATCHED BY SOURCE", condition, f"THEN UPDATE SET {_set(assignments)}"
         )
@@ -68,7 +75,20 @@ class DeltaMerge:
     def execute(self) -> dict[str, int]:
         """Run the MERGE; Delta's metrics (num_inserted_rows, num_updated_rows,
         num_deleted_rows, ...), or {} when Delta skipped it because the session's transaction
-        identity is already in the table's log."""
+        identity is already in the table's log.
+
+        On an engine whose MERGE drops the transaction identity (Sail), the engine stages the
+        source as Parquet and delta-rs runs the same clauses, carrying the identity the
+        session was given (`commit.txn_session`)."""
+        from hakiri.destinations.context.commit import commits_by_delta_rs, txn_of
+
+        if commits_by_delta_rs(self.session):
+            from hakiri.destinations.context.rs_commit import merge_frame
+
+            identity = txn_of(self.session)
+            if identity is None:
+                raise ValueError("a delta-rs MERGE needs the batch's transaction identity")
+            return merge_frame(self.source, self.location, self.condition, self.parts, identity)
         view = f"hakiri_merge_source_{uuid.uuid4().hex}"
         self.source.createOrReplaceTempView(view)
         try:

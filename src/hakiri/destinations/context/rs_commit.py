@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,18 +35,107 @@ from hakiri.destinations.context.commit import (
 if TYPE_CHECKING:
     from deltalake.transaction import CommitProperties
 
-__all__ = ["append_files", "merge_files"]
+__all__ = ["append_files", "append_frame", "merge_files", "merge_frame"]
 
 
 def _properties(request: LoadRequest, metadata: dict[str, str]) -> CommitProperties:
     """The batch's app transaction, and hakiri's metadata as `userMetadata` (the key
     `commit.commit_metadata` reads back, as from a delta-spark commit)."""
+    return _identity(app_id(request), TXN_VERSION, user_metadata(metadata))
+
+
+def _identity(app: str, version: int, metadata_json: str) -> CommitProperties:
     from deltalake.transaction import CommitProperties, Transaction
 
     return CommitProperties(
-        custom_metadata={"userMetadata": user_metadata(metadata)},
-        app_transactions=[Transaction(app_id(request), TXN_VERSION)],
+        custom_metadata={"userMetadata": metadata_json},
+        app_transactions=[Transaction(app, version)],
     )
+
+
+def _spill(frame: Any, store: Path) -> Path:
+    """The frame's rows written as Parquet by the engine into a directory of the store's
+    staging area (a merge's source must not read the table the merge changes)."""
+    import uuid
+
+    from hakiri.destinations.context.staging import STAGING_DIR, write_parquet
+
+    directory = store / STAGING_DIR / f"merge-{uuid.uuid4().hex[:16]}"
+    write_parquet(frame, directory, f"staging the rows for {store}")
+    return directory
+
+
+def append_frame(
+    frame: Any,
+    location: Path,
+    *,
+    overwrite: bool,
+    request: LoadRequest,
+    metadata: dict[str, str],
+) -> None:
+    """`append_files` for rows in a DataFrame: the engine stages them, delta-rs commits."""
+    from hakiri.destinations.context.staging import StagingArea
+
+    directory = _spill(frame, location.parent)
+    try:
+        files = StagingArea.part_files(directory)
+        append_files(location, files, overwrite=overwrite, request=request, metadata=metadata)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def merge_frame(
+    source: Any,
+    location: Path,
+    condition: str,
+    clauses: Sequence[tuple[str, str | None, dict[str, str] | None]],
+    identity: tuple[str, int, str],
+) -> dict[str, int]:
+    """delta-rs's MERGE of `source` (alias s) into the table at `location` (alias t) ON
+    `condition`, with `clauses` (kind, condition, assignments) in order, carrying `identity`
+    (app id, version, userMetadata); Delta's metrics under delta-spark's names."""
+    import pyarrow.dataset as ds
+
+    from hakiri.destinations.context.staging import StagingArea
+
+    table = open_table(location)
+    if table is None:
+        raise ValueError(f"no Delta table at {location} to merge into")
+    directory = _spill(source, location.parent)
+    try:
+        files = [str(f) for f in StagingArea.part_files(directory)]
+        with delta_errors(location, "merge into"):
+            merger = table.merge(
+                source=ds.dataset(files, format="parquet").scanner().to_reader(),
+                predicate=condition,
+                source_alias="s",
+                target_alias="t",
+                commit_properties=_identity(*identity),
+            )
+            for kind, when, assignments in clauses:
+                merger = _clause(merger, kind, when, assignments)
+            metrics = merger.execute()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return {
+        "num_inserted_rows": int(metrics.get("num_target_rows_inserted", 0)),
+        "num_updated_rows": int(metrics.get("num_target_rows_updated", 0)),
+        "num_deleted_rows": int(metrics.get("num_target_rows_deleted", 0)),
+    }
+
+
+def _clause(merger: Any, kind: str, when: str | None, assignments: dict[str, str] | None) -> Any:
+    if kind == "matched_update":
+        return merger.when_matched_update(updates=assignments, predicate=when)
+    if kind == "matched_delete":
+        return merger.when_matched_delete(predicate=when)
+    if kind == "not_matched_insert":
+        return merger.when_not_matched_insert(updates=assignments, predicate=when)
+    if kind == "not_matched_by_source_update":
+        return merger.when_not_matched_by_source_update(updates=assignments, predicate=when)
+    if kind == "not_matched_by_source_delete":
+        return merger.when_not_matched_by_source_delete(predicate=when)
+    raise ValueError(f"unknown MERGE clause {kind}")
 
 
 @dataclass
