@@ -1,10 +1,14 @@
-"""Read one batch of a PostgreSQL source table into Spark, through the JDBC driver.
+"""Read one batch of a PostgreSQL source table into the engine.
 
-The batch's rows are a SQL condition (a cursor range, or every row of the table);
-Spark splits the read into `num_partitions` parallel queries on a partition column
-when the batch's bounds on it are known. Each partition query is its own
-statement, so the rows of a batch are read as they are at that moment; the cursor
-range, not a snapshot, is what keeps batches apart.
+The batch's rows are a SQL condition (a cursor range, or every row of the table); the read
+is split into `num_partitions` parallel queries on a partition column when the batch's bounds
+on it are known. Each partition query is its own statement, so the rows of a batch are read as
+they are at that moment; the cursor range, not a snapshot, is what keeps batches apart.
+
+Every engine reads the same way (`hakiri.spark.pg_reader`; Sail has no JDBC reader): each
+partition's query runs in an engine task as `COPY … TO STDOUT`, its columns converted to text
+in PostgreSQL (ISO dates, UTC timestamps, base64 bytes) and cast in the engine to the types
+Spark's JDBC reader gave them before, so targets keep their column types.
 """
 
 from __future__ import annotations
@@ -41,34 +45,119 @@ def read_table(
     where: str | None,
     split: PartitionSplit | None = None,
 ) -> DataFrame:
-    """The rows of `config.schema.table` matching `where` (every row when None)."""
+    """The rows of `config.schema.table` matching `where` (every row when None), on any
+    engine: each partition's query runs in an engine task as COPY (`pg_reader`)."""
     from psycopg import sql
 
-    from hakiri.spark.jdbc import JDBC_DRIVER_CLASS
-    from hakiri.spark.session import jdbc_url_from_postgres_url
+    from hakiri.spark.pg_reader import read_queries
 
-    jdbc_url, properties = jdbc_url_from_postgres_url(url)
-    query = sql.SQL("SELECT * FROM {}").format(sql.Identifier(config.schema_name, table))
-    if where is not None:
-        query = sql.SQL("{} WHERE {}").format(query, sql.SQL(where))
-    reader: Any = (
-        spark.read.format("jdbc")
-        .option("url", jdbc_url)
-        .option("driver", JDBC_DRIVER_CLASS)
-        .option("dbtable", f"({query.as_string()}) AS {_ALIAS}")
-        .option("fetchsize", str(config.fetch_size))
+    columns = _columns(url, config.schema_name, table)
+    projection = sql.SQL(", ").join(_as_text(name, kind) for name, kind in columns)
+    base = sql.SQL("SELECT {} FROM {}").format(
+        projection, sql.Identifier(config.schema_name, table)
     )
-    for key, value in properties.items():
-        if key != "driver":
-            reader = reader.option(key, value)
+    conditions = [sql.SQL(where)] if where is not None else []
+    kinds = dict(columns)
+    parts: list[Any] = [None]
     if split is not None and split.partitions > 1:
-        reader = (
-            reader.option("partitionColumn", split.column)
-            .option("lowerBound", split.lower)
-            .option("upperBound", split.upper)
-            .option("numPartitions", str(split.partitions))
+        parts = _partitions(split, kinds.get(split.column, ""))
+    queries = []
+    for part in parts:
+        clauses = [*conditions, *([part] if part is not None else [])]
+        query = base
+        if clauses:
+            query = sql.SQL("{} WHERE {}").format(
+                base, sql.SQL(" AND ").join(sql.SQL("({})").format(c) for c in clauses)
+            )
+        queries.append(query.as_string())
+    return read_queries(spark, url, queries, [(n, _spark_type(k)) for n, k in columns])
+
+
+# PostgreSQL types as Spark's JDBC reader types them (PostgresDialect); others arrive as text.
+_SPARK_TYPES = {
+    "smallint": "smallint",
+    "integer": "int",
+    "bigint": "bigint",
+    "real": "float",
+    "double precision": "double",
+    "boolean": "boolean",
+    "date": "date",
+    "timestamp with time zone": "timestamp",
+    "timestamp without time zone": "timestamp",
+    "bytea": "binary",
+}
+_SPLITTABLE = ("smallint", "integer", "bigint", "real", "double precision", "numeric")
+
+
+def _columns(url: str, schema: str, table: str) -> list[tuple[str, str]]:
+    """(name, format_type) of the table's columns, in order."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = {}::regclass AND attnum > 0 AND NOT attisdropped "
+                "ORDER BY attnum"
+            ).format(sql.Literal(sql.Identifier(schema, table).as_string(conn)))
+        ).fetchall()
+    return [(str(name), str(kind)) for name, kind in rows]
+
+
+def _spark_type(kind: str) -> str:
+    if kind.startswith("numeric(") or kind.startswith("decimal("):
+        return "decimal" + kind[kind.index("(") :].replace(" ", "")
+    if kind in ("numeric", "decimal"):
+        return "decimal(38,18)"
+    return _SPARK_TYPES.get(kind, "string")
+
+
+def _as_text(name: str, kind: str) -> Any:
+    """The column as text the engine casts back exactly: ISO-8601 UTC instants, base64 bytes."""
+    from psycopg import sql
+
+    column = sql.Identifier(name)
+    if kind == "timestamp with time zone":
+        text = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+    elif kind == "timestamp without time zone":
+        text = "to_char({}, 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+    elif kind == "bytea":
+        text = "encode({}, 'base64')"
+    else:
+        text = "{}::text"
+    return sql.SQL(text + " AS {}").format(column, column)
+
+
+def _partitions(split: PartitionSplit, kind: str) -> list[Any]:
+    """The predicates of `split.partitions` ranges of equal width between the bounds (the
+    first also takes NULLs, as Spark's JDBC partitioning does); one range for a column that
+    is not numeric."""
+    from psycopg import sql
+
+    base = kind.split("(")[0]
+    if base not in _SPLITTABLE:
+        return [None]
+    column = sql.Identifier(split.column)
+    low, high = sql.Literal(split.lower), sql.Literal(split.upper)
+    n = split.partitions
+
+    def bound(i: int) -> Any:
+        return sql.SQL("({}::numeric + ({}::numeric - {}::numeric) * {} / {})").format(
+            low, high, low, sql.Literal(i), sql.Literal(n)
         )
-    return reader.load()
+
+    parts = []
+    for i in range(n):
+        if i == 0:
+            parts.append(sql.SQL("{} < {} OR {} IS NULL").format(column, bound(1), column))
+        elif i == n - 1:
+            parts.append(sql.SQL("{} >= {}").format(column, bound(i)))
+        else:
+            parts.append(
+                sql.SQL("{} >= {} AND {} < {}").format(column, bound(i), column, bound(i + 1))
+            )
+    return parts
 
 
 def latest_per_key(frame: DataFrame, key: list[str], cursor: str) -> DataFrame:

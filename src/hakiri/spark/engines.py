@@ -159,12 +159,9 @@ CAPABILITIES: tuple[Capability, ...] = (
     ),
     _cap(
         "postgres_source",
-        "a PostgreSQL table as the source (chunked reads)",
-        Support(
-            "refused",
-            "hakiri reads PostgreSQL through Spark's JDBC reader, which Sail does not have. "
-            'Use engine = "spark" for this pipeline\'s project',
-        ),
+        "a PostgreSQL table as the source (chunked reads, split into parallel partitions), "
+        "read on every engine by COPY … TO STDOUT in the engine's tasks (`pg_reader`)",
+        _WORKS,
     ),
     _cap(
         "postgres_target",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["read_query"]
+__all__ = ["read_queries", "read_query"]
 
 _BLOCK = 8 * 1024 * 1024  # bytes of CSV pyarrow parses per record batch
 
@@ -31,28 +31,40 @@ def read_query(
 ) -> DataFrame:
     """The rows of `query` (a SELECT whose output columns are `columns`, in order) as a
     DataFrame with those names and Spark SQL types (e.g. [("id", "bigint")])."""
+    return read_queries(spark, url, [query], columns)
+
+
+def read_queries(
+    spark: SparkSession, url: str, queries: Sequence[str], columns: Sequence[tuple[str, str]]
+) -> DataFrame:
+    """`read_query` over several queries of the same columns, one engine task each (the
+    partitions of a split read); their rows together. A column typed 'binary' arrives as
+    base64 text (`encode(c, 'base64')` in the query) and is decoded here."""
     from pyspark.sql import functions as F
 
     names = [name for name, _ in columns]
     text = ", ".join(f"`{_positional(i)}` string" for i in range(len(names)))
-    rows = spark.range(1, numPartitions=1).mapInArrow(_copy_out(url, query, len(names)), text)
-    return rows.select(
-        *[
-            F.col(f"`{_positional(i)}`").cast(kind).alias(name)
-            for i, (name, kind) in enumerate(columns)
-        ]
-    )
+    tasks = spark.range(len(queries), numPartitions=len(queries))
+    rows = tasks.mapInArrow(_copy_out(url, list(queries), len(names)), text)
+    converted = []
+    for i, (name, kind) in enumerate(columns):
+        value = F.col(f"`{_positional(i)}`")
+        if kind == "binary":
+            converted.append(F.unbase64(F.regexp_replace(value, "\\s", "")).alias(name))
+        else:
+            converted.append(value.cast(kind).alias(name))
+    return rows.select(*converted)
 
 
 def _positional(i: int) -> str:
     return f"_c{i}"
 
 
-def _copy_out(url: str, query: str, width: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The task: stream `query` out of PostgreSQL as CSV, yield it as Arrow record batches of
-    strings (columns _c0, _c1, …)."""
+def _copy_out(url: str, queries: list[str], width: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The task: for each query index in its input, stream that query out of PostgreSQL as
+    CSV and yield it as Arrow record batches of strings (columns _c0, _c1, …)."""
 
-    def task(_: Iterator[Any]) -> Iterator[Any]:
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
         import psycopg
         import pyarrow as pa
         import pyarrow.csv as pacsv
@@ -65,18 +77,24 @@ def _copy_out(url: str, query: str, width: int) -> Callable[[Iterator[Any]], Ite
             quoted_strings_can_be_null=False,  # "" is an empty string, not NULL
         )
         read = pacsv.ReadOptions(column_names=names, block_size=_BLOCK)
+        mine = [int(i) for batch in batches for i in batch.column(0).to_pylist()]
+        if not mine:
+            return
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("SET TimeZone TO 'UTC'")
             conn.execute("SET DateStyle TO 'ISO, YMD'")
             conn.execute("SET IntervalStyle TO 'iso_8601'")
-            with conn.cursor() as cursor:
-                statement = f"COPY ({query}) TO STDOUT (FORMAT csv)"
-                with cursor.copy(statement) as copy:  # type: ignore[arg-type]
-                    stream = _Stream(copy)
-                    if stream.empty():
-                        return
-                    reader = pacsv.open_csv(stream, read_options=read, convert_options=convert)
-                    yield from reader
+            conn.execute("SET extra_float_digits TO 3")
+            for index in mine:
+                with conn.cursor() as cursor:
+                    statement = f"COPY ({queries[index]}) TO STDOUT (FORMAT csv)"
+                    with cursor.copy(statement) as copy:  # type: ignore[arg-type]
+                        stream = _Stream(copy)
+                        if stream.empty():
+                            continue
+                        yield from pacsv.open_csv(
+                            stream, read_options=read, convert_options=convert
+                        )
 
     return task
 
