@@ -10,7 +10,7 @@ help:
 	@echo "make check-prereqs  check Python >= 3.11 and Java >= 17 (all that make run needs)"
 	@echo "make check-test-prereqs  the same, and the PostgreSQL server binaries the tests start"
 	@echo "make run            install hakiri into $(VENV), apply the demo project into .hakiri/context"
-	@echo "make test           lint + layer contract + whole suite (starts PostgreSQL and Spark)"
+	@echo "make test           lint + layer contract + whole suite on Spark + conformance suite on Sail"
 	@echo "make test-unit      fast tests only (no JVM, no PostgreSQL)"
 	@echo "make lint           ruff check, ruff format --check, import-linter layers"
 	@echo "make clean          remove $(VENV) and caches"
@@ -49,13 +49,15 @@ run: check-prereqs venv
 		$(BIN)/hakiri apply --project examples/postgres; \
 	fi
 
-# CI runs this: the linters and the import-layer contract first, then every test, on two
-# workers (pytest-xdist; each starts its own PostgreSQL and SparkSession).
+# CI runs this: the linters and the import-layer contract first, then every test on Apache
+# Spark, on two workers (pytest-xdist; each starts its own PostgreSQL and SparkSession), then
+# the conformance suite again on Sail (tests marked spark_only say why they are Spark's alone).
 test: check-test-prereqs venv-dev
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n 2 --dist worksteal
+	HAKIRI_TEST_ENGINE=sail $(BIN)/python -m pytest -n 2 --dist worksteal tests/integration
 
 test-unit: venv-dev
 	$(BIN)/python -m pytest -m "not integration"

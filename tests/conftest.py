@@ -48,6 +48,7 @@ os.environ.setdefault("HAKIRI_COPY_MIN_RUN_BYTES", "0")
 # except those marked spark_only (each says why).
 CONFORMANCE = (
     "tests/integration/engine/",
+    "tests/integration/engines/",
     "tests/integration/destinations/",
     "tests/integration/sources/",
     "tests/integration/quality/",
@@ -64,17 +65,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if item.nodeid.startswith(CONFORMANCE):
             item.add_marker(pytest.mark.conformance)
-    if ENGINE != "sail":
-        return
-    # On Sail: the conformance tests only, less those that are Spark's alone (reported as
-    # deselected, with the count, at the end of the run).
+    # On Spark: all but the sail_only tests. On Sail: the conformance tests, less those that
+    # are Spark's alone. Either way the others are reported as deselected, with their count.
     kept, dropped = [], []
     for item in items:
-        spark_only = item.get_closest_marker("spark_only")
-        if item.get_closest_marker("conformance") is None or spark_only is not None:
-            dropped.append(item)
+        if ENGINE == "sail":
+            wanted = (
+                item.get_closest_marker("conformance") is not None
+                and item.get_closest_marker("spark_only") is None
+            )
         else:
-            kept.append(item)
+            wanted = item.get_closest_marker("sail_only") is None
+        (kept if wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

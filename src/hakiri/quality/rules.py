@@ -386,10 +386,11 @@ def _text_reads_as(expected: str, text: Column) -> Column:
         return _parse_double(text).isNotNull()
     if expected == "boolean":
         return F.lower(F.trim(text)).isin(*_BOOLEAN_SPELLINGS)
+    # Trimmed as Spark's casts trim (Sail's do not).
     if expected == "date":
-        return text.rlike(_DATE_ONLY) & text.try_cast("date").isNotNull()
+        return text.rlike(_DATE_ONLY) & F.trim(text).try_cast("date").isNotNull()
     if expected == "timestamp":
-        return text.rlike(_DATE_FIRST) & text.try_cast("timestamp").isNotNull()
+        return text.rlike(_DATE_FIRST) & F.trim(text).try_cast("timestamp").isNotNull()
     if expected == "json":
         # try_parse_json accepts some trailing text ('{"a":1} x'); json_array_length does
         # not, but accepts single quotes. A value passing both is one complete JSON value.
@@ -639,8 +640,16 @@ def _only(violated: Column, indices: list[int]) -> Column:
 
 
 def _row_json(original: DataFrame) -> Column:
-    """The original row as a JSON object; null fields are written, not left out."""
+    """The original row as a JSON object; null fields are written, not left out.
+
+    Written field by field, each value as the engine's to_json writes it inside an array:
+    Sail's to_json of a struct leaves NULL fields out whatever `ignoreNullFields` says."""
+    import json
+
     from pyspark.sql import functions as F
 
-    fields = [F.col(_quoted(name)) for name in original.columns]
-    return F.to_json(F.struct(*fields), {"ignoreNullFields": "false"})
+    parts: list[Column] = []
+    for i, name in enumerate(original.columns):
+        value = F.regexp_extract(F.to_json(F.array(F.col(_quoted(name)))), r"^\[(.*)\]$", 1)
+        parts += [F.lit(("{" if i == 0 else ",") + json.dumps(name) + ":"), value]
+    return F.concat(*parts, F.lit("}")) if parts else F.lit("{}")

@@ -215,11 +215,12 @@ class _FrameProbe:
         )
         try:
             ref = self.ref_table(v.ref_table)
+            columns = ref.columns  # a Spark Connect frame is resolved only when asked
         except HakiriError as exc:
             raise probe_failed(v, exc.reason, exc.hint or hint) from None
         except Exception as exc:  # whatever the resolver raises for a table it cannot read
             raise probe_failed(v, _first_line(exc), hint) from None
-        if v.ref_column not in ref.columns:
+        if v.ref_column not in columns:
             raise probe_failed(
                 v, f'column "{v.ref_column}" does not exist in {v.ref_table}', fk_column_hint(v)
             )

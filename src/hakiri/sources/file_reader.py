@@ -179,6 +179,9 @@ def read_files(
     observed = _observes(spark)
     root = Path(os.path.abspath(project_root))
     located = [_locate(root, file) for file in files]
+    for loc in located:
+        if not observed and _GLOB_CHARS.search(loc.path.name):
+            raise _refused(spark, "glob_file_names", loc)
     charset = _spark_charset(spark, config) if config.format != "parquet" else ""
     # A file without a data record adds no row, and its header or footer is no evidence of the
     # columns' types (inferred, a header-only CSV is all strings): it is left out of the read.

@@ -104,6 +104,15 @@ CAPABILITIES: tuple[Capability, ...] = (
         ),
     ),
     _cap(
+        "glob_file_names",
+        "files whose names hold glob characters ([, ], {, }, *, ?)",
+        Support(
+            "refused",
+            "Sail takes such a name for a pattern and cannot escape it, so the file would be "
+            'read as nothing. Rename the file, or use engine = "spark"',
+        ),
+    ),
+    _cap(
         "parquet_nanoseconds",
         "Parquet files with nanosecond timestamps (pandas' and pyarrow's default)",
         Support(

@@ -50,6 +50,7 @@ def _csv(malformed: int = 0) -> str:
     [(False, "copy"), (True, "copy"), (True, "jdbc")],
     ids=["no-rules", "rules", "rules-jdbc"],
 )
+@pytest.mark.spark_only("observes Spark's own internals (SparkContext, listeners, query plans)")
 def test_a_batch_is_read_once(
     tmp_path: Path, pg_url: str, pg_schema: str, spark, rules: bool, writer: str
 ) -> None:

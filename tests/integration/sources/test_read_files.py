@@ -83,6 +83,9 @@ def test_csv_infers_types_from_every_row(spark: SparkSession, tmp_path: Path) ->
     ]
 
 
+@pytest.mark.spark_only(
+    "Sail's readers ignore the encoding option; other encodings are refused on Sail (test_engine_refusals)"
+)
 def test_csv_semicolons_and_latin1(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/clients.csv", "id;nom;ville\n1;José;Besançon\n2;Zoë;Köln\n", "latin-1")
 
@@ -91,6 +94,9 @@ def test_csv_semicolons_and_latin1(spark: SparkSession, tmp_path: Path) -> None:
     assert _rows(read.frame) == [(1, "José", "Besançon"), (2, "Zoë", "Köln")]
 
 
+@pytest.mark.spark_only(
+    "Sail's readers ignore the encoding option; other encodings are refused on Sail (test_engine_refusals)"
+)
 def test_csv_in_an_encoding_spark_only_reads_as_a_java_charset(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -182,6 +188,9 @@ def test_csv_files_with_different_header_orders_are_united_by_name(
     assert _rows(read.frame) == [(1, "a"), (2, "b")]
 
 
+@pytest.mark.spark_only(
+    "Sail cannot escape glob characters in a path; such file names are refused on Sail"
+)
 def test_file_names_that_look_like_globs_are_read_literally(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -215,6 +224,9 @@ BAD_CSV = (
 )
 
 
+@pytest.mark.spark_only(
+    "Sail's CSV parser stops at the first record of the wrong width: its count covers those records only"
+)
 def test_malformed_csv_fails_naming_file_and_line(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/bad.csv", BAD_CSV)
 
@@ -238,6 +250,9 @@ def test_a_value_of_the_wrong_type_is_malformed_too(spark: SparkSession, tmp_pat
     )
 
 
+@pytest.mark.spark_only(
+    "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
+)
 def test_a_mistyped_value_is_named_in_json_lines_and_json_arrays(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -287,6 +302,9 @@ def test_a_parquet_value_that_does_not_convert_is_malformed(
     assert _rows(kept.frame) == [(1, Decimal("1.50")), (3, None)]
 
 
+@pytest.mark.spark_only(
+    "Sail's readers stop at a record of the wrong width and cannot drop it; refused on Sail (test_engine_refusals)"
+)
 def test_inferred_csv_counts_rows_with_the_wrong_number_of_fields(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -297,6 +315,9 @@ def test_inferred_csv_counts_rows_with_the_wrong_number_of_fields(
     assert error.reason.startswith("data/bad.csv:3: malformed csv record: 3 fields where 2")
 
 
+@pytest.mark.spark_only(
+    "Sail's readers stop at a record of the wrong width and cannot drop it; refused on Sail (test_engine_refusals)"
+)
 def test_malformed_csv_records_are_dropped_and_counted(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/bad.csv", BAD_CSV)
 
@@ -401,6 +422,9 @@ def test_json_declared_schema_leaves_absent_keys_null(spark: SparkSession, tmp_p
     assert _rows(read.frame) == [(1, dt.datetime(2024, 1, 2, 3, 4, 5)), (2, None)]
 
 
+@pytest.mark.spark_only(
+    "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
+)
 def test_a_json_array_file_is_read_element_by_element(spark: SparkSession, tmp_path: Path) -> None:
     records = [{"id": 1, "tags": {"a": 1}}, {"id": 2, "name": "b"}]
     _write(tmp_path, "data/array.json", "\ufeff  " + json.dumps(records, indent=2))
@@ -416,6 +440,9 @@ def test_a_json_array_file_is_read_element_by_element(spark: SparkSession, tmp_p
     assert got == [(1, None), (2, "b"), (3, "c")]
 
 
+@pytest.mark.spark_only(
+    "Sail's readers ignore the encoding option; other encodings are refused on Sail (test_engine_refusals)"
+)
 def test_json_lines_in_latin1(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/e.jsonl", '{"nom": "José"}\r\n{"nom": "Zoë"}\r\n', "latin-1")
 
@@ -457,6 +484,9 @@ def test_malformed_json_lines_are_dropped_and_counted(spark: SparkSession, tmp_p
     assert _rows(read.frame) == [(1,), (2,), (5,)]
 
 
+@pytest.mark.spark_only(
+    "Sail's readers stop at a record of the wrong width and cannot drop it; refused on Sail (test_engine_refusals)"
+)
 def test_json_lines_that_are_all_malformed_drop_to_nothing(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -468,6 +498,9 @@ def test_json_lines_that_are_all_malformed_drop_to_nothing(
     assert read.frame.count() == 0
 
 
+@pytest.mark.spark_only(
+    "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
+)
 def test_an_array_element_of_the_wrong_type(spark: SparkSession, tmp_path: Path) -> None:
     _write(
         tmp_path, "data/a.json", '[\n  {"id": 1},\n  {"id": 2},\n  {"id": "three"},\n  {"id": 4}\n]'
@@ -483,6 +516,9 @@ def test_an_array_element_of_the_wrong_type(spark: SparkSession, tmp_path: Path)
     assert _rows(dropped.frame) == [(1,), (2,), (4,)]
 
 
+@pytest.mark.spark_only(
+    "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
+)
 def test_a_broken_json_array_fails_even_when_dropping(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/a.json", '[\n  {"id": 1},\n  {"id": 2}\n  {"id": 3}\n]')
 
@@ -494,6 +530,7 @@ def test_a_broken_json_array_fails_even_when_dropping(spark: SparkSession, tmp_p
 # ---------------------------------------------------------------- parquet
 
 
+@pytest.mark.spark_only("Sail cannot read nanosecond Parquet timestamps; refused on Sail")
 def test_parquet_written_by_pyarrow(spark: SparkSession, tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -567,6 +604,7 @@ def test_the_first_malformed_record_of_a_file_split_across_tasks(
     assert error.reason.startswith("data/big.csv:4322: malformed csv record: 1 field where 2")
 
 
+@pytest.mark.spark_only("Sail's JSON reader refuses a byte order mark in inferred JSON Lines")
 def test_json_lines_with_a_byte_order_mark(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/e.jsonl", '\ufeff{"id": 1}\n{"id": 2}')
 

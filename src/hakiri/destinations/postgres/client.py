@@ -177,7 +177,7 @@ class PostgresDestination:
         schema = self._schema(request)
         check_identifier(request.target_table, "target table")
         keep = request.quarantine is not None
-        writer = self.writer_for(request, rows.frame.sparkSession)
+        writer = self.writer_for(request, rows.frame)
         target = self.target_columns(request)
         if rows.has_rules and isinstance(writer, CopyStageWriter):
             tagged = rows.tagged(keep_quarantine=keep)
@@ -256,7 +256,7 @@ class PostgresDestination:
         """The frame as it is, into a fresh UNLOGGED staging table (the JDBC path's quarantine)."""
         columns = staged_columns(frame.schema)
         name = staging_name(request)
-        writer = self.writer_for(request, frame.sparkSession)
+        writer = self.writer_for(request, frame)
 
         def write() -> list[int | None]:
             return [writer.write(writable_frame(frame, columns), schema, name)]
@@ -356,11 +356,13 @@ class PostgresDestination:
             conn.close()
         return counts
 
-    def writer_for(self, request: LoadRequest, spark: Any = None) -> StageWriter:
+    def writer_for(self, request: LoadRequest, frame: Any = None) -> StageWriter:
         """The stage writer for this request: the one given, else as `writer` says; COPY on an
-        engine without Spark's JDBC writer (Sail), whatever `writer` says."""
+        engine without Spark's JDBC writer (Sail), whatever `writer` says (`frame`: the rows,
+        whose session names the engine)."""
         if self.stage_writer is not None:
             return self.stage_writer
+        spark = getattr(frame, "sparkSession", None)
         if (
             spark is not None
             and support(engine_of_session(spark), "postgres_jdbc_writer").status != "works"

@@ -95,6 +95,7 @@ def _difference(pg_url: str, schema: str) -> list[tuple[Any, ...]]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@pytest.mark.spark_only("compares with or uses Spark's JDBC writer, which Sail does not have")
 @given(rows=ROWS, binary=st.booleans())
 def test_copy_stages_the_same_values_as_jdbc(
     spark: SparkSession, pg_url: str, pg_schema: str, rows: list[tuple[Any, ...]], binary: bool

@@ -124,6 +124,7 @@ def test_a_type_hakiri_cannot_load_is_refused_before_anything_is_created(
     assert tables_in(pg_conn, pg_schema) == []
 
 
+@pytest.mark.spark_only("compares with or uses Spark's JDBC writer, which Sail does not have")
 def test_a_failed_spark_write_drops_the_staging_table_and_says_why_in_one_line(
     spark: SparkSession, pg_url: str, pg_conn: psycopg.Connection, pg_schema: str
 ) -> None:

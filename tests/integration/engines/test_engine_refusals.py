@@ -1,0 +1,163 @@
+"""What the Sail engine refuses, as a user meets it: `validate` and `plan` name the pipeline,
+the reason and the alternative before anything runs; what only the data shows fails the
+batch in its read, before a row is written, with a one-line error."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner, Result
+
+from hakiri.cli.main import app
+from tests.support.project import Project
+
+SAIL = {"HAKIRI_SPARK_ENGINE": "sail"}
+
+
+def _context_project(root: Path, config: str, mode: str = "append") -> Project:
+    project = Project(root, "", "")
+    project.write(
+        "hakiri.toml",
+        f"""
+        [project]
+        name = "refusals"
+
+        [[pipeline]]
+        id = "p"
+        source = {{ connector = "files", config = {{ {config} }} }}
+        tables = ["t"]
+        load = {{ mode = "{mode}" }}
+        """,
+    )
+    return project
+
+
+def _run(project: Project, *args: str, env: dict[str, str]) -> Result:
+    return CliRunner().invoke(
+        app, [*args, "--project", str(project.root)], env=env, catch_exceptions=False
+    )
+
+
+def _one_line(result: Result) -> str:
+    return " ".join(result.output.split())
+
+
+def test_validate_names_what_sail_refuses_and_spark_runs_it(tmp_path: Path) -> None:
+    project = _context_project(tmp_path, 'path = "data/*.csv", encoding = "latin-1"')
+    project.write("data/a.csv", "id,name\n1,a\n")
+
+    on_sail = _run(project, "validate", env=SAIL)
+    assert on_sail.exit_code == 1
+    text = _one_line(on_sail)
+    assert (
+        "pipeline p: Sail's readers take every file as UTF-8 and ignore the encoding option" in text
+    )
+    assert "(engine sail)" in text and 'engine = "spark"' in text
+    assert "Traceback" not in on_sail.output
+
+    assert _run(project, "validate", env={"HAKIRI_SPARK_ENGINE": "spark"}).exit_code == 0
+
+
+def test_plan_reports_the_refusal_as_an_error_of_the_pipeline(tmp_path: Path) -> None:
+    project = _context_project(
+        tmp_path, 'path = "data/*.csv", date_format = "dd.MM.yyyy"', mode="append"
+    )
+    project.write("data/a.csv", "id,day\n1,01.02.2024\n")
+
+    result = _run(project, "plan", "--json", env=SAIL)
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    [pipeline] = document["pipelines"]
+    assert any("Sail's try_to_timestamp fails the whole query" in e for e in pipeline["errors"])
+
+
+def test_an_unknown_engine_is_one_line_with_the_choices(tmp_path: Path) -> None:
+    project = _context_project(tmp_path, 'path = "data/*.csv"')
+    result = _run(project, "validate", env={"HAKIRI_SPARK_ENGINE": "flink"})
+    assert result.exit_code == 1
+    assert "HAKIRI_SPARK_ENGINE='flink' is not an engine hakiri runs on" in _one_line(result)
+    assert "Traceback" not in result.output
+
+
+# ------------------------------------------------------- known only from the data: Sail's pass
+
+
+def _applied(tmp_path: Path, config: str, files: dict[str, str | bytes]) -> Result:
+    project = _context_project(tmp_path, config)
+    for name, text in files.items():
+        path = project.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text if isinstance(text, bytes) else textwrap.dedent(text).encode())
+    return project.cli("apply")
+
+
+@pytest.mark.sail_only
+def test_a_csv_record_of_the_wrong_width_cannot_be_dropped_on_sail(tmp_path: Path, spark) -> None:
+    result = _applied(
+        tmp_path,
+        'path = "data/*.csv", on_malformed = "drop"',
+        {"data/a.csv": "id,name\n1,a\n2\n3,c\n"},
+    )
+    assert result.exit_code == 1
+    text = _one_line(result)
+    assert "data/a.csv:3: malformed csv record: 1 field where 2 are expected" in text
+    assert "cannot set it aside" in text
+    assert not (tmp_path / ".hakiri" / "context" / "t").exists()  # nothing was written
+
+
+@pytest.mark.sail_only
+def test_a_json_array_file_is_refused_on_sail(tmp_path: Path, spark) -> None:
+    result = _applied(
+        tmp_path, 'path = "data/*.json", format = "json"', {"data/a.json": '[{"id": 1}]'}
+    )
+    assert result.exit_code == 1
+    assert "data/a.json: Sail's from_json does not report the elements" in _one_line(result)
+    assert not (tmp_path / ".hakiri" / "context" / "t").exists()
+
+
+@pytest.mark.sail_only
+def test_a_file_name_with_glob_characters_is_refused_on_sail(tmp_path: Path, spark) -> None:
+    result = _applied(tmp_path, 'path = "data/*.csv"', {"data/a[1].csv": "id\n1\n"})
+    assert result.exit_code == 1
+    assert "data/a[1].csv: Sail takes such a name for a pattern" in _one_line(result)
+
+
+@pytest.mark.sail_only
+def test_nanosecond_parquet_is_refused_on_sail(tmp_path: Path, spark) -> None:
+    (tmp_path / "data").mkdir()
+    at = pa.array([1_700_000_000_000_000_001], pa.timestamp("ns"))
+    pq.write_table(pa.table({"id": [1], "at": at}), tmp_path / "data" / "t.parquet")
+    result = _applied(tmp_path, 'path = "data/*.parquet", format = "parquet"', {})
+    assert result.exit_code == 1
+    assert "data/t.parquet: Sail cannot read nanosecond timestamps" in _one_line(result)
+
+
+@pytest.mark.sail_only
+def test_replay_is_refused_on_sail_before_anything_runs(tmp_path: Path, spark, pg_url: str) -> None:
+    project = Project(tmp_path, pg_url, "public")
+    project.write(
+        "hakiri.toml",
+        f"""
+        [project]
+        name = "refusals"
+
+        [connections.wh]
+        type = "postgres"
+        url = "{pg_url}"
+
+        [[pipeline]]
+        id = "p"
+        source = {{ connector = "files", config = {{ path = "data/*.csv" }} }}
+        destination = {{ connector = "postgres", config = {{ connection = "wh" }} }}
+        tables = ["t"]
+        quarantine = {{ enabled = true }}
+        """,
+    )
+    result = project.cli("replay", "p", "--run", "latest")
+    assert result.exit_code == 1
+    assert "replay reads the quarantine through Spark's JDBC reader" in _one_line(result)
