@@ -2,7 +2,7 @@
 
 Run by hand (about two minutes on the reference machine):
 
-    .venv/bin/python bench/serve.py [--runs 10] [--rows 10000] [--pg-url URL]
+    .venv/bin/python bench/serve.py [--runs 10] [--rows 10000] [--pg-url URL] [--modes ...]
 
 A project with one files pipeline (CSV, upsert on `id`, into PostgreSQL). Each
 measured run first writes one new CSV file of `--rows` rows, so every run loads
@@ -15,6 +15,8 @@ exactly that file.
   starts hakiri's local Spark Connect server and every measured run finds it running.
 - apply, local server cold: the same, with the server stopped (untimed, `hakiri engine
   stop`) before each run, so each run starts it.
+- apply on Sail: `HAKIRI_SPARK_ENGINE=sail`, Sail's server started inside the command.
+  Each apply's peak RSS (its wait4 rusage) is reported too.
 - serve: one `hakiri serve` process, started once (its start-up, until /readyz
   answers 200, is reported on its own). Each run is `POST /v1/pipelines/p/runs`;
   the time is from the POST until the run record shows it ended, read through
@@ -48,28 +50,48 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--pg-url", help="an existing PostgreSQL (default: start a throwaway one)")
+    parser.add_argument(
+        "--modes",
+        default="driver,warm,cold,sail,serve",
+        help="which to time, comma-separated: driver, warm, cold, sail (HAKIRI_SPARK_ENGINE=sail), serve",
+    )
     args = parser.parse_args()
+    modes = {m.strip() for m in args.modes.split(",") if m.strip()}
     server = None if args.pg_url else TestPostgres().start()
     url = args.pg_url or server.url  # type: ignore[union-attr]
+    labels = {
+        "driver": "hakiri apply (new process, driver in it)",
+        "warm": "  on the local server, warm",
+        "cold": "  on the local server, cold",
+        "sail": "  on Sail (in the process)",
+    }
+    results: dict[str, tuple[list[float], float]] = {}
+    served: list[float] = []
+    status: list[float] = []
+    started = 0.0
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            applied = bench_apply(Path(tmp) / "apply", url, args.runs, args.rows)
-        with tempfile.TemporaryDirectory() as tmp:
-            warm = bench_apply(Path(tmp) / "warm", url, args.runs, args.rows, engine="warm")
-        with tempfile.TemporaryDirectory() as tmp:
-            cold = bench_apply(Path(tmp) / "cold", url, args.runs, args.rows, engine="cold")
-        with tempfile.TemporaryDirectory() as tmp:
-            started, served, status = bench_serve(Path(tmp) / "serve", url, args.runs, args.rows)
+        for mode in labels:
+            if mode in modes:
+                with tempfile.TemporaryDirectory() as tmp:
+                    results[mode] = bench_apply(
+                        Path(tmp) / mode, url, args.runs, args.rows, engine=mode
+                    )
+        if "serve" in modes:
+            with tempfile.TemporaryDirectory() as tmp:
+                started, served, status = bench_serve(
+                    Path(tmp) / "serve", url, args.runs, args.rows
+                )
     finally:
         if server is not None:
             server.stop()
     print(f"{args.runs} runs of {args.rows} rows each (after one warm-up run per mode)")
-    report("hakiri apply (new process)", applied)
-    report("  on the local server, warm", warm)
-    report("  on the local server, cold", cold)
-    report("trigger to hakiri serve", served)
-    report("GET /v1/pipelines/p", status, unit="ms", scale=1000)
-    print(f"serve start-up until /readyz 200: {started:.1f} s")
+    for mode, (times, peak) in results.items():
+        report(labels[mode], times)
+        print(f"    peak RSS of the apply process: {peak:.0f} MiB")
+    if "serve" in modes:
+        report("trigger to hakiri serve", served)
+        report("GET /v1/pipelines/p", status, unit="ms", scale=1000)
+        print(f"serve start-up until /readyz 200: {started:.1f} s")
 
 
 def project(root: Path, url: str) -> None:
@@ -105,26 +127,44 @@ def write_file(root: Path, index: int, rows: int) -> None:
     (data / f"part-{index:04d}.csv").write_text("id,name,amount\n" + lines)
 
 
-def bench_apply(root: Path, url: str, runs: int, rows: int, engine: str = "driver") -> list[float]:
-    """`engine`: "driver" (a JVM in the command), "warm" or "cold" (the local server)."""
+def bench_apply(
+    root: Path, url: str, runs: int, rows: int, engine: str = "driver"
+) -> tuple[list[float], float]:
+    """`engine`: "driver" (a JVM in the command), "warm" or "cold" (the local server), "sail".
+    The times, and the largest peak RSS of one apply process (MiB, from its wait4 rusage; a
+    warm server's JVM is not the apply's child and not in it)."""
     project(root, url)
     command = [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)]
-    env = {k: v for k, v in os.environ.items() if k != "HAKIRI_SPARK_REMOTE"}
-    env["HAKIRI_SPARK_REMOTE"] = "in-process" if engine == "driver" else "local"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HAKIRI_SPARK_REMOTE", "HAKIRI_SPARK_ENGINE")
+    }
+    if engine == "sail":
+        env["HAKIRI_SPARK_ENGINE"] = "sail"
+    else:
+        env["HAKIRI_SPARK_REMOTE"] = "in-process" if engine == "driver" else "local"
     stop = [sys.executable, "-m", "hakiri.cli.main", "engine", "stop"]
-    times = []
+    times, peak = [], 0.0
     for index in range(runs + 1):
         write_file(root, index, rows)
         if engine == "cold":
             subprocess.run(stop, capture_output=True, env=env, check=True)
         started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        )
+        assert process.stderr is not None
+        errors = process.stderr.read()  # apply's stderr is small: read it to its end
+        _, code, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - started
-        if done.returncode != 0:
-            raise SystemExit(f"apply failed:\n{done.stderr}")
+        process.returncode = os.waitstatus_to_exitcode(code)
+        if process.returncode != 0:
+            raise SystemExit(f"apply failed:\n{errors.decode(errors='replace')}")
         if index:
             times.append(elapsed)
-    return times
+            peak = max(peak, usage.ru_maxrss / 1024)
+    return times, peak
 
 
 def bench_serve(
