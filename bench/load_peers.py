@@ -1123,38 +1123,25 @@ def run_all(paths: list[LoadPath], repeat: int) -> None:
 
 
 def run_measured(command: Any) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Run the command to its end (output captured); its result and its peak RSS in MiB, from
-    the rusage `wait4` returns for exactly this child (and the children it waited for)."""
-    import threading
+    """Run the command to its end (output captured); its result and its peak RSS in MiB.
 
-    process = subprocess.Popen(
-        command.argv,
-        env=command.env,
-        cwd=command.cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
+    GNU time starts the command and reports the peak its own wait4 saw for it (and the
+    children it waited for). Not the bench's own wait4: a child forked from this process
+    starts with this process's resident pages counted, hundreds of MiB after a few runs."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as report:
+        done = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", "-o", report.name, *command.argv],
+            env=command.env,
+            cwd=command.cwd,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        text = report.read().strip().splitlines()
+    peak_kib = int(text[-1]) if text and text[-1].isdigit() else 0
+    return subprocess.CompletedProcess(command.argv, done.returncode, done.stdout, done.stderr), (
+        peak_kib / 1024
     )
-    captured: dict[str, str] = {}
-
-    def drain(name: str, stream: Any) -> None:
-        captured[name] = stream.read()
-
-    readers = [
-        threading.Thread(target=drain, args=("out", process.stdout)),
-        threading.Thread(target=drain, args=("err", process.stderr)),
-    ]
-    for reader in readers:
-        reader.start()
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    for reader in readers:
-        reader.join()
-    done = subprocess.CompletedProcess(
-        command.argv, process.returncode, captured.get("out", ""), captured.get("err", "")
-    )
-    return done, usage.ru_maxrss / 1024
 
 
 def describe_machine(

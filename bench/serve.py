@@ -1,5 +1,7 @@
 """Benchmark: one small load started by `hakiri apply` (cron) against a trigger to `hakiri serve`.
 
+Needs GNU time (/usr/bin/time, Debian package `time`) for each run's peak RSS.
+
 Run by hand (about two minutes on the reference machine):
 
     .venv/bin/python bench/serve.py [--runs 10] [--rows 10000] [--pg-url URL] [--modes ...]
@@ -131,8 +133,8 @@ def bench_apply(
     root: Path, url: str, runs: int, rows: int, engine: str = "driver"
 ) -> tuple[list[float], float]:
     """`engine`: "driver" (a JVM in the command), "warm" or "cold" (the local server), "sail".
-    The times, and the largest peak RSS of one apply process (MiB, from its wait4 rusage; a
-    warm server's JVM is not the apply's child and not in it)."""
+    The times, and the largest peak RSS of one apply process (MiB, by GNU time; a warm
+    server's JVM is not the apply's child and not in it)."""
     project(root, url)
     command = [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)]
     env = {
@@ -151,19 +153,23 @@ def bench_apply(
         if engine == "cold":
             subprocess.run(stop, capture_output=True, env=env, check=True)
         started = time.perf_counter()
-        process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
-        )
-        assert process.stderr is not None
-        errors = process.stderr.read()  # apply's stderr is small: read it to its end
-        _, code, usage = os.wait4(process.pid, 0)
-        elapsed = time.perf_counter() - started
-        process.returncode = os.waitstatus_to_exitcode(code)
-        if process.returncode != 0:
-            raise SystemExit(f"apply failed:\n{errors.decode(errors='replace')}")
+        with tempfile.NamedTemporaryFile("r", suffix=".rss") as report:
+            # GNU time reports the peak RSS its own wait4 saw for the apply (a child forked
+            # from this process would start with this process's pages counted).
+            done = subprocess.run(
+                ["/usr/bin/time", "-f", "%M", "-o", report.name, *command],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
+            elapsed = time.perf_counter() - started
+            lines = report.read().strip().splitlines()
+        if done.returncode != 0:
+            raise SystemExit(f"apply failed:\n{done.stderr}")
         if index:
             times.append(elapsed)
-            peak = max(peak, usage.ru_maxrss / 1024)
+            if lines and lines[-1].isdigit():
+                peak = max(peak, int(lines[-1]) / 1024)
     return times, peak
 
 
