@@ -642,14 +642,29 @@ def _only(violated: Column, indices: list[int]) -> Column:
 def _row_json(original: DataFrame) -> Column:
     """The original row as a JSON object; null fields are written, not left out.
 
-    Written field by field, each value as the engine's to_json writes it inside an array:
-    Sail's to_json of a struct leaves NULL fields out whatever `ignoreNullFields` says."""
+    Written field by field, each value as the engine's to_json writes it inside an array
+    (Sail's to_json of a struct leaves NULL fields out whatever `ignoreNullFields` says), and
+    timestamps and decimals as Spark's to_json writes them: milliseconds and the decimal's
+    scale (Sail's writes microseconds, and drops trailing zeros)."""
     import json
 
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, TimestampNTZType, TimestampType
 
+    formats = {
+        TimestampType: "yyyy-MM-dd'T'HH:mm:ss.SSSXXX",
+        TimestampNTZType: "yyyy-MM-dd'T'HH:mm:ss.SSS",
+    }
     parts: list[Column] = []
-    for i, name in enumerate(original.columns):
-        value = F.regexp_extract(F.to_json(F.array(F.col(_quoted(name)))), r"^\[(.*)\]$", 1)
-        parts += [F.lit(("{" if i == 0 else ",") + json.dumps(name) + ":"), value]
+    for i, each in enumerate(original.schema.fields):
+        column = F.col(_quoted(each.name))
+        pattern = formats.get(type(each.dataType))
+        if pattern is not None:
+            text = F.concat(F.lit('"'), F.date_format(column, pattern), F.lit('"'))
+            value = F.coalesce(text, F.lit("null"))
+        elif isinstance(each.dataType, DecimalType):  # with its scale, as Spark writes it
+            value = F.coalesce(column.cast("string"), F.lit("null"))
+        else:
+            value = F.regexp_extract(F.to_json(F.array(column)), r"^\[(.*)\]$", 1)
+        parts += [F.lit(("{" if i == 0 else ",") + json.dumps(each.name) + ":"), value]
     return F.concat(*parts, F.lit("}")) if parts else F.lit("{}")

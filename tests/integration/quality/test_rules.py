@@ -381,6 +381,33 @@ def test_the_sample_row_is_truncated(spark: SparkSession) -> None:
 # --- names, errors, fast path, release ---------------------------------------------------
 
 
+def test_the_quarantined_row_is_the_same_json_on_every_engine(spark: SparkSession) -> None:
+    """Written exactly: NULL fields kept, timestamps in milliseconds with their zone (Spark's
+    to_json), dates as ISO days, decimals as written."""
+    frame = spark.createDataFrame(
+        [
+            (
+                1,
+                None,
+                dt.datetime(2024, 9, 21, 12, 10, 52, 123456, tzinfo=dt.UTC),
+                dt.datetime(2024, 9, 21, 12, 10, 52),
+                dt.date(2024, 1, 2),
+                Decimal("10.50"),
+            )
+        ],
+        "id int, note string, at timestamp, local timestamp_ntz, day date, amount decimal(10,2)",
+    )
+    batch = check_rows(frame, [rule("not_null", "note", "skip")], label="t")
+    try:
+        [record] = batch.quarantine.collect()  # type: ignore[union-attr]
+        assert record.row == (
+            '{"id":1,"note":null,"at":"2024-09-21T12:10:52.123Z",'
+            '"local":"2024-09-21T12:10:52.000","day":"2024-01-02","amount":10.50}'
+        )
+    finally:
+        batch.release()
+
+
 def test_awkward_column_names(spark: SparkSession) -> None:
     frame = spark.createDataFrame(
         [(1, "a", "x"), (None, "b", "y"), (3, None, "z")],
