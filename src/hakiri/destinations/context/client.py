@@ -67,11 +67,9 @@ from hakiri.destinations.context.commit import (
     check_staged_schema,
     delta_errors,
     is_committed,
-    merge_rows,
     open_table,
     spark_name,
     staged_arrow_schema,
-    write_rows,
 )
 from hakiri.destinations.context.evolve import evolve_table
 from hakiri.destinations.context.history import (
@@ -93,17 +91,18 @@ from hakiri.destinations.context.staging import (
     writable_frame,
     write_parquet,
 )
+from hakiri.destinations.context.txn import commits_by_delta_rs
 from hakiri.destinations.context.watermark import (
     Watermark,
     keep_after_mark,
     mark_of_staged,
     read_mark,
 )
+from hakiri.destinations.context.writes import merge_rows, write_rows
 from hakiri.destinations.gates import check_cdc_mirror, check_empty_source
 from hakiri.errors import HookError, LoadError
 from hakiri.observability import span
 from hakiri.quality.rules import RuleCheck
-from hakiri.spark.engines import engine_of_session, support
 from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
@@ -521,8 +520,7 @@ class ContextDestination:
 
     def _commits_by_delta_rs(self) -> bool:
         """Does delta-rs commit the batches (an engine whose Delta writer drops txnAppId)?"""
-        engine = engine_of_session(self.spark())
-        return support(engine, "context_append").status == "neutral"
+        return commits_by_delta_rs(self.spark())
 
     def _delta_spark(self) -> SparkSession:
         """The SparkSession, checked to have delta-spark (which commits every batch)."""

@@ -1,6 +1,6 @@
-"""The one place that writes a batch into a Delta table (delta-spark, in the executors), reads the
-load ledger from the log (delta-rs, in the driver: no Spark job), and turns delta-rs and
-filesystem failures into one-line HakiriErrors.
+"""A batch's identity in a Delta table, the load ledger read from the log (delta-rs, in the
+driver: no Spark job), schema checks, and delta-rs and filesystem failures as one-line
+HakiriErrors. The writes themselves are `writes` (delta-spark) and `rs_commit` (delta-rs).
 
 Every commit carries the batch's transaction identity, Delta's `txnAppId` with
 `app_id = hakiri:<project>:<pipeline>:<target table>:<batch id>` and `txnVersion` 1,
@@ -26,33 +26,25 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from hakiri.destinations.base import LoadRequest
-from hakiri.destinations.context.staging import read_parquet
 from hakiri.errors import DestinationUnreachable, HakiriError, LoadError
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
-    from pyspark.sql import SparkSession
 
 __all__ = [
     "app_id",
     "batch_metadata",
     "check_staged_schema",
     "commit_metadata",
-    "commits_by_delta_rs",
     "delta_errors",
     "delta_uri",
     "is_committed",
     "live_files",
-    "merge_rows",
     "open_table",
     "spark_name",
     "staged_arrow_schema",
-    "txn_of",
-    "txn_session",
     "user_metadata",
-    "write_frame",
-    "write_rows",
 ]
 
 # Keys of a commit's custom metadata (shown by `hakiri context history`).
@@ -238,132 +230,6 @@ def check_staged_schema(table: DeltaTable, staged: pa.Schema, location: Path) ->
         + "; ".join(parts),
         _EVOLUTION_HINT,
     )
-
-
-# ------------------------------------------------------------------ writing (delta-spark)
-
-
-def write_rows(
-    spark: SparkSession,
-    location: Path,
-    files: Sequence[Path],
-    *,
-    overwrite: bool,
-    request: LoadRequest,
-    metadata: dict[str, str],
-) -> None:
-    """ONE commit by Delta's DataFrame writer, in the executors: the staged rows appended to the
-    table (`overwrite`: in place of every row of the current version; either creates a missing
-    table), with the batch's transaction identity, so Delta skips a retried batch by itself."""
-    write_frame(
-        read_parquet(spark, files),
-        location,
-        overwrite=overwrite,
-        request=request,
-        metadata=metadata,
-    )
-
-
-def write_frame(
-    frame: Any,
-    location: Path,
-    *,
-    overwrite: bool,
-    request: LoadRequest,
-    metadata: dict[str, str],
-) -> None:
-    """`write_rows` for rows already in a DataFrame (scd2's first history)."""
-    from hakiri.spark.errors import spark_errors
-
-    if commits_by_delta_rs(frame.sparkSession):
-        from hakiri.destinations.context.rs_commit import append_frame
-
-        append_frame(frame, location, overwrite=overwrite, request=request, metadata=metadata)
-        return
-
-    writer = (
-        frame.write.format("delta")
-        .mode("overwrite" if overwrite else "append")
-        .option("txnAppId", app_id(request))
-        .option("txnVersion", TXN_VERSION)
-        .option("userMetadata", user_metadata(metadata))
-    )
-    with spark_errors(f"committing to the Delta table at {location}", fallback=LoadError):
-        writer.save(delta_uri(location))
-
-
-def merge_rows(
-    spark: SparkSession,
-    location: Path,
-    files: Sequence[Path],
-    key: Sequence[str],
-    request: LoadRequest,
-    metadata: dict[str, str],
-) -> int:
-    """Delta's MERGE of the staged rows into the table on `key`, executed by Spark: a match gets
-    every staged column, the rest is inserted. The rows inserted or updated.
-
-    Table columns the staged files lack are left alone in matched rows and NULL in inserted
-    ones; with nothing but the key staged, matched rows are not touched at all. The transaction
-    identity and metadata of a MERGE can only be given as session settings, so it runs in a
-    session of its own: concurrent chunk workers never see each other's."""
-    from hakiri.destinations.context.merge import DeltaMerge
-    from hakiri.spark.errors import spark_errors
-
-    session = txn_session(spark, request, metadata)
-    staged = read_parquet(session, files)
-    names = staged.columns
-    condition = " AND ".join(f"t.{spark_name(k)} = s.{spark_name(k)}" for k in key)
-    with spark_errors(f"merging into the Delta table at {location}", fallback=LoadError):
-        merge = DeltaMerge(session, location, staged, condition)
-        updated = [n for n in names if n not in key]
-        if updated:
-            merge.when_matched_update({spark_name(n): f"s.{spark_name(n)}" for n in updated})
-        merge.when_not_matched_insert({spark_name(n): f"s.{spark_name(n)}" for n in names})
-        metrics = merge.execute()
-    return metrics.get("num_inserted_rows", 0) + metrics.get("num_updated_rows", 0)
-
-
-def commits_by_delta_rs(spark: Any) -> bool:
-    """Does delta-rs commit for this session's engine (one whose Delta writer drops txnAppId)?"""
-    from hakiri.spark.engines import engine_of_session, support
-
-    return support(engine_of_session(spark), "context_append").status == "neutral"
-
-
-def txn_session(
-    spark: SparkSession, request: LoadRequest, metadata: dict[str, str]
-) -> SparkSession:
-    """A session of its own (`isolated_session`) whose settings give a MERGE the batch's
-    transaction identity and metadata: a MERGE takes them only from the session, and
-    concurrent chunk workers must never see each other's."""
-    from hakiri.spark.session import isolated_session
-
-    return isolated_session(
-        spark,
-        {
-            "spark.databricks.delta.write.txnAppId": app_id(request),
-            "spark.databricks.delta.write.txnVersion": str(TXN_VERSION),
-            "spark.databricks.delta.commitInfo.userMetadata": user_metadata(metadata),
-        },
-    )
-
-
-_TXN_KEYS = (
-    "spark.databricks.delta.write.txnAppId",
-    "spark.databricks.delta.write.txnVersion",
-    "spark.databricks.delta.commitInfo.userMetadata",
-)
-
-
-def txn_of(session: SparkSession) -> tuple[str, int, str] | None:
-    """The transaction identity `txn_session` gave this session: (app id, version, userMetadata),
-    or None. delta-rs commits on engines without Delta's txn identity read it from here, so
-    the batch's identity has one source whichever writer commits."""
-    values = [session.conf.get(key, None) for key in _TXN_KEYS]
-    if not values[0]:
-        return None
-    return str(values[0]), int(values[1] or TXN_VERSION), str(values[2] or "{}")
 
 
 def delta_uri(location: Path) -> str:

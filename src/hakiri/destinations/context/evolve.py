@@ -265,9 +265,9 @@ def _add_columns(
 def _metadata_by_delta_rs(spark: Callable[[], SparkSession]) -> bool:
     """Are metadata-only changes (added columns, table features) made by delta-rs? On an engine
     without Delta's ALTER TABLE (Sail): the same single version, committed in this process."""
-    from hakiri.spark.engines import engine_of_session, support
+    from hakiri.destinations.context.txn import commits_by_delta_rs
 
-    return support(engine_of_session(spark()), "context_append").status == "neutral"
+    return commits_by_delta_rs(spark())
 
 
 def _add_columns_by_delta_rs(

@@ -16,14 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hakiri.destinations.base import LoadRequest
-from hakiri.destinations.context.commit import (
-    delta_uri,
-    spark_name,
-    txn_session,
-    write_frame,
-)
+from hakiri.destinations.context.commit import delta_uri, spark_name
 from hakiri.destinations.context.merge import DeltaMerge
 from hakiri.destinations.context.staging import read_parquet
+from hakiri.destinations.context.txn import txn_session
+from hakiri.destinations.context.writes import write_frame
 from hakiri.destinations.delete_guard import check_deletes
 from hakiri.errors import EmptySource, LoadError
 from hakiri.guards.expressions import filter_for

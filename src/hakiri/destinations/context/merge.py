@@ -80,7 +80,7 @@ class DeltaMerge:
         On an engine whose MERGE drops the transaction identity (Sail), the engine stages the
         source as Parquet and delta-rs runs the same clauses, carrying the identity the
         session was given (`commit.txn_session`)."""
-        from hakiri.destinations.context.commit import commits_by_delta_rs, txn_of
+        from hakiri.destinations.context.txn import commits_by_delta_rs, txn_of
 
         if commits_by_delta_rs(self.session):
             from hakiri.destinations.context.rs_commit import merge_frame
