@@ -49,10 +49,10 @@ def read_table(
     engine: each partition's query runs in an engine task as COPY (`pg_reader`)."""
     from psycopg import sql
 
-    from hakiri.spark.pg_reader import read_queries
+    from hakiri.spark.pg_reader import as_text, columns_of, read_queries, spark_type
 
-    columns = _columns(url, config.schema_name, table)
-    projection = sql.SQL(", ").join(_as_text(name, kind) for name, kind in columns)
+    columns = columns_of(url, config.schema_name, table)
+    projection = sql.SQL(", ").join(as_text(name, kind) for name, kind in columns)
     base = sql.SQL("SELECT {} FROM {}").format(
         projection, sql.Identifier(config.schema_name, table)
     )
@@ -70,63 +70,10 @@ def read_table(
                 base, sql.SQL(" AND ").join(sql.SQL("({})").format(c) for c in clauses)
             )
         queries.append(query.as_string())
-    return read_queries(spark, url, queries, [(n, _spark_type(k)) for n, k in columns])
+    return read_queries(spark, url, queries, [(n, spark_type(k)) for n, k in columns])
 
 
-# PostgreSQL types as Spark's JDBC reader types them (PostgresDialect); others arrive as text.
-_SPARK_TYPES = {
-    "smallint": "smallint",
-    "integer": "int",
-    "bigint": "bigint",
-    "real": "float",
-    "double precision": "double",
-    "boolean": "boolean",
-    "date": "date",
-    "timestamp with time zone": "timestamp",
-    "timestamp without time zone": "timestamp",
-    "bytea": "binary",
-}
 _SPLITTABLE = ("smallint", "integer", "bigint", "real", "double precision", "numeric")
-
-
-def _columns(url: str, schema: str, table: str) -> list[tuple[str, str]]:
-    """(name, format_type) of the table's columns, in order."""
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute(
-            sql.SQL(
-                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-                "WHERE attrelid = {}::regclass AND attnum > 0 AND NOT attisdropped "
-                "ORDER BY attnum"
-            ).format(sql.Literal(sql.Identifier(schema, table).as_string(conn)))
-        ).fetchall()
-    return [(str(name), str(kind)) for name, kind in rows]
-
-
-def _spark_type(kind: str) -> str:
-    if kind.startswith("numeric(") or kind.startswith("decimal("):
-        return "decimal" + kind[kind.index("(") :].replace(" ", "")
-    if kind in ("numeric", "decimal"):
-        return "decimal(38,18)"
-    return _SPARK_TYPES.get(kind, "string")
-
-
-def _as_text(name: str, kind: str) -> Any:
-    """The column as text the engine casts back exactly: ISO-8601 UTC instants, base64 bytes."""
-    from psycopg import sql
-
-    column = sql.Identifier(name)
-    if kind == "timestamp with time zone":
-        text = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
-    elif kind == "timestamp without time zone":
-        text = "to_char({}, 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
-    elif kind == "bytea":
-        text = "encode({}, 'base64')"
-    else:
-        text = "{}::text"
-    return sql.SQL(text + " AS {}").format(column, column)
 
 
 def _partitions(split: PartitionSplit, kind: str) -> list[Any]:

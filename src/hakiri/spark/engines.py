@@ -194,12 +194,9 @@ CAPABILITIES: tuple[Capability, ...] = (
     ),
     _cap(
         "postgres_replay",
-        "hakiri replay: quarantined rows loaded back into a PostgreSQL target",
-        Support(
-            "refused",
-            "replay reads the quarantine through Spark's JDBC reader, which Sail does not have. "
-            "Run `hakiri replay` with HAKIRI_SPARK_ENGINE=spark",
-        ),
+        "hakiri replay: quarantined rows loaded back into a PostgreSQL target, read by COPY in "
+        "an engine task (`pg_reader`) on every engine",
+        _WORKS,
     ),
     _cap(
         "context_append",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["read_queries", "read_query"]
+__all__ = ["as_text", "columns_of", "read_queries", "read_query", "spark_type"]
 
 _BLOCK = 8 * 1024 * 1024  # bytes of CSV pyarrow parses per record batch
 
@@ -51,9 +51,76 @@ def read_queries(
         value = F.col(f"`{_positional(i)}`")
         if kind == "binary":
             converted.append(F.unbase64(F.regexp_replace(value, "\\s", "")).alias(name))
+        elif kind.startswith("array<"):  # JSON text (`as_text`)
+            converted.append(F.from_json(value, kind).alias(name))
         else:
             converted.append(value.cast(kind).alias(name))
     return rows.select(*converted)
+
+
+# PostgreSQL types as Spark's JDBC reader typed them (its PostgresDialect), so targets that
+# hakiri created from them keep their types; others arrive as text.
+_SPARK_TYPES = {
+    "smallint": "smallint",
+    "integer": "int",
+    "bigint": "bigint",
+    "real": "float",
+    "double precision": "double",
+    "boolean": "boolean",
+    "date": "date",
+    "timestamp with time zone": "timestamp",
+    "timestamp without time zone": "timestamp",
+    "bytea": "binary",
+}
+
+
+def columns_of(url: str, schema: str, table: str) -> list[tuple[str, str]]:
+    """(name, format_type) of a table's columns, in order."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = {}::regclass AND attnum > 0 AND NOT attisdropped "
+                "ORDER BY attnum"
+            ).format(sql.Literal(sql.Identifier(schema, table).as_string(conn)))
+        ).fetchall()
+    return [(str(name), str(kind)) for name, kind in rows]
+
+
+def spark_type(kind: str) -> str:
+    """The Spark SQL type of a PostgreSQL column type (`format_type`), as Spark's JDBC reader
+    gives it: numeric(p,s) as decimal(p,s), a bare numeric as decimal(38,18), arrays of the
+    types above as arrays, anything else as string."""
+    if kind.endswith("[]"):
+        element = spark_type(kind[:-2])
+        return f"array<{element}>" if element != "binary" else "string"
+    if kind.startswith(("numeric(", "decimal(")):
+        return "decimal" + kind[kind.index("(") :].replace(" ", "")
+    if kind in ("numeric", "decimal"):
+        return "decimal(38,18)"
+    return _SPARK_TYPES.get(kind, "string")
+
+
+def as_text(name: str, kind: str) -> Any:
+    """The column as text the engine reads back exactly: ISO-8601 UTC instants, base64 bytes,
+    JSON arrays; `name AS name` for a SELECT list."""
+    from psycopg import sql
+
+    column = sql.Identifier(name)
+    if kind == "timestamp with time zone":
+        text = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+    elif kind == "timestamp without time zone":
+        text = "to_char({}, 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+    elif kind == "bytea":
+        text = "encode({}, 'base64')"
+    elif kind.endswith("[]") and spark_type(kind) != "string":
+        text = "to_jsonb({})::text"
+    else:
+        text = "{}::text"
+    return sql.SQL(text + " AS {}").format(column, column)
 
 
 def _positional(i: int) -> str:

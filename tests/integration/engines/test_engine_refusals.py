@@ -135,29 +135,3 @@ def test_nanosecond_parquet_is_refused_on_sail(tmp_path: Path, spark) -> None:
     result = _applied(tmp_path, 'path = "data/*.parquet", format = "parquet"', {})
     assert result.exit_code == 1
     assert "data/t.parquet: Sail cannot read nanosecond timestamps" in _one_line(result)
-
-
-@pytest.mark.sail_only
-def test_replay_is_refused_on_sail_before_anything_runs(tmp_path: Path, spark, pg_url: str) -> None:
-    project = Project(tmp_path, pg_url, "public")
-    project.write(
-        "hakiri.toml",
-        f"""
-        [project]
-        name = "refusals"
-
-        [connections.wh]
-        type = "postgres"
-        url = "{pg_url}"
-
-        [[pipeline]]
-        id = "p"
-        source = {{ connector = "files", config = {{ path = "data/*.csv" }} }}
-        destination = {{ connector = "postgres", config = {{ connection = "wh" }} }}
-        tables = ["t"]
-        quarantine = {{ enabled = true }}
-        """,
-    )
-    result = project.cli("replay", "p", "--run", "latest")
-    assert result.exit_code == 1
-    assert "replay reads the quarantine through Spark's JDBC reader" in _one_line(result)

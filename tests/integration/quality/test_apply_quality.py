@@ -381,7 +381,6 @@ def test_alerts_since_rejects_nonsense(tmp_path: Path, pg_url: str, pg_schema: s
 # ------------------------------------------------------------------ errors and replay
 
 
-@pytest.mark.spark_only("hakiri replay reads through Spark's JDBC reader; refused on Sail")
 def test_errors_shows_quarantined_rows_and_replay_loads_those_that_now_pass(
     tmp_path: Path, pg_url: str, pg_schema: str, spark
 ) -> None:

@@ -422,9 +422,9 @@ class PostgresDestination:
     ) -> Any:
         """The rows of `of_run` that were dropped and not replayed yet, as a Spark DataFrame with
         the target's columns (PostgreSQL converts each JSON row to the target's row type) plus
-        REPLAY_ROW_COLUMN; None when the quarantine or the target table does not exist."""
-        from hakiri.spark.jdbc import JDBC_DRIVER_CLASS
-        from hakiri.spark.session import jdbc_url_from_postgres_url
+        REPLAY_ROW_COLUMN; None when the quarantine or the target table does not exist. Read
+        by the engine's task with COPY (`pg_reader`), typed from the target's columns."""
+        from hakiri.spark.pg_reader import as_text, columns_of, read_query, spark_type
 
         schema = self._schema(request)
         location = quarantine_location(table, schema)
@@ -439,25 +439,27 @@ class PostgresDestination:
                         "nothing to replay into",
                         "apply the pipeline first; replay adds quarantined rows to an existing target",
                     )
-                query = replay_query(
+                replayed = replay_query(
                     sql.Identifier(*location),
                     sql.Identifier(schema, request.target_table),
                     request.pipeline_id,
                     of_run,
                     REPLAY_ROW_COLUMN,
-                ).as_string(conn)
+                )
+                columns = columns_of(self.url, schema, request.target_table)
+                query = (
+                    sql.SQL("SELECT {}, {} FROM ({}) r")
+                    .format(
+                        sql.SQL(", ").join(as_text(name, kind) for name, kind in columns),
+                        sql.Identifier(REPLAY_ROW_COLUMN),
+                        replayed,
+                    )
+                    .as_string(conn)
+                )
         finally:
             conn.close()
-        jdbc_url, properties = jdbc_url_from_postgres_url(self.url)
-        reader = (
-            spark.read.format("jdbc")
-            .option("url", jdbc_url)
-            .option("query", query)
-            .option("driver", JDBC_DRIVER_CLASS)
-        )
-        for key, value in properties.items():
-            reader = reader.option(key, value)
-        return reader.load()
+        typed = [(name, spark_type(kind)) for name, kind in columns]
+        return read_query(spark, self.url, query, [*typed, (REPLAY_ROW_COLUMN, "string")])
 
     # ------------------------------------------------------------------ committing
 
