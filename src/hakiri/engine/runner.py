@@ -193,8 +193,9 @@ class PipelineRunner:
         if problems:
             raise problems[0]
         engine = engine_of(self.project.settings.spark, self.env)
-        for reason, hint in pipeline_refusals(self.spec, engine, kinds):
-            raise HakiriError(reason, hint)
+        refused = pipeline_refusals(self.spec, engine, kinds)
+        if refused:
+            raise HakiriError(*refused[0])
         recover_stale_claims(self.catalog, self.spec.id, keep=requested)
         # What a crashed run committed is committed before the source plans: a file that
         # changed since is then a change of a loaded file, not of a queued one.

@@ -36,8 +36,8 @@ def sail_endpoint() -> str:
             except ImportError:
                 raise SparkSetupError(
                     "the sail engine needs the pysail package, which is not installed",
-                    "install hakiri's dependencies again (`make install`), or use "
-                    'engine = "spark"',
+                    "install hakiri again with its dependencies (`pip install -e .`, or "
+                    '`make run` in a checkout), or use engine = "spark"',
                 ) from None
             # Sail logs through Rust's env_logger to stderr; a command prints its own errors.
             os.environ.setdefault("RUST_LOG", "error")

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, quote, unquote
 from hakiri.errors import SparkSetupError
 from hakiri.spark.class_sharing import class_sharing_options
 from hakiri.spark.delta import delta_jars, with_delta_conf
+from hakiri.spark.engines import ENGINES, SAIL  # SAIL is also the remote of engine = "sail"
 from hakiri.spark.errors import spark_errors
 from hakiri.spark.jdbc import (
     JARS_ENV,
@@ -60,9 +61,7 @@ __all__ = [
 
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 IN_PROCESS = "in-process"  # `[spark] remote`: a Spark driver inside the command, no Spark Connect
-SAIL = "sail"  # the remote of `engine = "sail"`: Sail's server inside the command
 ENGINE_ENV = "HAKIRI_SPARK_ENGINE"
-ENGINES = ("spark", "sail")
 
 
 @dataclass(frozen=True)

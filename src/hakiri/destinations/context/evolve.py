@@ -40,6 +40,7 @@ from hakiri.destinations.context.commit import (
     user_metadata,
 )
 from hakiri.destinations.context.inspect import type_name
+from hakiri.destinations.context.rs_commit import commit_properties
 from hakiri.destinations.context.tables import require_delta
 from hakiri.destinations.context.types import delta_type_json
 from hakiri.errors import LoadError
@@ -129,16 +130,16 @@ def evolve_table(
     }
     if not evolution.rewrites and not evolution.adds:
         return  # every part was already so (a rename to itself, a type spelled another way)
-    by_delta_rs = not evolution.rewrites and _metadata_by_delta_rs(spark)
+    by_delta_rs = _metadata_by_delta_rs(spark)
     if _needs_timestamp_ntz(table, location, evolution):
-        if by_delta_rs or _metadata_by_delta_rs(spark):
+        if by_delta_rs:
             _enable_timestamp_ntz_by_delta_rs(table, location, metadata)
         else:
             _enable_timestamp_ntz(location, spark(), metadata)
         table = open_table(location) or table  # the rewrite reads the version after it
     if evolution.rewrites:
         _rewrite(table, location, spark(), evolution, metadata)
-    elif by_delta_rs:
+    elif by_delta_rs:  # a rewrite goes through the engine's Delta writer on every engine
         _add_columns_by_delta_rs(table, location, evolution, metadata)
     else:
         _add_columns(location, spark(), evolution, metadata)
@@ -278,7 +279,7 @@ def _add_columns_by_delta_rs(
 
     added = [Field.from_json(json.dumps(c.field)) for c in evolution.columns if c.source is None]
     with delta_errors(location, "add columns to"):
-        table.alter.add_columns(added, commit_properties=_properties(metadata))
+        table.alter.add_columns(added, commit_properties=commit_properties(metadata))
 
 
 def _enable_timestamp_ntz_by_delta_rs(
@@ -290,14 +291,8 @@ def _enable_timestamp_ntz_by_delta_rs(
         table.alter.add_feature(
             TableFeatures.TimestampWithoutTimezone,
             allow_protocol_versions_increase=True,
-            commit_properties=_properties(metadata),
+            commit_properties=commit_properties(metadata),
         )
-
-
-def _properties(metadata: dict[str, str]) -> Any:
-    from deltalake.transaction import CommitProperties
-
-    return CommitProperties(custom_metadata={"userMetadata": user_metadata(metadata)})
 
 
 def _field_ddl(field: dict[str, Any], separator: str) -> str:

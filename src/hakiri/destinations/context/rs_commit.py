@@ -44,6 +44,14 @@ def _properties(request: LoadRequest, metadata: dict[str, str]) -> CommitPropert
     return _identity(app_id(request), TXN_VERSION, user_metadata(metadata))
 
 
+def commit_properties(metadata: dict[str, str]) -> CommitProperties:
+    """hakiri's metadata as a delta-rs commit's `userMetadata`, for a commit that is no batch's
+    (a schema change)."""
+    from deltalake.transaction import CommitProperties
+
+    return CommitProperties(custom_metadata={"userMetadata": user_metadata(metadata)})
+
+
 def _identity(app: str, version: int, metadata_json: str) -> CommitProperties:
     from deltalake.transaction import CommitProperties, Transaction
 
