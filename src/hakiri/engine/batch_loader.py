@@ -29,7 +29,7 @@ from hakiri.engine.targets import Targets
 from hakiri.errors import DeletesRefused, HakiriError, LoadError, SourceChanged, SourceDataError
 from hakiri.observability import RunMetrics, span
 from hakiri.quality.rules import RuleCheck, RuleReport
-from hakiri.sources.base import BatchRead, Source
+from hakiri.sources.base import BatchRead, Source, explained_by
 from hakiri.sources.cursors import CursorRange, as_python
 from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, PipelineSpec
@@ -139,7 +139,7 @@ class BatchLoader:
                     # The rules are compiled here and evaluated by the staging pass (or, for a
                     # writer that needs them first, by a cached evaluation inside `stage`).
                     checked = RuleCheck(frame, self.spec.validate_.rules, label=label)
-                    with span("hakiri.stage"):
+                    with span("hakiri.stage"), explained_by(read):
                         staged = destination.stage(checked, request)
                     malformed = _verified(read, checked, destination, staged)
             staged_at = time.monotonic()

@@ -18,7 +18,7 @@ from hakiri.catalog.records import Batch, BatchStatus, NewBatch
 from hakiri.destinations.base import Destination
 from hakiri.engine.targets import Targets
 from hakiri.planner.evolution import followed_renames
-from hakiri.sources.base import Source
+from hakiri.sources.base import Source, explained_by
 from hakiri.spec.connections import Target
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
@@ -51,7 +51,8 @@ def count_snapshot_deletes(
             frame = frame.withColumnsRenamed(renamed)
         taken = read.taken_at or batch.created_at or datetime.now(UTC)
         frame = shape_for_load(frame, spec.load, taken)
-        return destination.count_deletes(frame, replace(request, batch_time=taken))
+        with explained_by(read):
+            return destination.count_deletes(frame, replace(request, batch_time=taken))
 
 
 def _as_batch(spec: PipelineSpec, batch: Batch | NewBatch) -> Batch:

@@ -6,7 +6,8 @@ implement `Source`; `sources.select.source_for` picks the one a pipeline declare
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -68,6 +69,10 @@ def _nothing_left_out() -> int:
     return 0
 
 
+def _nothing_to_explain(exc: BaseException) -> Exception | None:
+    return None
+
+
 @dataclass
 class BatchRead:
     """One batch as a lazy Spark DataFrame, ready for the rules and the destination."""
@@ -87,6 +92,22 @@ class BatchRead:
     # When the data was taken, if the source knows (files: the newest modification time of
     # the batch's files); None: the batch's planned time stands for it.
     taken_at: datetime | None = None
+    # A pass over the frame failed: the error that says why in the source's terms (files: the
+    # record an engine's parser stopped at, by file and line), or None.
+    explain: Callable[[BaseException], Exception | None] = _nothing_to_explain
+
+
+@contextlib.contextmanager
+def explained_by(read: BatchRead) -> Iterator[None]:
+    """A pass over `read.frame` inside the block that fails raises what the source explains of
+    it (`BatchRead.explain`), when it explains it."""
+    try:
+        yield
+    except Exception as exc:
+        explained = read.explain(exc)
+        if explained is None:
+            raise
+        raise explained from exc
 
 
 class Source(Protocol):

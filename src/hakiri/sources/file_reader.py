@@ -32,6 +32,7 @@ from hakiri.sources.files import (
     skip_whitespace,
 )
 from hakiri.spark.engines import engine_of_session
+from hakiri.spark.tally import Tally, tallies_in_process
 from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:
@@ -93,15 +94,25 @@ class FileRead:
     # the frame has no rows, and its columns are the declared ones or none at all.
     empty: bool = False
     checks: tuple[_Check, ...] = ()  # one per Spark read of the batch
-    dropped: int | None = None  # judged before the frame was consumed (engines without observe)
 
     def verify(self) -> int:
         """The records left out under on_malformed = "drop" (0 under "fail"), once the frame was
         consumed. Raises SourceDataError for malformed records under "fail" (naming the file and
         line of the first), for bytes the encoding cannot decode and for a broken JSON array."""
-        if self.dropped is not None:
-            return self.dropped
         return sum(check.judge() for check in self.checks)
+
+    def explain(self, exc: BaseException) -> SourceDataError | None:
+        """For a pass over the frame that failed: the record an engine's parser stopped at
+        (Sail's, at a CSV record of the wrong width or a line that is not JSON), by file and
+        line, when that is why; else None."""
+        if not any(_PARSER_STOPPED.search(str(e)) for e in _chain(exc)):
+            return None
+        tallied = [check for check in self.checks if check.tally is not None]
+        for check in tallied:
+            found = _misshapen_records(check.config, check.part)
+            if found is not None:
+                return found
+        return _engine_stopped(tallied[0].config, tallied[0].part, exc) if tallied else None
 
 
 @dataclass(frozen=True)
@@ -130,14 +141,20 @@ class _Part:
     # a record only when Spark's parser refused it, e.g. a field short).
     has_mistyped: bool = False
 
-    def frame(self, observation: Any = None) -> DataFrame:
-        """The part's good records in the batch's columns; with `observation`, the counts
-        `_Check` judges are taken as the records pass (no pass of their own)."""
+    def frame(self, observation: Any = None, tally: Tally | None = None) -> DataFrame:
+        """The part's good records in the batch's columns; with `observation` or `tally`, the
+        counts `_Check` judges are taken as the records pass (no pass of their own)."""
         from pyspark.sql import functions as F
 
         if not self.columns:
             # Every record was malformed (nothing else to infer columns from): no rows.
             return self.raw.sparkSession.range(0).select()
+        if tally is not None:
+            # Bit 0: malformed (left out); bit 1: text with U+FFFD (judged by `_verdict`).
+            flags = F.when(_malformed(self), 1).otherwise(0) + F.when(_replaced(self), 2).otherwise(
+                0
+            )
+            return tally.sift(self.raw, [_col(name) for name in self.columns], flags, 1)
         rows = self.raw
         if observation is not None:
             rows = rows.observe(observation, *_metrics(self))
@@ -177,6 +194,7 @@ def read_files(
     if not files:
         raise ValueError("read_files needs at least one file")
     observed = _observes(spark)
+    tallied = not observed and tallies_in_process(spark)
     root = Path(os.path.abspath(project_root))
     located = [_locate(root, file) for file in files]
     for loc in located:
@@ -192,14 +210,14 @@ def read_files(
         frame, part = _read_parquet(spark, config, located, observed)
         if part is None:
             return FileRead(frame)
-        check = _Check(config, part, observed)
+        check = _Check(config, part, observed, tallied)
         return _judged_ahead(FileRead(check.frame(), checks=(check,)), observed)
 
     if config.format == "csv":
         parts = _csv_parts(spark, config, charset, located, observed)
     else:
         parts = _json_parts(spark, config, charset, located, observed)
-    checks = tuple(_Check(config, part, observed) for part in parts)
+    checks = tuple(_Check(config, part, observed, tallied) for part in parts)
     frames = [check.frame() for check in checks]
     frame = frames[0]
     for more in frames[1:]:
@@ -218,12 +236,22 @@ def _observes(spark: SparkSession) -> bool:
 
 
 def _judged_ahead(read: FileRead, observed: bool) -> FileRead:
-    """On an engine without observed metrics: the verdict now, before any row is written (an
-    aggregate of its own over the files), so a batch that must fail moves no data."""
-    if observed:
-        return read
-    dropped = sum(check.judge() for check in read.checks)
-    return FileRead(read.frame, read.empty, read.checks, dropped)
+    """On an engine that can neither observe nor tally a part's counts as its rows pass: the
+    verdict now, before any row is written (an aggregate of its own over the files), so a
+    batch that must fail moves no data."""
+    if not observed:
+        for check in read.checks:
+            if check.tally is None:
+                check.judge()
+    return read
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and the exceptions it was raised from."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 # ---------------------------------------------------------------- files and options
@@ -931,24 +959,39 @@ def _nanosecond_columns(loc: _Located) -> dict[str, bool]:
 class _Check:
     """The malformed-record verdict of one part, from counts observed while its rows pass."""
 
-    def __init__(self, config: FilesConfig, part: _Part, observed: bool = True) -> None:
+    def __init__(
+        self, config: FilesConfig, part: _Part, observed: bool = True, tallied: bool = False
+    ) -> None:
         self.config, self.part = config, part
         self.observation: Any = None
+        self.tally: Tally | None = None
+        self.dropped: int | None = None  # the verdict, once judged
         # A part without columns delivers no rows to observe.
         if part.has_bad and part.columns and observed:
             from pyspark.sql import Observation
 
             self.observation = Observation()
+        elif part.has_bad and part.columns and tallied and part.kind != "json-array":
+            self.tally = Tally(2)
 
     def frame(self) -> DataFrame:
-        return self.part.frame(self.observation)
+        return self.part.frame(self.observation, self.tally)
 
     def judge(self) -> int:
+        """The records left out (or raises); judged once, the first time it is asked for."""
+        if self.dropped is None:
+            self.dropped = self._judged()
+        return self.dropped
+
+    def _judged(self) -> int:
         part = self.part
         if not part.has_bad:
             return 0  # inferred JSON Lines without a corrupt-record column: nothing is malformed
         if self.observation is not None:
             counts = self.observation.get
+        elif self.tally is not None:
+            malformed, replaced = self.tally.counts()
+            counts = {"malformed": malformed, "replaced": replaced, "broken": 0}
         elif part.parsed or part.kind == "json-array":
             try:
                 counts = part.raw.agg(*_metrics(part)).first().asDict()  # type: ignore[union-attr]
@@ -973,6 +1016,11 @@ def _unreadable_record(config: FilesConfig, part: _Part, exc: Exception) -> Sour
     number of fields, a JSON line that is not JSON), found by reading the files here, with how
     many the batch holds: the message Apache Spark's reader gives, for an engine that cannot
     set such a record aside (Sail). Under on_malformed = "drop" it still fails the batch."""
+    return _misshapen_records(config, part) or _engine_stopped(config, part, exc)
+
+
+def _misshapen_records(config: FilesConfig, part: _Part) -> SourceDataError | None:
+    """`_unreadable_record`'s message when the part's files hold such a record, else None."""
     first, total = None, 0
     for loc in part.files:
         with open(loc.path, encoding=config.encoding, errors="replace", newline="") as stream:
@@ -983,23 +1031,32 @@ def _unreadable_record(config: FilesConfig, part: _Part, exc: Exception) -> Sour
                 total += 1
                 if first is None:
                     first = (loc, line, why)
-    stops = (
-        "the engine stops at such a record and cannot set it aside: fix the file, or use "
-        'engine = "spark", whose reader can'
-    )
-    hint = _MALFORMED_HINT if config.on_malformed == "fail" else stops
-    if first is None:  # the engine refused what Python reads: say what the engine said
-        shown = part.files[0].shown if len(part.files) == 1 else f"{len(part.files)} files"
-        return SourceDataError(
-            f"{shown}: the engine could not read a {config.format} record: {first_line(exc)}",
-            hint,
-        )
+    if first is None:
+        return None
     loc, line, why = first
     noun = "record" if total == 1 else "records"
     return SourceDataError(
         f"{loc.shown}:{line}: malformed {config.format} record: {why} "
         f"({total} malformed {noun} in this batch)",
-        hint,
+        _stopped_hint(config),
+    )
+
+
+def _engine_stopped(config: FilesConfig, part: _Part, exc: BaseException) -> SourceDataError:
+    """The engine refused a record Python reads: say what the engine said."""
+    shown = part.files[0].shown if len(part.files) == 1 else f"{len(part.files)} files"
+    return SourceDataError(
+        f"{shown}: the engine could not read a {config.format} record: {first_line(exc)}",
+        _stopped_hint(config),
+    )
+
+
+def _stopped_hint(config: FilesConfig) -> str:
+    if config.on_malformed == "fail":
+        return _MALFORMED_HINT
+    return (
+        "the engine stops at such a record and cannot set it aside: fix the file, or use "
+        'engine = "spark", whose reader can'
     )
 
 
@@ -1042,20 +1099,32 @@ def _not_json(stream: Any) -> Iterator[tuple[int, str]]:
             yield number, "not a JSON object"
 
 
+def _malformed(part: _Part) -> Column:
+    """Per record of a part with _BAD: was it malformed (or, converted, mistyped)?"""
+    from pyspark.sql import functions as F
+
+    bad = F.col(_BAD).isNotNull()
+    return bad | F.col(_MISTYPED) if part.has_mistyped else bad
+
+
+def _replaced(part: _Part) -> Column:
+    """Per record: does a text field hold U+FFFD (bytes the encoding could not decode)?"""
+    from pyspark.sql import functions as F
+
+    replaced = F.lit(False)
+    for name, type_ in part.raw.dtypes if part.kind != "parquet" else ():  # text formats only
+        if type_ == "string":
+            replaced = replaced | (F.instr(_col(name), _REPLACEMENT) > 0)
+    return replaced
+
+
 def _metrics(part: _Part) -> list[Column]:
     """What `_Check` judges: malformed records, strings with U+FFFD, broken arrays."""
     from pyspark.sql import functions as F
 
-    replaced_expr = F.lit(False)
-    for name, type_ in part.raw.dtypes if part.kind != "parquet" else ():  # text formats only
-        if type_ == "string":
-            replaced_expr = replaced_expr | (F.instr(_col(name), _REPLACEMENT) > 0)
-    bad = F.col(_BAD)
-    if part.has_mistyped:
-        bad = F.when(bad.isNotNull() | F.col(_MISTYPED), F.lit(1))
     return [
-        F.count(bad).alias("malformed"),  # judged only for parts that have _BAD
-        F.count(F.when(replaced_expr, 1)).alias("replaced"),
+        F.count(F.when(_malformed(part), 1)).alias("malformed"),  # parts that have _BAD
+        F.count(F.when(_replaced(part), 1)).alias("replaced"),
         F.count(F.when(F.col(_BROKEN), 1)).alias("broken")
         if part.kind == "json-array"
         else F.lit(0).alias("broken"),

@@ -166,6 +166,7 @@ class FileSource:
             evidence=evidence,
             inferred=tuple(read.frame.dtypes) if guessing else (),
             taken_at=_taken_at(stamps),
+            explain=read.explain,
         )
 
     def _full(self, path: str) -> Path:

@@ -328,6 +328,7 @@ def _sail_session(settings: SparkSettings) -> SparkSession:
 
     from hakiri.spark.engines import mark_engine
     from hakiri.spark.sail import sail_endpoint
+    from hakiri.spark.tally import mark_in_process
 
     endpoint = sail_endpoint()
     with spark_errors("connecting to Sail", fallback=SparkSetupError):
@@ -339,7 +340,7 @@ def _sail_session(settings: SparkSettings) -> SparkSession:
         session._hakiri_sql_conf = sql  # type: ignore[attr-defined]
         for key, value in sql.items():  # the rest configure a JVM Sail does not have
             session.conf.set(key, value)
-    return mark_engine(session, SAIL)
+    return mark_in_process(mark_engine(session, SAIL))
 
 
 def _engine_jars_and_conf(
@@ -403,6 +404,7 @@ _REMOTE_LOCK = threading.Lock()
 
 def _new_session(spark: SparkSession) -> SparkSession:
     from hakiri.spark.engines import engine_of_session, mark_engine
+    from hakiri.spark.tally import mark_in_process, tallies_in_process
 
     if not is_connect(spark):  # a driver in this process: a session of the same SparkContext
         return spark.newSession()
@@ -410,6 +412,8 @@ def _new_session(spark: SparkSession) -> SparkSession:
     # or active one, as the builder's create() would).
     session = type(spark)(connection=spark.client._builder)  # type: ignore[call-arg]
     mark_engine(session, engine_of_session(spark))
+    if tallies_in_process(spark):
+        mark_in_process(session)
     inherited = getattr(spark, "_hakiri_sql_conf", {})
     session._hakiri_sql_conf = inherited  # type: ignore[attr-defined]
     for key, value in inherited.items():

@@ -250,6 +250,23 @@ def test_a_value_of_the_wrong_type_is_malformed_too(spark: SparkSession, tmp_pat
     )
 
 
+def test_records_dropped_are_counted_once_however_often_the_frame_runs(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Sail counts them in the pass itself (one count per Spark partition), Apache Spark with
+    # observed metrics: a second action over the same frame must not double the count.
+    _write(tmp_path, "data/a.csv", "id,amount\n1,2.5\n2,lots\n3,3.5\n4,x\n")
+    files = [SourceFile("data/a.csv", (tmp_path / "data/a.csv").stat().st_size, "sha256:0")]
+    config = FilesConfig(path="data/*", columns={"amount": "double"}, on_malformed="drop")
+    read = read_files(spark, tmp_path, config, files)
+
+    read.frame.write.format("noop").mode("overwrite").save()
+    read.frame.write.format("noop").mode("overwrite").save()
+
+    assert read.verify() == 2
+    assert sorted(_rows(read.frame)) == [(2.5,), (3.5,)]
+
+
 @pytest.mark.spark_only(
     "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
 )
