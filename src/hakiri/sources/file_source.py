@@ -4,16 +4,16 @@
 batch's files to Spark (`file_reader.read_files`).
 
 A batch is bound to the bytes it was planned from: `read` hashes each file again before
-Spark reads it, and the read's `verify` (after staging, before the commit) checks that
+Spark reads it (unless this process hashed it for the plan and its stat has not changed
+since: `files.remembered_hash`), and the read's `verify` (after staging, before the commit) checks that
 nothing changed while Spark read it. A file that changed or vanished raises
 `SourceChanged`, which the engine turns into a superseded or gone batch.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,43 +37,11 @@ from hakiri.sources.file_batches import (
     snapshot_files,
 )
 from hakiri.sources.file_reader import PROVENANCE_COLUMNS, read_files, with_provenance
-from hakiri.sources.files import hash_file, inspect_files
+from hakiri.sources.files import FileStamp, hash_file, inspect_files, remembered_hash
 from hakiri.spec.pipeline import FilesConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 
 __all__ = ["FileSource"]
-
-# A file modified this close before it was stat'ed may change again within the same tick of
-# the file system's clock, keeping its stat: such a file is hashed again instead (git's
-# "racily clean" rule).
-_RACY_NS = 2_000_000_000
-
-
-@dataclass(frozen=True)
-class _Stamp:
-    """What stat says of a file when its hash was taken; equal stamps, same bytes (unless
-    the file was modified racily close to the stat)."""
-
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    inode: int
-    taken_ns: int
-
-    @classmethod
-    def of(cls, path: Path) -> _Stamp | None:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return None
-        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, time.time_ns())
-
-    def same_file(self, other: _Stamp | None) -> bool:
-        if other is None:
-            return False
-        racy = max(self.mtime_ns, self.ctime_ns) >= self.taken_ns - _RACY_NS
-        mine = (self.size, self.mtime_ns, self.ctime_ns, self.inode)
-        return not racy and mine == (other.size, other.mtime_ns, other.ctime_ns, other.inode)
 
 
 class FileSource:
@@ -172,7 +140,7 @@ class FileSource:
     def _full(self, path: str) -> Path:
         return Path(path) if Path(path).is_absolute() else self.root / path
 
-    def _bound_files(self, batch: Batch) -> tuple[list[SourceFile], list[_Stamp]]:
+    def _bound_files(self, batch: Batch) -> tuple[list[SourceFile], list[FileStamp]]:
         """The batch's files, each checked to hold the bytes the batch was planned from
         (hashed again now), with their stamps for `_still_bound`."""
         if batch.kind == "snapshot":
@@ -182,8 +150,9 @@ class FileSource:
         files, stamps = [], []
         for path, digest in pairs:
             full = self._full(path)
-            stamp = _Stamp.of(full)
-            current = None if stamp is None else self._hash(full)
+            stamp = FileStamp.of(full)
+            # Hashed by this process's plan, unchanged since: the plan's hash is the binding.
+            current = None if stamp is None else remembered_hash(full, stamp) or self._hash(full)
             if current != digest:
                 raise self._changed(batch, path, digest, current)
             assert stamp is not None
@@ -191,11 +160,11 @@ class FileSource:
             stamps.append(stamp)
         return files, stamps
 
-    def _still_bound(self, batch: Batch, files: list[SourceFile], stamps: list[_Stamp]) -> None:
+    def _still_bound(self, batch: Batch, files: list[SourceFile], stamps: list[FileStamp]) -> None:
         """After Spark read the files: raise SourceChanged if one changed meanwhile."""
         for file, stamp in zip(files, stamps, strict=True):
             full = self._full(file.path)
-            if stamp.same_file(_Stamp.of(full)):
+            if stamp.same_file(FileStamp.of(full)):
                 continue
             current = self._hash(full)
             if current != file.content_hash:
@@ -219,7 +188,7 @@ class FileSource:
         return SourceChanged(changed_reason(path, planned, now), status="superseded")
 
 
-def _taken_at(stamps: list[_Stamp]) -> datetime | None:
+def _taken_at(stamps: list[FileStamp]) -> datetime | None:
     """The newest modification time of the batch's files (UTC, whole microseconds)."""
     times = [stamp.mtime_ns / 1e9 for stamp in stamps]
     return datetime.fromtimestamp(max(times), UTC) if times else None

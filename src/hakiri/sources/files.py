@@ -17,8 +17,10 @@ import glob
 import hashlib
 import json
 import os
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,6 +30,7 @@ from hakiri.spec.pipeline import FilesConfig, TableSpec
 
 __all__ = [
     "BOM",
+    "FileStamp",
     "csv_names",
     "csv_rows",
     "first_line",
@@ -36,6 +39,7 @@ __all__ = [
     "inspect_files",
     "json_keys",
     "open_text",
+    "remembered_hash",
     "skip_separators",
     "skip_whitespace",
 ]
@@ -49,6 +53,50 @@ BOM = "\ufeff"
 def hash_file(path: Path | str) -> str:
     """'sha256:<hex>' of the file's bytes: the batch id of a file batch."""
     return _hash_and_size(Path(path))[0]
+
+
+# A file modified this close before it was stat'ed may change again within the same tick of
+# the file system's clock, keeping its stat: such a file is hashed again instead (git's
+# "racily clean" rule).
+_RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """What stat says of a file when its hash was taken; equal stamps, same bytes (unless
+    the file was modified racily close to the stat)."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    taken_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileStamp | None:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, time.time_ns())
+
+    def same_file(self, other: FileStamp | None) -> bool:
+        if other is None:
+            return False
+        racy = max(self.mtime_ns, self.ctime_ns) >= self.taken_ns - _RACY_NS
+        mine = (self.size, self.mtime_ns, self.ctime_ns, self.inode)
+        return not racy and mine == (other.size, other.mtime_ns, other.ctime_ns, other.inode)
+
+
+# Hashes this process took, by absolute path, with the stamp the file had then: a plan and
+# the apply that follows it in the same process hash each file once.
+_REMEMBERED: dict[str, tuple[FileStamp, str]] = {}
+
+
+def remembered_hash(path: Path, stamp: FileStamp) -> str | None:
+    """The hash this process took of `path` when it had `stamp`, if the file still has it."""
+    known = _REMEMBERED.get(str(path))
+    return known[1] if known is not None and known[0].same_file(stamp) else None
 
 
 def inspect_files(project_root: Path, config: FilesConfig, table: TableSpec) -> SourceObservation:
@@ -94,9 +142,12 @@ def _shown(root: Path, path: Path) -> str:
 
 def _observe_file(path: Path, shown: str) -> SourceFile:
     try:
+        before = FileStamp.of(path)
         digest, size = _hash_and_size(path)
     except OSError as exc:
         raise _unreadable(shown, exc) from None
+    if before is not None and before.same_file(FileStamp.of(path)):
+        _REMEMBERED[str(path)] = (before, digest)
     return SourceFile(path=shown, size=size, content_hash=digest)
 
 
