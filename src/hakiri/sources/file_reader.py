@@ -584,8 +584,9 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType, FractionalType, StringType, TimestampType
 
+    texts = [f"_hakiri_t{i}" for i in range(len(typed.fields))]
     converted, problems = [], []
-    for field in typed.fields:
+    for field, kept in zip(typed.fields, texts, strict=True):
         text = _col(field.name)
         if isinstance(field.dataType, StringType):
             if config.null_value is not None:  # as the reader's nullValue, on every engine
@@ -602,18 +603,27 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
         else:
             result = value.try_cast(field.dataType)
         converted.append(result.alias(field.name))
-        problems.append(value.isNotNull() & result.isNull())
+        problems.append(_present(config, F.col(kept)).isNotNull() & _col(field.name).isNull())
     mistyped = F.lit(False)
     for problem in problems:
         mistyped = mistyped | problem
-    # The parser's verdict (_BAD) comes first: a record it refused has no values to convert.
-    return raw.select(
+    extra = [_col(_FILE)] if _FILE in raw.columns else []
+    # Two projections: the conversions first, then the verdict from their results (in one,
+    # an engine without common-subexpression elimination, Sail, converts every value twice).
+    values = raw.select(
         *converted,
-        *([_col(_FILE)] if _FILE in raw.columns else []),
+        *[_col(field.name).alias(kept) for field, kept in zip(typed.fields, texts, strict=True)],
+        *extra,
+        _col(_BAD),
+    )
+    # The parser's verdict (_BAD) comes first: a record it refused has no values to convert.
+    return values.select(
+        *[_col(field.name) for field in typed.fields],
+        *extra,
         _col(_BAD),
         (F.col(_BAD).isNull() & mistyped).alias(_MISTYPED),
         # Read only when a failing read names its line: the queries that load never use it.
-        F.array(*[_col(f.name) for f in typed.fields]).alias(_TEXT),
+        F.array(*[F.col(kept) for kept in texts]).alias(_TEXT),
     )
 
 

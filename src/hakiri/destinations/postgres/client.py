@@ -570,10 +570,11 @@ class PostgresDestination:
         elif mode is LoadMode.TRUNCATE:
             rows = load_truncate(ctx)
         elif mode is LoadMode.UPSERT:
-            refuse_repeated_keys(ctx)
-            if request.load.deletes is not None:
+            checked = request.load.deletes is not None
+            if checked:  # the repeated keys are refused before the delete guard judges
+                refuse_repeated_keys(ctx)
                 deleted = detect_deletes(ctx)
-            rows = load_upsert(ctx)
+            rows = load_upsert(ctx, keys_checked=checked)
         elif mode is LoadMode.SCD2:
             rows, deleted = load_scd2(ctx)
         elif mode is LoadMode.REPLACE_WINDOW:

@@ -238,10 +238,12 @@ def test_upsert_errors_leave_the_target_untouched(
     assert not exists(pg_conn, pg_schema, staged.staging_table)
 
 
+@pytest.mark.parametrize("before", [[], [(1, "old"), (2, "kept")]], ids=["new-key", "known-key"])
 def test_upsert_refuses_a_batch_with_the_same_key_twice(
-    pg_url: str, pg_conn: psycopg.Connection, pg_schema: str
+    pg_url: str, pg_conn: psycopg.Connection, pg_schema: str, before: list[tuple[int, str]]
 ) -> None:
     create_table(pg_conn, pg_schema, "p", "id bigint PRIMARY KEY, name text")
+    insert(pg_conn, pg_schema, "p", before)
     staged = stage_rows(
         pg_conn, pg_schema, [("id", "bigint"), ("name", "text")], [(1, "a"), (1, "b")]
     )
@@ -254,7 +256,7 @@ def test_upsert_refuses_a_batch_with_the_same_key_twice(
     # named before anything is written: the key, its value, how often, and which batch
     assert caught.value.reason.startswith("upsert_key (id) = 1 appears 2 times in batch ")
     assert "dedupe" in (caught.value.hint or "")
-    assert rows_of(pg_conn, pg_schema, "p") == []
+    assert rows_of(pg_conn, pg_schema, "p") == before
 
 
 # ---------------------------------------------------------------- incremental_watermark
