@@ -4,8 +4,9 @@
     ├── ManifestError           a project or pipeline manifest is invalid (carries Diagnostics)
     ├── ProjectNotFound         no hakiri.toml where we looked
     ├── PipelineNotFound        an id that no manifest defines
+    ├── PlanStale               a saved plan no longer describes what apply would do
     ├── EditError               a pipeline create/convert/edit request that cannot be carried out
-    ├── SparkSetupError         no usable Spark/JDBC setup (e.g. no PostgreSQL JDBC jar)
+    ├── SparkSetupError         no usable engine setup (Java, a jar, Sail, a remote endpoint)
     ├── CatalogError            the control-plane catalog cannot be opened or used
     │   └── CatalogOutdated     the catalog's schema is older (or newer) than this hakiri
     ├── LeaseHeld               another process holds the pipeline's lease
@@ -15,10 +16,19 @@
     │   └── SourceChanged       a batch's file changed or vanished before the batch committed
     ├── DestinationUnreachable  a destination system cannot be reached or read
     ├── LoadError               a load was refused or failed; the target is left as it was
-    │   └── EmptySource         truncate/blue_green refused: the source produced 0 rows
+    │   ├── EmptySource         truncate/blue_green refused: the source produced 0 rows
+    │   ├── DeletesRefused      the delete guard refused the batch's deletes or closes
+    │   └── TransientLoadError  (destinations.postgres) a lock timeout or deadlock, retried
     ├── SchemaIncompatible      the source's columns cannot reach the target under the schema policy
+    │   └── SchemaRefused       (planner.evolution) the same, with the blocked changes for `schema accept`
     ├── UnsafeExpression        a transform expression or type the sandbox refuses
-    └── TransformError          a transform step cannot apply to the batch (missing column, wrong type)
+    ├── TransformError          a transform step cannot apply to the batch (missing column, wrong type)
+    ├── DataQualityError        the batch's data broke a check; nothing was published
+    │   ├── RuleViolation       a row rule with on_fail = "abort"
+    │   └── ValidationFailed    a dataset validator with on_fail = "abort"
+    ├── HookError               a pre/post hook failed to run
+    │   └── UnsafeHook          a hook the SQL guard or the webhook (SSRF) guard refused
+    └── ServeError              `hakiri serve` cannot start (port taken, address not ours)
 
 Every user-facing failure is a HakiriError. Anything else reaching the CLI is a
 bug; the CLI still prints it as one line and shows the traceback only with --debug.
@@ -32,21 +42,32 @@ from pathlib import Path
 __all__ = [
     "CatalogError",
     "CatalogOutdated",
+    "DataQualityError",
+    "DeletesRefused",
     "DestinationUnreachable",
     "Diagnostic",
     "EditError",
     "EmptySource",
     "HakiriError",
+    "HookError",
     "LeaseHeld",
     "LoadError",
     "ManifestError",
     "PipelineNotFound",
+    "PlanStale",
     "ProjectNotFound",
+    "RuleViolation",
+    "SchemaIncompatible",
     "SecretMissing",
+    "ServeError",
     "SourceChanged",
     "SourceDataError",
     "SourceUnreachable",
     "SparkSetupError",
+    "TransformError",
+    "UnsafeExpression",
+    "UnsafeHook",
+    "ValidationFailed",
 ]
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hakiri.destinations.base import TargetColumn
+from hakiri.guards.spark_types import quoted_name
 from hakiri.planner.types import compare_types, destination_type, target_type_as_spark
 from hakiri.spec.transforms import CastStep, TransformStep
 
@@ -74,7 +75,7 @@ def settle_unvalued(
     if not suspects:
         return frame
     counts = frame.agg(
-        *[F.count(F.col(_quote(name))).alias(f"_{i}") for i, name in enumerate(suspects)]
+        *[F.count(F.col(quoted_name(name))).alias(f"_{i}") for i, name in enumerate(suspects)]
     ).first()
     unvalued = [
         name for i, name in enumerate(suspects) if counts is not None and counts[f"_{i}"] == 0
@@ -111,7 +112,3 @@ def _spark_type(column: TargetColumn, destination_kind: str) -> str | None:
     # uuid reads as string, which stages as text: a NULL of it would not load into uuid.
     staged = destination_type(spark_type, destination_kind) or spark_type
     return None if compare_types(staged, column.type) == "incompatible" else spark_type
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

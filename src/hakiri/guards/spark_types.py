@@ -22,6 +22,7 @@ __all__ = [
     "array_element_type",
     "is_array",
     "is_struct",
+    "quoted_name",
     "spark_type",
     "static_type",
     "struct_fields",
@@ -152,7 +153,13 @@ def _field_name(name: str) -> str:
         and (name[0].isalpha() or name[0] == "_")
         and all(c.isalnum() or c == "_" for c in name)
     )
-    return name if plain else "`" + name.replace("`", "``") + "`"
+    return name if plain else quoted_name(name)
+
+
+def quoted_name(name: str) -> str:
+    """`name` as one Spark SQL identifier (for SQL text and `F.col`): backquoted, so dots,
+    spaces and unicode in it are part of the name; a backquote in it is doubled."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def struct_fields(type_text: str | None) -> list[tuple[str, str | None]] | None:

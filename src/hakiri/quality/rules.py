@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hakiri.errors import HakiriError, RuleViolation, SourceDataError
+from hakiri.guards.spark_types import quoted_name
 from hakiri.spec.quality import (
     FieldTypeRule,
     MaxLengthRule,
@@ -208,13 +209,13 @@ class RuleCheck:
         aside = _bits(compiled.indices("warn", "skip")) if keep_quarantine else 0
         taken = list(self.frame.columns)
         broke_name = _free_name(taken, "_hakiri_broke")
-        broke = F.col(_quoted(broke_name))
+        broke = F.col(quoted_name(broke_name))
         # One projection computes every rule's verdict once, as bits: no aggregation, no cache.
         mask = F.lit(0).cast("bigint")
         for i, violation in enumerate(compiled.violations):
             mask = mask + F.when(violation, F.lit(1 << i)).otherwise(F.lit(0)).cast("bigint")
         marked = self.frame.select("*", mask.alias(broke_name))
-        data = [F.col(_quoted(name)) for name in self.frame.columns]
+        data = [F.col(quoted_name(name)) for name in self.frame.columns]
         tags = [broke]
         row_name = None
         if aside:
@@ -310,7 +311,7 @@ def _violation(rule: RowRule, dtype: DataType) -> Column:
     from pyspark.sql import functions as F
     from pyspark.sql.types import NullType
 
-    value = F.col(_quoted(rule.column))
+    value = F.col(quoted_name(rule.column))
     present = value.isNotNull()
     if _is_text(dtype):
         present = present & (value != F.lit(""))
@@ -455,11 +456,6 @@ def _is_text(dtype: DataType) -> bool:
     return isinstance(dtype, StringType | CharType | VarcharType)
 
 
-def _quoted(name: str) -> str:
-    """A column name as a Spark identifier: dots, spaces and quotes taken literally."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _free_name(columns: Sequence[str], name: str = _VIOLATED) -> str:
     taken = {c.lower() for c in columns}
     while name.lower() in taken:
@@ -531,7 +527,7 @@ def _evaluate(compiled: CompiledRules, label: str) -> CheckedBatch:
     rules = compiled.rules
     skip = compiled.indices("skip")
     kept_aside = compiled.indices("warn", "skip")
-    violated = F.col(_quoted(compiled.violated))
+    violated = F.col(quoted_name(compiled.violated))
     dropped = _any_of(violated, skip)
 
     annotated = compiled.annotated.persist(StorageLevel.MEMORY_AND_DISK)
@@ -601,7 +597,7 @@ def _rule_violation(
     rule = compiled.rules[first]
     with spark_errors(f"fetching a row that violates {rule.rule_id} in {label}", side="source"):
         sample = (
-            annotated.where(F.array_contains(F.col(_quoted(compiled.violated)), first))
+            annotated.where(F.array_contains(F.col(quoted_name(compiled.violated)), first))
             .select(_row_json(compiled.original))
             .limit(1)
             .first()
@@ -657,7 +653,7 @@ def _row_json(original: DataFrame) -> Column:
     }
     parts: list[Column] = []
     for i, each in enumerate(original.schema.fields):
-        column = F.col(_quoted(each.name))
+        column = F.col(quoted_name(each.name))
         pattern = formats.get(type(each.dataType))
         if pattern is not None:
             text = F.concat(F.lit('"'), F.date_format(column, pattern), F.lit('"'))

@@ -28,6 +28,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hakiri.errors import HakiriError, ValidationFailed
+from hakiri.guards.spark_types import quoted_name
 from hakiri.quality.verdicts import (
     COLUMN_NAMES_HINT,
     EXAMPLE_LIMIT,
@@ -108,7 +109,7 @@ class _FrameProbe:
             raise probe_failed(
                 validator, f'column "{column}" does not exist', _column_hint(validator)
             )
-        value = F.col(_quoted(column))
+        value = F.col(quoted_name(column))
         return F.nullif(value, F.lit("")) if _is_text(self.types[column]) else value
 
     def freshness(self, v: FreshnessValidator) -> ProbeResult:
@@ -158,7 +159,7 @@ class _FrameProbe:
                 fk_uncomparable_hint(v),
             )
         staged = self.frame.select(value.alias("v")).where(F.col("v").isNotNull())
-        refs = ref.select(F.col(_quoted(v.ref_column)).alias("r"))
+        refs = ref.select(F.col(quoted_name(v.ref_column)).alias("r"))
         orphans = staged.join(refs, staged["v"] == refs["r"], "left_anti")
         count = orphans.count()
         examples: list[str] = []
@@ -243,11 +244,6 @@ def _column_hint(validator: DatasetValidator) -> str:
     if isinstance(validator, FkIntegrityValidator):
         return fk_column_hint(validator)
     return COLUMN_NAMES_HINT
-
-
-def _quoted(name: str) -> str:
-    """A column reference Spark reads as one name: dots, spaces and quotes included."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _is_text(dtype: DataType) -> bool:

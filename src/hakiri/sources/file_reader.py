@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from hakiri.errors import SourceDataError, SourceUnreachable
+from hakiri.guards.spark_types import quoted_name
 from hakiri.sources.base import SourceFile
 from hakiri.sources.files import (
     BOM,
@@ -333,12 +334,7 @@ def _spark_charset(spark: SparkSession, config: FilesConfig) -> str:
 def _col(name: str) -> Column:
     from pyspark.sql import functions as F
 
-    return F.col(_quote(name))
-
-
-def _quote(name: str) -> str:
-    # Backquotes make dots, spaces and unicode in a name literal; a backquote is doubled.
-    return "`" + name.replace("`", "``") + "`"
+    return F.col(quoted_name(name))
 
 
 def _schema(spark: SparkSession, fields: Sequence[tuple[str, str]]) -> StructType:
@@ -347,7 +343,7 @@ def _schema(spark: SparkSession, fields: Sequence[tuple[str, str]]) -> StructTyp
     from pyspark.sql.types import DataType, StructType
 
     try:
-        schema = DataType.fromDDL(", ".join(f"{_quote(n)} {t}" for n, t in fields))
+        schema = DataType.fromDDL(", ".join(f"{quoted_name(n)} {t}" for n, t in fields))
     except PySparkException:
         for name, type_ in fields:
             try:
@@ -885,7 +881,7 @@ def _read_parquet(
     def column(name: str) -> Column:
         if name not in nanos:
             return _col(name)
-        q = _quote(name)
+        q = quoted_name(name)
         micros = f"({q} DIV 1000 - IF({q} % 1000 < 0, 1, 0))"  # floor, also before 1970
         epoch = "TIMESTAMP'1970-01-01 00:00:00 UTC'" if nanos[name] else "TIMESTAMP_NTZ'1970-01-01'"
         return F.expr(f"timestampadd(MICROSECOND, {micros}, {epoch})").alias(name)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hakiri.guards.spark_types import quoted_name
 from hakiri.spec.pipeline import PostgresSourceConfig
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def latest_per_key(frame: DataFrame, key: list[str], cursor: str) -> DataFrame:
     from pyspark.sql import functions as F
 
     def col(name: str) -> Any:
-        return F.col("`" + name.replace("`", "``") + "`")
+        return F.col(quoted_name(name))
 
     rank = "_hakiri_rank"
     order = Window.partitionBy(*[col(k) for k in key]).orderBy(col(cursor).desc_nulls_last())

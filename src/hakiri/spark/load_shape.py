@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from hakiri.errors import TransformError
-from hakiri.spark.transforms import quoted_name
+from hakiri.guards.spark_types import quoted_name
 from hakiri.spec.load import ROW_HASH, ROW_HASH_COLUMN, LoadMode, LoadSpec
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from hakiri.guards.expressions import (
     parse_sort_key,
     referenced_columns,
 )
-from hakiri.guards.spark_types import spark_type
+from hakiri.guards.spark_types import quoted_name, spark_type
 from hakiri.spark.errors import is_spark_failure, translate
 from hakiri.spec.transforms import (
     CastStep,
@@ -140,11 +140,6 @@ def _col(name: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.col(quoted_name(name))
-
-
-def quoted_name(name: str) -> str:
-    """A column reference Spark reads as one plain name: dots, spaces and backquotes included."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _listed(columns: Sequence[str]) -> str:

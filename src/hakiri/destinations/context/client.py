@@ -68,7 +68,6 @@ from hakiri.destinations.context.commit import (
     delta_errors,
     is_committed,
     open_table,
-    spark_name,
     staged_arrow_schema,
 )
 from hakiri.destinations.context.evolve import evolve_table
@@ -101,6 +100,7 @@ from hakiri.destinations.context.watermark import (
 from hakiri.destinations.context.writes import merge_rows, write_rows
 from hakiri.destinations.gates import check_cdc_mirror, check_empty_source
 from hakiri.errors import HookError, LoadError
+from hakiri.guards.spark_types import quoted_name
 from hakiri.observability import span
 from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode
@@ -383,7 +383,7 @@ class ContextDestination:
         from hakiri.spark.errors import spark_errors
 
         count = "_hakiri_rows"
-        columns = [F.col(spark_name(k)) for k in key]
+        columns = [F.col(quoted_name(k)) for k in key]
         any_null = F.lit(False)
         for column in columns:
             any_null = any_null | column.isNull()

@@ -42,7 +42,6 @@ __all__ = [
     "is_committed",
     "live_files",
     "open_table",
-    "spark_name",
     "staged_arrow_schema",
     "user_metadata",
 ]
@@ -256,8 +255,3 @@ def commit_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(document, dict):
             found.update({k: v for k, v in document.items() if str(k).startswith("hakiri.")})
     return found
-
-
-def spark_name(name: str) -> str:
-    """A column name for Spark SQL and F.col: backquoted, so dots in it are part of the name."""
-    return "`" + name.replace("`", "``") + "`"

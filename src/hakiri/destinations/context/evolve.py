@@ -36,7 +36,6 @@ from hakiri.destinations.context.commit import (
     delta_errors,
     delta_uri,
     open_table,
-    spark_name,
     user_metadata,
 )
 from hakiri.destinations.context.inspect import type_name
@@ -44,6 +43,7 @@ from hakiri.destinations.context.rs_commit import commit_properties
 from hakiri.destinations.context.tables import require_delta
 from hakiri.destinations.context.types import delta_type_json
 from hakiri.errors import LoadError
+from hakiri.guards.spark_types import quoted_name
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -260,7 +260,7 @@ def _add_columns(
     session = _session(spark, metadata)
     with spark_errors(f"adding columns to the Delta table at {location}", fallback=LoadError):
         ddl = ", ".join(_field_ddl(field, " ") for field in added)
-        session.sql(f"ALTER TABLE delta.{spark_name(delta_uri(location))} ADD COLUMNS ({ddl})")
+        session.sql(f"ALTER TABLE delta.{quoted_name(delta_uri(location))} ADD COLUMNS ({ddl})")
 
 
 def _metadata_by_delta_rs(spark: Callable[[], SparkSession]) -> bool:
@@ -297,7 +297,7 @@ def _enable_timestamp_ntz_by_delta_rs(
 
 def _field_ddl(field: dict[str, Any], separator: str) -> str:
     """A Delta (Spark JSON) schema field as Spark SQL DDL: every name quoted, nested ones too."""
-    text = f"{spark_name(str(field['name']))}{separator}{_type_ddl(field['type'])}"
+    text = f"{quoted_name(str(field['name']))}{separator}{_type_ddl(field['type'])}"
     if not field.get("nullable", True):
         text += " NOT NULL"
     comment = (field.get("metadata") or {}).get("comment")
@@ -330,7 +330,7 @@ def _enable_timestamp_ntz(location: Path, spark: SparkSession, metadata: dict[st
         f"enabling timestamp_ntz in the Delta table at {location}", fallback=LoadError
     ):
         session.sql(
-            f"ALTER TABLE delta.{spark_name(delta_uri(location))} "
+            f"ALTER TABLE delta.{quoted_name(delta_uri(location))} "
             "SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
         )
 
@@ -412,7 +412,7 @@ def _projection(
         if column.source is None:
             expression = F.lit(None).cast(data_type)
         elif column.converted:
-            expression = F.col(spark_name(column.source)).try_cast(data_type)
+            expression = F.col(quoted_name(column.source)).try_cast(data_type)
             try:
                 frame.select(expression).schema  # noqa: B018 - analysing is the check
             except AnalysisException:
@@ -423,7 +423,7 @@ def _projection(
                     "the table was not changed",
                 ) from None
         else:
-            expression = F.col(spark_name(column.source))
+            expression = F.col(quoted_name(column.source))
         projection.append(expression.alias(column.name))
     return projection
 
@@ -442,7 +442,7 @@ def _check_conversions(
         return
     aggregates = []
     for n, column in enumerate(converted):
-        values = F.col(spark_name(column.source or ""))
+        values = F.col(quoted_name(column.source or ""))
         unfit = values.isNotNull() & values.try_cast(target[column.name].dataType).isNull()
         aggregates += [
             F.count_if(unfit).alias(f"lost{n}"),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hakiri.destinations.base import LoadRequest
-from hakiri.destinations.context.commit import delta_uri, spark_name
+from hakiri.destinations.context.commit import delta_uri
 from hakiri.destinations.context.merge import DeltaMerge
 from hakiri.destinations.context.staging import read_parquet
 from hakiri.destinations.context.txn import txn_session
@@ -24,6 +24,7 @@ from hakiri.destinations.context.writes import write_frame
 from hakiri.destinations.delete_guard import check_deletes
 from hakiri.errors import EmptySource, LoadError
 from hakiri.guards.expressions import filter_for
+from hakiri.guards.spark_types import quoted_name
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -64,13 +65,13 @@ def _keys_equal(key: Sequence[str], left: str, right: str) -> Column:
     condition = F.lit(True)
     for k in key:
         condition = condition & (
-            F.col(f"{left}.{spark_name(k)}") == F.col(f"{right}.{spark_name(k)}")
+            F.col(f"{left}.{quoted_name(k)}") == F.col(f"{right}.{quoted_name(k)}")
         )
     return condition
 
 
 def _condition(key: Sequence[str], left: str, right: str) -> str:
-    return " AND ".join(f"{left}.{spark_name(k)} = {right}.{spark_name(k)}" for k in key)
+    return " AND ".join(f"{left}.{quoted_name(k)} = {right}.{quoted_name(k)}" for k in key)
 
 
 def _check_key(frame: DataFrame, key: Sequence[str], location: Path, what: str) -> None:
@@ -84,7 +85,7 @@ def _check_key(frame: DataFrame, key: Sequence[str], location: Path, what: str) 
         )
     any_null = F.lit(False)
     for k in key:
-        any_null = any_null | F.col(spark_name(k)).isNull()
+        any_null = any_null | F.col(quoted_name(k)).isNull()
     nulls = frame.where(any_null).count()
     if nulls:
         raise LoadError(
@@ -98,7 +99,7 @@ def _hash(columns: Sequence[str]) -> Column:
 
     if not columns:
         return F.lit("")
-    return F.sha2(F.to_json(F.struct(*[F.col(spark_name(c)) for c in columns])), 256)
+    return F.sha2(F.to_json(F.struct(*[F.col(quoted_name(c)) for c in columns])), 256)
 
 
 # ---------------------------------------------------------------- scd2
@@ -134,7 +135,7 @@ def merge_scd2(
                 f"track names {unknown[0]!r}, which is not a staged column for {location}",
                 "fix `track`, or leave it out to track every non-key column",
             )
-        duplicate = staged.groupBy(*[spark_name(c) for c in (*key, vf)]).count().where("count > 1")
+        duplicate = staged.groupBy(*[quoted_name(c) for c in (*key, vf)]).count().where("count > 1")
         if duplicate.limit(1).count():
             raise LoadError(
                 f"the staged rows for {location} hold several versions of one key that start "
@@ -142,7 +143,7 @@ def merge_scd2(
                 "deduplicate the rows in a transform, or declare `change_time_column` so each "
                 "version has its own start",
             )
-        new = staged.select(*[spark_name(c) for c in (*columns, vf)]).withColumn(
+        new = staged.select(*[quoted_name(c) for c in (*columns, vf)]).withColumn(
             "_h", _hash(tracked)
         )
         if not table_exists:
@@ -156,13 +157,13 @@ def merge_scd2(
         table = session.read.format("delta").load(delta_uri(location))
         rows = staged.count()
         at = _batch_time(request)
-        current = table.where(F.col(spark_name(cur)))
+        current = table.where(F.col(quoted_name(cur)))
         closing = None
         closed_count = 0
         if load.detects_deletes:
             scoped = current.where(_scope(request))
-            closing = scoped.where(F.col(spark_name(vf)) <= at).join(
-                staged.select(*[spark_name(k) for k in key]), list(key), "left_anti"
+            closing = scoped.where(F.col(quoted_name(vf)) <= at).join(
+                staged.select(*[quoted_name(k) for k in key]), list(key), "left_anti"
             )
             closed_count = closing.count()
             check_deletes(
@@ -179,32 +180,32 @@ def merge_scd2(
             .join(
                 current.withColumn("_h", _hash(tracked)).alias("t"),
                 _keys_equal(key, "n", "t")
-                & (F.col(f"t.{spark_name(vf)}") <= F.col(f"n.{spark_name(vf)}"))
+                & (F.col(f"t.{quoted_name(vf)}") <= F.col(f"n.{quoted_name(vf)}"))
                 & (F.col("t._h") == F.col("n._h")),
                 "left_anti",
             )
-            .select(*[F.col(f"n.{spark_name(k)}").alias(k) for k in key])
+            .select(*[F.col(f"n.{quoted_name(k)}").alias(k) for k in key])
             .distinct()
         )
         old = table.join(affected, list(key), "left_semi").withColumn("_h", _hash(tracked))
-        window = Window.partitionBy(*[spark_name(k) for k in key]).orderBy(spark_name(vf))
-        old = old.withColumn("_next", F.lead(spark_name(vf)).over(window))
-        events_old = old.select(*[spark_name(c) for c in columns], spark_name(vf), "_h").withColumn(
-            "_src", F.lit(0)
-        )
+        window = Window.partitionBy(*[quoted_name(k) for k in key]).orderBy(quoted_name(vf))
+        old = old.withColumn("_next", F.lead(quoted_name(vf)).over(window))
+        events_old = old.select(
+            *[quoted_name(c) for c in columns], quoted_name(vf), "_h"
+        ).withColumn("_src", F.lit(0))
         gaps = (
             old.where(
-                F.col(spark_name(vt)).isNotNull()
-                & (F.col("_next").isNull() | (F.col("_next") != F.col(spark_name(vt))))
+                F.col(quoted_name(vt)).isNotNull()
+                & (F.col("_next").isNull() | (F.col("_next") != F.col(quoted_name(vt))))
             )
             .select(
                 *[
-                    F.col(spark_name(c))
+                    F.col(quoted_name(c))
                     if c in key
                     else F.lit(None).cast(old.schema[c].dataType).alias(c)
                     for c in columns
                 ],
-                F.col(spark_name(vt)).alias(vf),
+                F.col(quoted_name(vt)).alias(vf),
                 F.lit(None).cast("string").alias("_h"),
             )
             .withColumn("_src", F.lit(0))
@@ -225,15 +226,15 @@ def merge_scd2(
             .join(
                 result.alias("r"),
                 _keys_equal(key, "t", "r")
-                & (F.col(f"t.{spark_name(vf)}") == F.col(f"r.{spark_name(vf)}"))
-                & F.col(f"t.{spark_name(vt)}").eqNullSafe(F.col(f"r.{spark_name(vt)}"))
+                & (F.col(f"t.{quoted_name(vf)}") == F.col(f"r.{quoted_name(vf)}"))
+                & F.col(f"t.{quoted_name(vt)}").eqNullSafe(F.col(f"r.{quoted_name(vt)}"))
                 & (F.col("t._h") == F.col("r._h")),
                 "left_semi",
             )
-            .select(*[spark_name(k) for k in key], spark_name(vf))
+            .select(*[quoted_name(k) for k in key], quoted_name(vf))
         )
         deletes = (
-            old.select(*[spark_name(k) for k in key], spark_name(vf))
+            old.select(*[quoted_name(k) for k in key], quoted_name(vf))
             .join(identical, [*key, vf], "left_anti")
             .withColumn(_ACTION, F.lit("delete"))
         )
@@ -242,7 +243,7 @@ def merge_scd2(
         source = inserts.unionByName(deletes, allowMissingColumns=True)
         if closing is not None:
             source = source.unionByName(
-                closing.select(*[spark_name(k) for k in key], spark_name(vf)).withColumn(
+                closing.select(*[quoted_name(k) for k in key], quoted_name(vf)).withColumn(
                     _ACTION, F.lit("close")
                 ),
                 allowMissingColumns=True,
@@ -253,16 +254,16 @@ def merge_scd2(
                 session,
                 location,
                 source,
-                f"{_condition(key, 't', 's')} AND t.{spark_name(vf)} = s.{spark_name(vf)} "
+                f"{_condition(key, 't', 's')} AND t.{quoted_name(vf)} = s.{quoted_name(vf)} "
                 f"AND s.{_ACTION} IN ('delete', 'close')",
             )
             .when_matched_delete(condition=f"s.{_ACTION} = 'delete'")
             .when_matched_update(
-                {spark_name(vt): _batch_time_sql(request), spark_name(cur): "FALSE"},
+                {quoted_name(vt): _batch_time_sql(request), quoted_name(cur): "FALSE"},
                 condition=f"s.{_ACTION} = 'close'",
             )
             .when_not_matched_insert(
-                {spark_name(c): f"s.{spark_name(c)}" for c in everything},
+                {quoted_name(c): f"s.{quoted_name(c)}" for c in everything},
                 condition=f"s.{_ACTION} = 'insert'",
             )
         )
@@ -280,8 +281,8 @@ def _history(
     if "_gap" not in events.columns:
         events = events.withColumn("_gap", F.lit(False))
     events = events.withColumn("_gap", F.coalesce(F.col("_gap"), F.lit(False)))
-    keys = [spark_name(k) for k in key]
-    at = spark_name(vf)
+    keys = [quoted_name(k) for k in key]
+    at = quoted_name(vf)
     one = Window.partitionBy(*keys, at).orderBy(F.col("_src").desc())
     ordered = Window.partitionBy(*keys).orderBy(at)
     events = events.withColumn("_rank", F.row_number().over(one)).where("_rank = 1")
@@ -295,7 +296,7 @@ def _history(
     )
     timed = kept.withColumn("_end", F.lead(at).over(ordered)).where(~F.col("_gap"))
     return timed.select(
-        *[spark_name(c) for c in columns],
+        *[quoted_name(c) for c in columns],
         F.col(at),
         F.col("_end").alias(vt),
         F.col("_end").isNull().alias(cur),
@@ -334,9 +335,9 @@ def merge_upsert_with_deletes(
                     f"the Delta table at {location} has no column {load.deleted_at_column!r}",
                     "apply again: hakiri adds it with the staged rows",
                 )
-            live = live & F.col(spark_name(load.deleted_at_column)).isNull()
+            live = live & F.col(quoted_name(load.deleted_at_column)).isNull()
         scoped = table.where(live)
-        doomed = scoped.join(staged.select(*[spark_name(k) for k in key]), list(key), "left_anti")
+        doomed = scoped.join(staged.select(*[quoted_name(k) for k in key]), list(key), "left_anti")
         verb = "delete" if load.deletes == "hard" else "mark deleted"
         doomed_rows = doomed.count()
         check_deletes(
@@ -349,17 +350,17 @@ def merge_upsert_with_deletes(
         )
         condition = _scope_sql(request, "t")
         if load.deletes == "soft":
-            condition = f"({condition}) AND t.{spark_name(load.deleted_at_column)} IS NULL"
+            condition = f"({condition}) AND t.{quoted_name(load.deleted_at_column)} IS NULL"
         merge = DeltaMerge(session, location, staged, _condition(key, "t", "s"))
         updated = [n for n in names if n not in key]
         if updated:
-            merge.when_matched_update({spark_name(n): f"s.{spark_name(n)}" for n in updated})
-        merge.when_not_matched_insert({spark_name(n): f"s.{spark_name(n)}" for n in names})
+            merge.when_matched_update({quoted_name(n): f"s.{quoted_name(n)}" for n in updated})
+        merge.when_not_matched_insert({quoted_name(n): f"s.{quoted_name(n)}" for n in names})
         if load.deletes == "hard":
             merge.when_not_matched_by_source_delete(condition=condition)
         else:
             merge.when_not_matched_by_source_update(
-                {spark_name(load.deleted_at_column): _batch_time_sql(request)},
+                {quoted_name(load.deleted_at_column): _batch_time_sql(request)},
                 condition=condition,
             )
         metrics = merge.execute()
@@ -407,10 +408,10 @@ def merge_replace_window(
             f"window_column {column!r} is not among the staged columns for {location}",
             "fix `window_column`, or select that column in the transforms",
         )
-    name = spark_name(column)
+    name = quoted_name(column)
     with spark_errors(f"replacing a window of the Delta table at {location}", fallback=LoadError):
         table = session.read.format("delta").load(delta_uri(location))
-        inserts = {spark_name(n): f"s.{spark_name(n)}" for n in names}
+        inserts = {quoted_name(n): f"s.{quoted_name(n)}" for n in names}
         window = request.window
         if window is None:  # the values the batch has: each is a delete row of the MERGE
             doomed = staged.select(name).distinct().withColumn(_ACTION, F.lit("delete"))
@@ -477,12 +478,12 @@ def count_deletes(
     if load.mode is LoadMode.SCD2:
         if load.is_current_column not in table.columns:
             return None
-        live = live.where(F.col(spark_name(load.is_current_column)))
+        live = live.where(F.col(quoted_name(load.is_current_column)))
     elif load.deletes == "soft" and load.deleted_at_column in table.columns:
-        live = live.where(F.col(spark_name(load.deleted_at_column)).isNull())
+        live = live.where(F.col(quoted_name(load.deleted_at_column)).isNull())
     doomed = live
     if load.mode is LoadMode.SCD2 and request.batch_time is not None:
-        doomed = doomed.where(F.col(spark_name(load.valid_from_column)) <= _batch_time(request))
-    keys = [spark_name(k) for k in key]
+        doomed = doomed.where(F.col(quoted_name(load.valid_from_column)) <= _batch_time(request))
+    keys = [quoted_name(k) for k in key]
     missing = doomed.select(*keys).join(frame.select(*keys).distinct(), list(key), "left_anti")
     return missing.count(), live.count()

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hakiri.guards.spark_types import quoted_name
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -23,7 +25,7 @@ __all__ = ["DeltaMerge", "delta_table_sql", "merge_metrics"]
 def delta_table_sql(location: Path) -> str:
     """The table at `location` as a Spark SQL table name: delta.`file:///...`."""
     uri = "file://" + str(location.resolve())
-    return "delta.`" + uri.replace("`", "``") + "`"
+    return "delta." + quoted_name(uri)
 
 
 class DeltaMerge:

@@ -32,9 +32,9 @@ from hakiri.destinations.context.commit import (
     WATERMARK_KEY,
     commit_metadata,
     delta_errors,
-    spark_name,
 )
 from hakiri.errors import LoadError
+from hakiri.guards.spark_types import quoted_name
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -109,7 +109,7 @@ def keep_after_mark(frame: DataFrame, request: LoadRequest, mark: str | None) ->
     data_type = _checked_type(frame, column)
     if mark is None:
         return frame
-    return frame.where(F.col(spark_name(column)) > F.lit(mark).cast(data_type))
+    return frame.where(F.col(quoted_name(column)) > F.lit(mark).cast(data_type))
 
 
 def mark_of_staged(staged: DataFrame, column: str, previous: str | None) -> Watermark:
@@ -125,7 +125,7 @@ def _max_of(frame: DataFrame, column: str) -> str | None:
     """MAX(column) as text: one aggregate row comes to the driver, never the rows."""
     from pyspark.sql import functions as F
 
-    newest = F.max(F.col(spark_name(column)))
+    newest = F.max(F.col(quoted_name(column)))
     row = frame.agg(_as_text(newest, frame.schema[column].dataType)).first()
     return None if row is None or row[0] is None else str(row[0])
 

@@ -15,12 +15,12 @@ from hakiri.destinations.context.commit import (
     TXN_VERSION,
     app_id,
     delta_uri,
-    spark_name,
     user_metadata,
 )
 from hakiri.destinations.context.staging import read_parquet
 from hakiri.destinations.context.txn import commits_by_delta_rs, txn_session
 from hakiri.errors import LoadError
+from hakiri.guards.spark_types import quoted_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -98,12 +98,12 @@ def merge_rows(
     session = txn_session(spark, request, metadata)
     staged = read_parquet(session, files)
     names = staged.columns
-    condition = " AND ".join(f"t.{spark_name(k)} = s.{spark_name(k)}" for k in key)
+    condition = " AND ".join(f"t.{quoted_name(k)} = s.{quoted_name(k)}" for k in key)
     with spark_errors(f"merging into the Delta table at {location}", fallback=LoadError):
         merge = DeltaMerge(session, location, staged, condition)
         updated = [n for n in names if n not in key]
         if updated:
-            merge.when_matched_update({spark_name(n): f"s.{spark_name(n)}" for n in updated})
-        merge.when_not_matched_insert({spark_name(n): f"s.{spark_name(n)}" for n in names})
+            merge.when_matched_update({quoted_name(n): f"s.{quoted_name(n)}" for n in updated})
+        merge.when_not_matched_insert({quoted_name(n): f"s.{quoted_name(n)}" for n in names})
         metrics = merge.execute()
     return metrics.get("num_inserted_rows", 0) + metrics.get("num_updated_rows", 0)

@@ -24,6 +24,7 @@ from hakiri.destinations.base import LoadRequest, TargetColumn
 from hakiri.destinations.postgres.names import check_identifier, mark_table
 from hakiri.destinations.postgres.types import spark_to_postgres
 from hakiri.errors import LoadError
+from hakiri.guards.spark_types import quoted_name
 
 if TYPE_CHECKING:
     import psycopg
@@ -146,13 +147,13 @@ def writable_frame(
     types = {field.name: field.dataType.simpleString() for field in frame.schema.fields}
     values = []
     for positional, column in zip(positional_names(columns), columns, strict=True):
-        value = F.col(_quoted(column.name))
+        value = F.col(quoted_name(column.name))
         if column.name in blank:
             value = F.nullif(value, F.lit(""))
         if types[column.name] == "void":
             value = value.cast("string")
         values.append(value.alias(positional))
-    return frame.select(*values, *[F.col(_quoted(name)) for name in tags])
+    return frame.select(*values, *[F.col(quoted_name(name)) for name in tags])
 
 
 def create_staging_table(
@@ -185,10 +186,6 @@ def create_table_like(
     name = sql.Identifier(schema, table)
     conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(name, target))
     mark_table(conn, name, "staging", request)
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def finish_staging_table(
