@@ -1,8 +1,8 @@
 """What each destination can do, declared once: load modes, identifier length, replay, SQL hooks.
 
 `plan` reports a pipeline that asks for more as an error, and the engine refuses it
-before any data moves, both through `refusals`; each destination class names its
-capabilities (`PostgresDestination.capabilities`, `ContextDestination.capabilities`).
+before any data moves, both through `refusals`; each destination kind names its
+capabilities (`destinations.kinds.KINDS`, and the destination classes' `capabilities`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
 from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import PipelineSpec
 
-__all__ = ["CONTEXT", "POSTGRES", "Capabilities", "capabilities_of", "check_replay", "refusals"]
+__all__ = ["CONTEXT", "POSTGRES", "Capabilities", "check_replay", "refusals"]
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,6 @@ NO_SQL_HOOKS_HINT = (
     "remove those hooks from [pipeline.hooks] or load into PostgreSQL; webhook hooks work "
     "with the context store"
 )
-
-
-def capabilities_of(kind: str) -> Capabilities:
-    return POSTGRES if kind == "postgres" else CONTEXT
 
 
 def refusals(spec: PipelineSpec, capabilities: Capabilities) -> list[HakiriError]:

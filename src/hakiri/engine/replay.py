@@ -15,7 +15,8 @@ from typing import Any
 from hakiri.catalog.records import RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import LoadRequest
-from hakiri.destinations.capabilities import capabilities_of, check_replay
+from hakiri.destinations.capabilities import check_replay
+from hakiri.destinations.kinds import kind_of
 from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.crash import crash_point
 from hakiri.engine.leases import take_lease
@@ -55,7 +56,7 @@ class Replayer:
                 "enable it with [pipeline.quarantine] enabled = true; later runs keep their rule violations",
             )
         for table in self.spec.table_specs():
-            check_replay(capabilities_of(self.targets.target(table).kind))
+            check_replay(kind_of(self.targets.target(table).kind).capabilities)
         of_run = resolve_run_id(self.catalog, self.spec.id, of_run)
         take_lease(
             self.catalog, self.spec.id, self.holder, self.controls.lease_ttl, self.lease_timeout

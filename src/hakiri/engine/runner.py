@@ -36,7 +36,8 @@ from hakiri.catalog.records import (
 )
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import Destination
-from hakiri.destinations.capabilities import capabilities_of, refusals
+from hakiri.destinations.capabilities import refusals
+from hakiri.destinations.kinds import engine_needs, kind_of
 from hakiri.engine.batch_loader import BatchLoader
 from hakiri.engine.controls import Outcome, RunControls, holder_id
 from hakiri.engine.failures import NEVER_MATCHED_ALERT, alert_run_failed
@@ -189,11 +190,13 @@ class PipelineRunner:
             )
         # What plan reports as errors is refused before anything moves.
         kinds = {self.targets.target(table).kind for table in self.spec.table_specs()}
-        problems = [p for kind in sorted(kinds) for p in refusals(self.spec, capabilities_of(kind))]
+        problems = [
+            p for kind in sorted(kinds) for p in refusals(self.spec, kind_of(kind).capabilities)
+        ]
         if problems:
             raise problems[0]
         engine = engine_of(self.project.settings.spark, self.env)
-        refused = pipeline_refusals(self.spec, engine, kinds)
+        refused = pipeline_refusals(self.spec, engine, engine_needs(self.spec, kinds))
         if refused:
             raise HakiriError(*refused[0])
         recover_stale_claims(self.catalog, self.spec.id, keep=requested)

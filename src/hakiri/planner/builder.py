@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from hakiri.catalog.records import Batch, NewBatch, Retirement
 from hakiri.destinations.base import ColumnRetype
-from hakiri.destinations.capabilities import capabilities_of, refusals
+from hakiri.destinations.capabilities import refusals
+from hakiri.destinations.kinds import kind_of
 from hakiri.planner.backfill import (
     backfill_progress,
     live_batches,
@@ -145,7 +146,7 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         steps.append(LoadStep(batches=loads, parallelism=workers))
     errors = list(obs.errors)
     for kind in dict.fromkeys(t.target.kind for t in obs.tables):
-        errors += [e.reason for e in refusals(spec, capabilities_of(kind))]
+        errors += [e.reason for e in refusals(spec, kind_of(kind).capabilities)]
     if obs.skipped:
         steps = []
         warnings.append("enabled = false: apply skips it unless it is named (hakiri apply ID)")
@@ -454,25 +455,13 @@ def _warnings(spec: PipelineSpec, t: TableObservation) -> list[str]:
             f"target primary key ({', '.join(now.primary_key)}) differs from upsert_key "
             f"({', '.join(spec.load.upsert_key)})"
         )
-    limit = capabilities_of(t.target.kind).max_identifier_bytes
+    limit = kind_of(t.target.kind).capabilities.max_identifier_bytes
     if limit is not None:
         warnings += _identifier_warnings(
             [t.target.table, *(target_columns or []), *(spec.load.upsert_key or [])], limit
         )
-    if t.target.kind == "postgres" and now is not None and now.exists:
-        views = (
-            f"; views reading it: {', '.join(now.dependent_views)}" if now.dependent_views else ""
-        )
-        if spec.load.mode is LoadMode.BLUE_GREEN:
-            warnings.append(
-                f"blue_green swap takes an ACCESS EXCLUSIVE lock on {t.target.display} for the rename "
-                f"(readers wait briefly){views} (kept: re-pointed inside the swap)"
-            )
-        elif spec.load.mode is LoadMode.TRUNCATE:
-            warnings.append(
-                f"truncate holds an ACCESS EXCLUSIVE lock on {t.target.display} for the whole load "
-                f"(readers wait until it commits){views}"
-            )
+    if now is not None and now.exists:
+        warnings += kind_of(t.target.kind).plan_warnings(spec, t.target, now)
     return warnings
 
 

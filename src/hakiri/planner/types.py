@@ -7,10 +7,8 @@ applied); 'incompatible' (a different kind of value: apply refuses it).
 
 from __future__ import annotations
 
-import re
-
-from hakiri.destinations.context.types import spark_to_delta
-from hakiri.destinations.postgres.types import spark_to_postgres
+from hakiri.destinations.kinds import kind_of
+from hakiri.destinations.postgres.types import postgres_to_spark, split_type
 
 # family -> ordered names, narrowest first (PostgreSQL and Delta spellings alike)
 _FAMILIES: dict[str, list[set[str]]] = {
@@ -50,35 +48,10 @@ _ARROW_TO_SPARK = {
     "binary": "binary",
     "large_binary": "binary",
 }
-_PG_TO_SPARK = {
-    "smallint": "smallint",
-    "integer": "int",
-    "bigint": "bigint",
-    "real": "float",
-    "double precision": "double",
-    "boolean": "boolean",
-    "text": "string",
-    "date": "date",
-    "timestamp with time zone": "timestamp",
-    "timestamp without time zone": "timestamp_ntz",
-    "bytea": "binary",
-    "uuid": "string",
-    "json": "string",
-    "jsonb": "string",
-}
-_PARAMS = re.compile(r"^(?P<base>[a-z_ ]+?)\s*(\((?P<args>[^)]*)\))?$")
-
-
-def _split(type_name: str) -> tuple[str, list[int]]:
-    match = _PARAMS.match(type_name.strip().lower())
-    if not match:
-        return type_name.strip().lower(), []
-    args = [int(a) for a in (match.group("args") or "").split(",") if a.strip().isdigit()]
-    return match.group("base").strip(), args
 
 
 def _rank(type_name: str) -> tuple[str, int, list[int]] | None:
-    base, args = _split(type_name)
+    base, args = split_type(type_name)
     for family, ranks in _FAMILIES.items():
         for rank, names in enumerate(ranks):
             if base in names:
@@ -88,7 +61,7 @@ def _rank(type_name: str) -> tuple[str, int, list[int]] | None:
 
 def compare_types(source: str, target: str) -> str:
     """Verdict for loading values of type `source` into a column of type `target`."""
-    if _split(source) == _split(target):
+    if split_type(source) == split_type(target):
         return "same"
     src, tgt = _rank(source), _rank(target)
     if tgt is not None and tgt[0] == "text" and tgt[1] == len(_FAMILIES["text"]) - 1:
@@ -109,30 +82,21 @@ def source_type_as_spark(connector: str, type_name: str | None) -> str | None:
         return None
     lowered = type_name.strip().lower()
     if connector == "postgres":
-        base, args = _split(lowered)
-        if base == "numeric" and len(args) == 2:
-            return f"decimal({args[0]},{args[1]})"
-        if base in ("character varying", "character"):
-            return "string"
-        return _PG_TO_SPARK.get(base)
+        return postgres_to_spark(lowered)
     if lowered.startswith("timestamp["):
         return "timestamp" if "tz=" in lowered else "timestamp_ntz"
     if lowered.startswith("decimal128(") or lowered.startswith("decimal("):
-        _, args = _split(lowered.replace("decimal128", "decimal"))
+        _, args = split_type(lowered.replace("decimal128", "decimal"))
         return f"decimal({args[0]},{args[1]})" if len(args) == 2 else None
     return _ARROW_TO_SPARK.get(lowered, lowered)
 
 
 def destination_type(spark_type: str, destination_kind: str) -> str | None:
-    """The type a column of `spark_type` gets in the destination ('postgres' or 'context')."""
-    if destination_kind == "postgres":
-        return spark_to_postgres(spark_type)
-    return spark_to_delta(spark_type)
+    """The type a column of `spark_type` gets in a destination of that kind."""
+    return kind_of(destination_kind).column_type(spark_type)
 
 
 def target_type_as_spark(destination_kind: str, type_name: str) -> str | None:
     """A target column's type ('bigint', 'numeric(12,2)'; Delta's 'long', 'array<long>') in Spark
     SQL terms; None when Spark has no equivalent (e.g. PostgreSQL's uuid or a domain)."""
-    if destination_kind == "postgres":
-        return source_type_as_spark("postgres", type_name)
-    return type_name
+    return kind_of(destination_kind).type_as_spark(type_name)

@@ -25,8 +25,7 @@ from hakiri.catalog.records import Batch, NewBatch, Phase, PipelineState, Schema
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
-from hakiri.destinations.context import inspect_context_target
-from hakiri.destinations.postgres import inspect_postgres_targets
+from hakiri.destinations.kinds import engine_needs, kind_of
 from hakiri.engine.delete_preview import count_snapshot_deletes
 from hakiri.errors import HakiriError, PipelineNotFound, PlanStale
 from hakiri.planner.builder import applied_now, build_plan
@@ -37,7 +36,7 @@ from hakiri.planner.saved import SavedPlan, observed, stale_reason
 from hakiri.services.runtime import LazySpark, destination_for
 from hakiri.sources.base import Source
 from hakiri.sources.select import source_for
-from hakiri.spec.connections import context_store_path, destination_url, target_of
+from hakiri.spec.connections import Target, target_of
 from hakiri.spec.interpolate import mask_url
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
@@ -259,7 +258,8 @@ class _Observer:
 
         engine = engine_of(self.project.settings.spark, self.env)
         return [
-            f"{reason} (hint: {hint})" for reason, hint in pipeline_refusals(spec, engine, kinds)
+            f"{reason} (hint: {hint})"
+            for reason, hint in pipeline_refusals(spec, engine, engine_needs(spec, kinds))
         ]
 
     def _table(
@@ -326,38 +326,30 @@ class _Observer:
     def _inspect_targets(
         self, specs: Sequence[PipelineSpec], errors: dict[str, list[str]]
     ) -> dict[tuple[str, str], TargetObservation]:
-        """All targets, with one connection per PostgreSQL destination."""
+        """All targets, inspected together per place of each kind (one connection per
+        PostgreSQL database, one look per context store)."""
         found: dict[tuple[str, str], TargetObservation] = {}
-        by_url: dict[str, list[tuple[str, TableSpec, str]]] = defaultdict(list)
-        settings = self.project.settings
+        by_place: dict[tuple[str, str], list[tuple[str, TableSpec, Target]]] = defaultdict(list)
         for spec in specs:
             for table in spec.table_specs():
-                target = target_of(settings, spec, table)
-                if target.kind == "context":
-                    store = context_store_path(self.project.root, settings, spec)
-                    result = _attempt(
-                        errors[spec.id],
-                        lambda s=store, t=target.table: inspect_context_target(s, t),
-                    )
-                    if result is not None:
-                        found[(spec.id, table.name)] = result
-                    continue
-                url = _attempt(
-                    errors[spec.id], lambda s=spec: destination_url(settings, s, self.env)
+                target = target_of(self.project.settings, spec, table)
+                kind = kind_of(target.kind)
+                place = _attempt(
+                    errors[spec.id], lambda k=kind, s=spec: k.place(self.project, s, self.env)
                 )
-                if url is not None:
-                    by_url[url].append((spec.id, table, target.schema or "public"))
-        for url, wanted in by_url.items():
-            names = [
-                (schema, target_of(settings, self.project.pipelines[pid], table).table)
-                for pid, table, schema in wanted
-            ]
+                if place is not None:
+                    by_place[(target.kind, place)].append((spec.id, table, target))
+        for (kind, place), wanted in by_place.items():
+            names = [(target.schema or "public", target.table) for _, _, target in wanted]
             try:
-                results = inspect_postgres_targets(url, names)
+                results = kind_of(kind).inspect(place, names)
             except HakiriError as exc:
                 for pid, _, _ in wanted:
                     errors[pid].append(exc.reason)
                 continue
             for (pid, table, _), result in zip(wanted, results, strict=True):
-                found[(pid, table.name)] = result
+                if isinstance(result, HakiriError):
+                    errors[pid].append(result.reason)
+                else:
+                    found[(pid, table.name)] = result
         return found

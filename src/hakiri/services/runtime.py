@@ -7,30 +7,30 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hakiri.destinations.base import Destination
-from hakiri.errors import HakiriError
+from hakiri.destinations.kinds import kind_of
 from hakiri.spark.class_sharing import start_warm_up
-from hakiri.spec.connections import Target, context_store_path, destination_kind, destination_url
+from hakiri.spec.connections import Target, destination_kind
 from hakiri.spec.loader import Project
-from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
+from hakiri.spec.pipeline import PipelineSpec
 
-__all__ = ["COPY_MIN_RUN_BYTES_ENV", "LazySpark", "destination_for"]
-
-COPY_MIN_RUN_BYTES_ENV = "HAKIRI_COPY_MIN_RUN_BYTES"
+__all__ = ["LazySpark", "destination_for"]
 
 
 def _uses_postgres(project: Project) -> bool:
-    """Does any pipeline read or write PostgreSQL (so Spark needs the JDBC driver)?"""
+    """Does any pipeline read PostgreSQL, or write where the JDBC driver is needed?"""
     return any(
-        spec.source.connector == "postgres" or isinstance(spec.destination, PostgresDestination)
+        spec.source.connector == "postgres" or "jdbc" in _jars_for(project, spec)
         for spec in project.pipelines.values()
     )
 
 
 def _uses_context_store(project: Project) -> bool:
-    """Does any pipeline load into the context store (so Spark needs delta-spark)?"""
-    return any(
-        destination_kind(project.settings, spec) == "context" for spec in project.pipelines.values()
-    )
+    """Does any pipeline load where Spark needs delta-spark?"""
+    return any("delta" in _jars_for(project, spec) for spec in project.pipelines.values())
+
+
+def _jars_for(project: Project, spec: PipelineSpec) -> frozenset[str]:
+    return kind_of(destination_kind(project.settings, spec)).spark_jars
 
 
 def _delta_available() -> bool:
@@ -135,36 +135,4 @@ def destination_for(
     spark: Callable[[], Any],
 ) -> Destination:
     """The destination one table of a pipeline loads into; `spark` starts Spark on first use."""
-    if target.kind == "context":
-        from hakiri.destinations.context.client import ContextDestination
-
-        return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
-    from hakiri.destinations.postgres import PostgresDestination as PostgresLoader
-
-    batch_size = (
-        spec.destination.config.batch_size
-        if isinstance(spec.destination, PostgresDestination)
-        else 10_000
-    )
-    url = destination_url(project.settings, spec, env)
-    return PostgresLoader(
-        url,
-        target.schema or "public",
-        batch_size=batch_size,
-        writer=spec.load.writer,
-        copy_min_run_bytes=_copy_min_run_bytes(env),
-    )
-
-
-def _copy_min_run_bytes(env: Mapping[str, str]) -> int:
-    """HAKIRI_COPY_MIN_RUN_BYTES tunes when `writer = "auto"` switches to COPY."""
-    from hakiri.destinations.postgres.client import COPY_MIN_RUN_BYTES
-
-    text = env.get(COPY_MIN_RUN_BYTES_ENV, "").strip()
-    try:
-        return max(0, int(text)) if text else COPY_MIN_RUN_BYTES
-    except ValueError:
-        raise HakiriError(
-            f"{COPY_MIN_RUN_BYTES_ENV}={text!r} is not a number of bytes",
-            f"set {COPY_MIN_RUN_BYTES_ENV} to an integer such as 67108864, or unset it",
-        ) from None
+    return kind_of(target.kind).open(project, spec, target, env, spark)

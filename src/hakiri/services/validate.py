@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hakiri.destinations.kinds import engine_needs
 from hakiri.errors import Diagnostic, ManifestError
 from hakiri.spark.engines import pipeline_refusals
 from hakiri.spark.session import engine_of
+from hakiri.spec.connections import destination_kind
 from hakiri.spec.loader import Project, display_path, load_project
 
 
@@ -22,7 +24,9 @@ def validate_project(root: Path, env: Mapping[str, str] = os.environ) -> Project
         Diagnostic(reason, origin.file, origin.line, f"pipeline {pid}", hint)
         for pid, spec in sorted(project.pipelines.items())
         for origin in [project.origins[pid]]
-        for reason, hint in pipeline_refusals(spec, engine, [_destination(project, spec)])
+        for reason, hint in pipeline_refusals(
+            spec, engine, engine_needs(spec, [destination_kind(project.settings, spec)])
+        )
     ]
     if problems:
         raise ManifestError([*problems, *project.warnings])

@@ -263,11 +263,11 @@ def refusal_message(engine: str, capability: str, subject: str) -> tuple[str, st
 
 
 def pipeline_refusals(
-    spec: PipelineSpec, engine: str, target_kinds: Iterable[str]
+    spec: PipelineSpec, engine: str, destination_needs: Iterable[str] = ()
 ) -> list[tuple[str, str]]:
     """(reason, hint) for each capability the pipeline needs that `engine` refuses: what
-    `validate` and `plan` report and `apply` refuses before any data moves. `target_kinds`:
-    'postgres' and/or 'context'."""
+    `validate` and `plan` report and `apply` refuses before any data moves. The source's
+    needs are read from `spec`; `destination_needs` are its targets' (`destinations.kinds`)."""
     needed = []
     if spec.source.connector == "postgres":
         needed.append("postgres_source")
@@ -279,13 +279,7 @@ def pipeline_refusals(
             needed.append("text_encodings")
         if config.format != "parquet" and (config.date_format or config.timestamp_format):
             needed.append("datetime_formats")
-    mode = spec.load.mode
-    kinds = set(target_kinds)
-    if "context" in kinds and (
-        mode in (LoadMode.SCD2, LoadMode.REPLACE_WINDOW)
-        or (mode is LoadMode.UPSERT and spec.load.deletes is not None)
-    ):
-        needed.append("context_history")
+    needed += [name for name in dict.fromkeys(destination_needs) if name not in needed]
     found = []
     for name in needed:
         message = refusal_message(engine, name, f"pipeline {spec.id}")

@@ -10,11 +10,11 @@ from hakiri.destinations.base import LoadRequest, QuarantineTable, StagedBatch
 from hakiri.destinations.capabilities import (
     CONTEXT,
     POSTGRES,
-    capabilities_of,
     check_replay,
     refusals,
 )
 from hakiri.destinations.commit_checks import check_upsert_key, check_validators, quarantine_of
+from hakiri.destinations.kinds import kind_of
 from hakiri.errors import HakiriError, LoadError, ValidationFailed
 from hakiri.quality.verdicts import ProbeResult
 from hakiri.spec.load import LoadMode, LoadSpec
@@ -46,9 +46,9 @@ def test_sql_hooks_are_refused_by_the_context_store_and_run_by_postgres() -> Non
 
 
 def test_replay_is_a_postgres_capability() -> None:
-    check_replay(capabilities_of("postgres"))
+    check_replay(kind_of("postgres").capabilities)
     with pytest.raises(HakiriError, match="replay into the context store is not supported yet"):
-        check_replay(capabilities_of("context"))
+        check_replay(kind_of("context").capabilities)
 
 
 def test_the_upsert_key_is_checked_against_target_then_staged_columns() -> None:

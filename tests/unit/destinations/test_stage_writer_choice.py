@@ -53,8 +53,8 @@ load = {{ mode = "append"{line} }}
 
 
 def test_the_copy_threshold_is_tunable_and_checked(tmp_path: Path) -> None:
+    from hakiri.destinations.kinds import _copy_min_run_bytes
     from hakiri.errors import HakiriError
-    from hakiri.services.runtime import _copy_min_run_bytes
 
     assert _copy_min_run_bytes({"HAKIRI_COPY_MIN_RUN_BYTES": "0"}) == 0
     assert _copy_min_run_bytes({}) == 64 * 1024 * 1024

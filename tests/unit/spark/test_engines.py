@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from hakiri.destinations.kinds import engine_needs
 from hakiri.errors import SparkSetupError
 from hakiri.spark.engines import (
     SAIL,
@@ -67,14 +68,14 @@ def test_nothing_is_refused_on_spark() -> None:
         _spec({**FILES, "config": {"path": "d/*.csv", "provenance": True}}, {"mode": "truncate"}),
     ]
     for spec in specs:
-        assert pipeline_refusals(spec, SPARK, ["postgres", "context"]) == []
+        assert pipeline_refusals(spec, SPARK, engine_needs(spec, ["postgres", "context"])) == []
 
 
 def test_sail_refuses_what_it_cannot_run_and_says_what_to_do() -> None:
     latin1 = _spec(
         {**FILES, "config": {"path": "d/*.csv", "encoding": "latin-1"}}, {"mode": "append"}
     )
-    [(reason, hint)] = pipeline_refusals(latin1, SAIL, ["postgres"])
+    [(reason, hint)] = pipeline_refusals(latin1, SAIL, engine_needs(latin1, ["postgres"]))
     assert reason.startswith("pipeline p: Sail's readers take every file as UTF-8")
     assert reason.endswith("(engine sail)")
     assert 'engine = "spark"' in hint
@@ -82,11 +83,11 @@ def test_sail_refuses_what_it_cannot_run_and_says_what_to_do() -> None:
     formats = _spec(
         {**FILES, "config": {"path": "d/*.csv", "date_format": "dd.MM.yyyy"}}, {"mode": "append"}
     )
-    assert len(pipeline_refusals(formats, SAIL, ["context"])) == 1
+    assert len(pipeline_refusals(formats, SAIL, engine_needs(formats, ["context"]))) == 1
     snapshot = _spec(
         {**FILES, "config": {"path": "d/*.csv", "provenance": True}}, {"mode": "truncate"}
     )
-    assert len(pipeline_refusals(snapshot, SAIL, ["postgres"])) == 1
+    assert len(pipeline_refusals(snapshot, SAIL, engine_needs(snapshot, ["postgres"]))) == 1
 
 
 def test_sail_runs_the_common_loads() -> None:
@@ -96,5 +97,7 @@ def test_sail_runs_the_common_loads() -> None:
         {"mode": "truncate"},
     ):
         spec = _spec(FILES, mode)
-        assert pipeline_refusals(spec, SAIL, ["postgres", "context"]) == [], mode
+        assert pipeline_refusals(spec, SAIL, engine_needs(spec, ["postgres", "context"])) == [], (
+            mode
+        )
     assert support(SAIL, "context_append").status == "neutral"

@@ -1,4 +1,5 @@
-"""Spark SQL types -> PostgreSQL column types, for targets hakiri creates (documented in docs/types.md)."""
+"""Spark SQL types <-> PostgreSQL column types: for targets hakiri creates (documented in
+docs/types.md), and for reading a table's own types in Spark terms."""
 
 from __future__ import annotations
 
@@ -40,3 +41,42 @@ def spark_to_postgres(spark_type: str) -> str | None:
     if normalized.startswith(("varchar(", "char(", "string collate ")):
         return "text"
     return _SPARK_TO_POSTGRES.get(normalized)
+
+
+_PG_TO_SPARK = {
+    "smallint": "smallint",
+    "integer": "int",
+    "bigint": "bigint",
+    "real": "float",
+    "double precision": "double",
+    "boolean": "boolean",
+    "text": "string",
+    "date": "date",
+    "timestamp with time zone": "timestamp",
+    "timestamp without time zone": "timestamp_ntz",
+    "bytea": "binary",
+    "uuid": "string",
+    "json": "string",
+    "jsonb": "string",
+}
+_PARAMS = re.compile(r"^(?P<base>[a-z_ ]+?)\s*(\((?P<args>[^)]*)\))?$")
+
+
+def split_type(type_name: str) -> tuple[str, list[int]]:
+    """'numeric(12, 2)' -> ('numeric', [12, 2]); a name without parameters -> (name, [])."""
+    match = _PARAMS.match(type_name.strip().lower())
+    if not match:
+        return type_name.strip().lower(), []
+    args = [int(a) for a in (match.group("args") or "").split(",") if a.strip().isdigit()]
+    return match.group("base").strip(), args
+
+
+def postgres_to_spark(type_name: str) -> str | None:
+    """'numeric(12,2)' -> 'decimal(12,2)', 'character varying(20)' -> 'string'; None for types
+    Spark has no name for (a domain, an enum)."""
+    base, args = split_type(type_name)
+    if base == "numeric" and len(args) == 2:
+        return f"decimal({args[0]},{args[1]})"
+    if base in ("character varying", "character"):
+        return "string"
+    return _PG_TO_SPARK.get(base)

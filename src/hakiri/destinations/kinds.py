@@ -1,0 +1,248 @@
+"""The destination kinds, registered once: everything outside `hakiri.destinations` asks here.
+
+A kind (`postgres`, `context`) is one `DestinationKind`: its capabilities, how the planner
+types its columns, where its targets live (a connection URL, a store directory), how `plan`
+inspects them, how `apply` opens one, what `gc` collects there, what it needs of the engine,
+and the warnings `plan` adds for its targets. The planner, the services and the engine look a
+kind up by the name `spec.connections.Target.kind` gives and never test it themselves, so a
+new destination is a new entry here and a package beside `postgres/` and `context/`.
+
+The loading modules are imported on first use: `plan` inspects without them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hakiri.destinations.base import Destination, TargetObservation
+from hakiri.destinations.capabilities import CONTEXT, POSTGRES, Capabilities
+from hakiri.errors import HakiriError
+from hakiri.spec.connections import Target, context_store_path, destination_url
+from hakiri.spec.load import LoadMode
+from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
+
+if TYPE_CHECKING:
+    from hakiri.spec.loader import Project
+
+__all__ = ["KINDS", "DestinationKind", "engine_needs", "kind_of"]
+
+
+@dataclass(frozen=True)
+class DestinationKind:
+    capabilities: Capabilities
+    # Where a pipeline's targets of this kind live: a connection URL, a store directory.
+    place: Callable[[Project, PipelineSpec, Mapping[str, str]], str]
+    # (schema, table) of targets at one place -> what each looks like now, in that order (or
+    # why that one could not be inspected); raises when the place cannot be reached at all.
+    inspect: Callable[[str, Sequence[tuple[str, str]]], list[TargetObservation | HakiriError]]
+    # The destination one target loads through; `spark` starts the engine on first use.
+    open: Callable[
+        [Project, PipelineSpec, Target, Mapping[str, str], Callable[[], Any]], Destination
+    ]
+    # Drop what crashed runs left at one place (in these schemas); the names dropped.
+    collect_garbage: Callable[[str, Sequence[str], set[str], float], list[str]]
+    # A Spark SQL type -> the column type a target gets; a target column's type -> Spark's.
+    column_type: Callable[[str], str | None]
+    type_as_spark: Callable[[str], str | None]
+    # What the engine must have for a pipeline loading here (`spark.engines` capabilities),
+    # and the jars it loads with (Apache Spark): "jdbc", "delta".
+    engine_needs: Callable[[PipelineSpec], list[str]]
+    spark_jars: frozenset[str]
+    # Warnings `plan` shows for a target that exists (`now`).
+    plan_warnings: Callable[[PipelineSpec, Target, TargetObservation], list[str]]
+
+    @property
+    def name(self) -> str:
+        return self.capabilities.kind
+
+
+# ---------------------------------------------------------------- postgres
+
+
+def _pg_place(project: Project, spec: PipelineSpec, env: Mapping[str, str]) -> str:
+    return destination_url(project.settings, spec, env)
+
+
+def _pg_inspect(
+    url: str, tables: Sequence[tuple[str, str]]
+) -> list[TargetObservation | HakiriError]:
+    from hakiri.destinations.postgres import inspect_postgres_targets
+
+    return list(inspect_postgres_targets(url, tables))
+
+
+def _pg_open(
+    project: Project,
+    spec: PipelineSpec,
+    target: Target,
+    env: Mapping[str, str],
+    spark: Callable[[], Any],
+) -> Destination:
+    from hakiri.destinations.postgres import PostgresDestination as PostgresLoader
+
+    batch_size = (
+        spec.destination.config.batch_size
+        if isinstance(spec.destination, PostgresDestination)
+        else 10_000
+    )
+    return PostgresLoader(
+        destination_url(project.settings, spec, env),
+        target.schema or "public",
+        batch_size=batch_size,
+        writer=spec.load.writer,
+        copy_min_run_bytes=_copy_min_run_bytes(env),
+    )
+
+
+COPY_MIN_RUN_BYTES_ENV = "HAKIRI_COPY_MIN_RUN_BYTES"
+
+
+def _copy_min_run_bytes(env: Mapping[str, str]) -> int:
+    """HAKIRI_COPY_MIN_RUN_BYTES tunes when `writer = "auto"` switches to COPY."""
+    from hakiri.destinations.postgres.client import COPY_MIN_RUN_BYTES
+
+    text = env.get(COPY_MIN_RUN_BYTES_ENV, "").strip()
+    try:
+        return max(0, int(text)) if text else COPY_MIN_RUN_BYTES
+    except ValueError:
+        raise HakiriError(
+            f"{COPY_MIN_RUN_BYTES_ENV}={text!r} is not a number of bytes",
+            f"set {COPY_MIN_RUN_BYTES_ENV} to an integer such as 67108864, or unset it",
+        ) from None
+
+
+def _pg_garbage(url: str, schemas: Sequence[str], live: set[str], older: float) -> list[str]:
+    from hakiri.destinations.postgres import gc
+
+    return gc(url, sorted(schemas), live_runs=live, older_than_seconds=older)
+
+
+def _pg_column_type(spark_type: str) -> str | None:
+    from hakiri.destinations.postgres.types import spark_to_postgres
+
+    return spark_to_postgres(spark_type)
+
+
+def _pg_type_as_spark(type_name: str) -> str | None:
+    from hakiri.destinations.postgres.types import postgres_to_spark
+
+    return postgres_to_spark(type_name)
+
+
+def _pg_warnings(spec: PipelineSpec, target: Target, now: TargetObservation) -> list[str]:
+    """The locks a replacing load takes on an existing table, and the views that wait on it."""
+    views = f"; views reading it: {', '.join(now.dependent_views)}" if now.dependent_views else ""
+    if spec.load.mode is LoadMode.BLUE_GREEN:
+        return [
+            f"blue_green swap takes an ACCESS EXCLUSIVE lock on {target.display} for the rename "
+            f"(readers wait briefly){views} (kept: re-pointed inside the swap)"
+        ]
+    if spec.load.mode is LoadMode.TRUNCATE:
+        return [
+            f"truncate holds an ACCESS EXCLUSIVE lock on {target.display} for the whole load "
+            f"(readers wait until it commits){views}"
+        ]
+    return []
+
+
+# ---------------------------------------------------------------- context
+
+
+def _ctx_place(project: Project, spec: PipelineSpec, env: Mapping[str, str]) -> str:
+    return str(context_store_path(project.root, project.settings, spec))
+
+
+def _ctx_inspect(
+    store: str, tables: Sequence[tuple[str, str]]
+) -> list[TargetObservation | HakiriError]:
+    from hakiri.destinations.context import inspect_context_target
+
+    found: list[TargetObservation | HakiriError] = []
+    for _, table in tables:
+        try:
+            found.append(inspect_context_target(Path(store), table))
+        except HakiriError as exc:  # one unreadable table is that pipeline's error only
+            found.append(exc)
+    return found
+
+
+def _ctx_open(
+    project: Project,
+    spec: PipelineSpec,
+    target: Target,
+    env: Mapping[str, str],
+    spark: Callable[[], Any],
+) -> Destination:
+    from hakiri.destinations.context.client import ContextDestination
+
+    return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
+
+
+def _ctx_garbage(store: str, schemas: Sequence[str], live: set[str], older: float) -> list[str]:
+    from hakiri.destinations.context.garbage import gc_context
+
+    return gc_context(Path(store), live_runs=live, older_than_seconds=older)
+
+
+def _ctx_column_type(spark_type: str) -> str | None:
+    from hakiri.destinations.context.types import spark_to_delta
+
+    return spark_to_delta(spark_type)
+
+
+def _ctx_engine_needs(spec: PipelineSpec) -> list[str]:
+    """History-keeping modes merge into the Delta table (delta-rs on an engine without Delta's
+    idempotent writes)."""
+    mode = spec.load.mode
+    if mode in (LoadMode.SCD2, LoadMode.REPLACE_WINDOW) or (
+        mode is LoadMode.UPSERT and spec.load.deletes is not None
+    ):
+        return ["context_history"]
+    return []
+
+
+KINDS: dict[str, DestinationKind] = {
+    "postgres": DestinationKind(
+        capabilities=POSTGRES,
+        place=_pg_place,
+        inspect=_pg_inspect,
+        open=_pg_open,
+        collect_garbage=_pg_garbage,
+        column_type=_pg_column_type,
+        type_as_spark=_pg_type_as_spark,
+        engine_needs=lambda spec: [],
+        spark_jars=frozenset({"jdbc"}),
+        plan_warnings=_pg_warnings,
+    ),
+    "context": DestinationKind(
+        capabilities=CONTEXT,
+        place=_ctx_place,
+        inspect=_ctx_inspect,
+        open=_ctx_open,
+        collect_garbage=_ctx_garbage,
+        column_type=_ctx_column_type,
+        type_as_spark=lambda type_name: type_name,  # Delta's names are Spark's
+        engine_needs=_ctx_engine_needs,
+        spark_jars=frozenset({"delta"}),
+        plan_warnings=lambda spec, target, now: [],
+    ),
+}
+
+
+def kind_of(name: str) -> DestinationKind:
+    """The registered kind `name` (as `Target.kind` spells it)."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise HakiriError(
+            f"unknown destination kind {name!r}",
+            f"use one of: {', '.join(sorted(KINDS))}",
+        ) from None
+
+
+def engine_needs(spec: PipelineSpec, kinds: Collection[str]) -> list[str]:
+    """What the engine must have for `spec` to load into targets of these kinds."""
+    return [need for name in sorted(set(kinds)) for need in kind_of(name).engine_needs(spec)]
