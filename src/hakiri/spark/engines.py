@@ -126,15 +126,17 @@ CAPABILITIES: tuple[Capability, ...] = (
         'on_malformed = "fail": a malformed record fails the batch, naming its file and line',
         Support(
             "neutral",
-            "the counts are an aggregate of their own, run before the rows are written (Sail "
-            "has no observed metrics); a record Sail's parser refuses is found by hakiri's own "
-            "reader in the driver, for the message",
+            "counted in the staging pass itself by a step that runs in the hakiri process "
+            "(Sail has no observed metrics); the staged rows are discarded, the target is not "
+            "touched (a Sail server outside the process: an aggregate of their own, first); a "
+            "record Sail's parser refuses is found by hakiri's own reader in the driver, for "
+            "the message",
         ),
     ),
     _cap(
         "malformed_drop",
         'on_malformed = "drop" for records with a value of the wrong type',
-        Support("neutral", "counted by an aggregate of their own before the rows are written"),
+        Support("neutral", "left out and counted in the staging pass itself, as on Spark"),
     ),
     _cap(
         "malformed_drop_shape",
@@ -143,8 +145,8 @@ CAPABILITIES: tuple[Capability, ...] = (
         Support(
             "refused",
             "Sail's readers stop at such a record and cannot set it aside; the batch fails "
-            "before any row is written, naming the record. Fix the file, or use engine = "
-            '"spark"',
+            "before any row reaches the target, naming the record. Fix the file, or use "
+            'engine = "spark"',
         ),
     ),
     _cap(
