@@ -20,17 +20,19 @@ def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(files, "_RACY_NS", 0)
 
 
-def _plan(root: Path) -> None:
+def _planned(root: Path) -> Path:
+    """A file a plan of this process has hashed (`inspect_files`, as `plan` calls it)."""
+    path = root / "data" / "a.csv"
+    path.parent.mkdir()
+    path.write_text("id\n1\n")
     inspect_files(root, FilesConfig(path="data/*.csv", columns={"id": "int"}), TableSpec(name="t"))
+    return path
 
 
 def test_the_plans_hash_is_reused_while_the_file_is_unchanged(
     tmp_path: Path, no_racy_window: None
 ) -> None:
-    path = tmp_path / "data" / "a.csv"
-    path.parent.mkdir()
-    path.write_text("id\n1\n")
-    _plan(tmp_path)
+    path = _planned(tmp_path)
 
     stamp = FileStamp.of(path)
     assert stamp is not None
@@ -40,10 +42,7 @@ def test_the_plans_hash_is_reused_while_the_file_is_unchanged(
 def test_a_file_rewritten_after_the_plan_is_hashed_again(
     tmp_path: Path, no_racy_window: None
 ) -> None:
-    path = tmp_path / "data" / "a.csv"
-    path.parent.mkdir()
-    path.write_text("id\n1\n")
-    _plan(tmp_path)
+    path = _planned(tmp_path)
     before = os.stat(path)
     path.write_text("id\n2\n")  # same size
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the same mtime
@@ -54,10 +53,7 @@ def test_a_file_rewritten_after_the_plan_is_hashed_again(
 
 
 def test_a_file_modified_just_before_the_plan_is_not_trusted_by_its_stamp(tmp_path: Path) -> None:
-    path = tmp_path / "data" / "a.csv"
-    path.parent.mkdir()
-    path.write_text("id\n1\n")
-    _plan(tmp_path)
+    path = _planned(tmp_path)
 
     stamp = FileStamp.of(path)
     assert stamp is not None
