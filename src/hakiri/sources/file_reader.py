@@ -7,11 +7,15 @@ pyspark is imported inside the functions that read.
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import csv
 import json
 import os
 import re
+import shutil
+import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +36,7 @@ from hakiri.sources.files import (
     skip_separators,
     skip_whitespace,
 )
-from hakiri.spark.engines import engine_of_session
+from hakiri.spark.engines import engine_of_session, support
 from hakiri.spark.tally import Tally, tallies_in_process
 from hakiri.spec.pipeline import FilesConfig
 
@@ -120,11 +124,43 @@ class FileRead:
 class _Located:
     path: Path  # absolute
     shown: str  # as the plan names it (SourceFile.path)
+    # A plain-named link to `path` that the engine reads instead (`_plainly_named`).
+    link: Path | None = None
 
     @property
     def spark_path(self) -> str:
+        if self.link is not None:
+            return "file://" + self.link.as_posix()
         # Spark takes every path as a Hadoop glob: a '[' or '{' in a file name must mean itself.
         return "file://" + _GLOB_CHARS.sub(r"\\\1", self.path.as_posix())
+
+    def is_at(self, local_path: str) -> bool:
+        """Is `local_path` (as the engine names what it read) this file?"""
+        return local_path in (self.path.as_posix(), self.link and self.link.as_posix())
+
+
+# Links with plain names, for paths an engine cannot be given as they are: one directory per
+# process, one link per file (kept for the process: a file read again reuses its link).
+_LINKS_LOCK = threading.Lock()
+_LINKS: dict[Path, Path] = {}
+_LINK_DIR: list[Path] = []
+
+
+def _plainly_named(loc: _Located) -> _Located:
+    """`loc` read through a link whose path holds no ':' and no glob character (Hadoop takes
+    what precedes a ':' for a URI scheme; Sail has no escape for glob characters)."""
+    with _LINKS_LOCK:
+        link = _LINKS.get(loc.path)
+        if link is None:
+            if not _LINK_DIR:
+                _LINK_DIR.append(Path(tempfile.mkdtemp(prefix="hakiri-links-")))
+                atexit.register(shutil.rmtree, _LINK_DIR[0], True)
+            # The extensions stay (an engine picks a compression codec by them).
+            kept = "".join(x for x in loc.path.suffixes if re.fullmatch(r"\.[A-Za-z0-9]+", x))
+            link = _LINK_DIR[0] / f"{len(_LINKS)}{kept}"
+            link.symlink_to(loc.path)
+            _LINKS[loc.path] = link
+    return _Located(loc.path, loc.shown, link)
 
 
 @dataclass(frozen=True)
@@ -198,9 +234,11 @@ def read_files(
     tallied = not observed and tallies_in_process(spark)
     root = Path(os.path.abspath(project_root))
     located = [_locate(root, file) for file in files]
-    for loc in located:
-        if not observed and _GLOB_CHARS.search(loc.path.name):
-            raise _refused(spark, "glob_file_names", loc)
+    if support(engine_of_session(spark), "glob_file_names").status != "works":
+        located = [
+            _plainly_named(loc) if _GLOB_CHARS.search(loc.path.as_posix()) else loc
+            for loc in located
+        ]
     charset = _spark_charset(spark, config) if config.format != "parquet" else ""
     # A file without a data record adds no row, and its header or footer is no evidence of the
     # columns' types (inferred, a header-only CSV is all strings): it is left out of the read.
@@ -230,9 +268,7 @@ def read_files(
 
 def _observes(spark: SparkSession) -> bool:
     """Does the engine count malformed records as they pass (observed metrics, a corrupt-record
-    column)? Apache Spark does; on Sail hakiri counts them in a pass of their own, first."""
-    from hakiri.spark.engines import support
-
+    column)? Apache Spark does; on Sail hakiri counts them itself (`_Check`)."""
     return support(engine_of_session(spark), "malformed_fail").status == "works"
 
 
@@ -295,10 +331,7 @@ def _locate(root: Path, file: SourceFile) -> _Located:
         )
     if ":" in path.as_posix():
         # Hadoop's Path takes what precedes a ':' for a URI scheme; there is no escaping it.
-        raise SourceDataError(
-            f"Spark cannot read {file.path}: its path contains ':'",
-            "rename the file (or its directory) without ':'",
-        )
+        return _plainly_named(_Located(path, file.path))
     return _Located(path, file.path)
 
 
@@ -1230,9 +1263,10 @@ def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceData
     noun = "record" if total == 1 else "records"
     count = f"{total} malformed {noun} in this batch"
     for loc in part.files:
-        if loc.path.as_posix() not in by_path and firsts:
+        at = next((path for path in by_path if loc.is_at(path)), None)
+        if at is None and firsts:
             continue
-        first = by_path.get(loc.path.as_posix())
+        first = by_path.get(at) if at is not None else None
         if part.kind == "json-array":
             line = _array_element_line(config, loc, int(first or 0))
             why = f"element {int(first or 0) + 1} of the array does not fit the columns' types"
@@ -1271,7 +1305,7 @@ def _first_mistyped(config: FilesConfig, part: _Part, total: int) -> SourceDataE
     if first is None:
         return SourceDataError(f"malformed parquet records ({count})", _MALFORMED_HINT)
     path = _local_path(first[_FILE])
-    shown = next((loc.shown for loc in part.files if loc.path.as_posix() == path), path)
+    shown = next((loc.shown for loc in part.files if loc.is_at(path)), path)
     return SourceDataError(
         f"{shown}: malformed parquet record: {first[_BAD]} ({count})", _MALFORMED_HINT
     )

@@ -107,9 +107,9 @@ CAPABILITIES: tuple[Capability, ...] = (
         "glob_file_names",
         "files whose names hold glob characters ([, ], {, }, *, ?)",
         Support(
-            "refused",
-            "Sail takes such a name for a pattern and cannot escape it, so the file would be "
-            'read as nothing. Rename the file, or use engine = "spark"',
+            "neutral",
+            "read through a link with a plain name in a directory of hakiri's (Sail takes such "
+            "a name for a pattern and has no escape for it)",
         ),
     ),
     _cap(

@@ -121,13 +121,6 @@ def test_a_json_array_file_is_refused_on_sail(tmp_path: Path, spark) -> None:
 
 
 @pytest.mark.sail_only
-def test_a_file_name_with_glob_characters_is_refused_on_sail(tmp_path: Path, spark) -> None:
-    result = _applied(tmp_path, 'path = "data/*.csv"', {"data/a[1].csv": "id\n1\n"})
-    assert result.exit_code == 1
-    assert "data/a[1].csv: Sail takes such a name for a pattern" in _one_line(result)
-
-
-@pytest.mark.sail_only
 def test_nanosecond_parquet_is_refused_on_sail(tmp_path: Path, spark) -> None:
     (tmp_path / "data").mkdir()
     at = pa.array([1_700_000_000_000_000_001], pa.timestamp("ns"))

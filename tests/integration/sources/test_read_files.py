@@ -188,18 +188,27 @@ def test_csv_files_with_different_header_orders_are_united_by_name(
     assert _rows(read.frame) == [(1, "a"), (2, "b")]
 
 
-@pytest.mark.spark_only(
-    "Sail cannot escape glob characters in a path; such file names are refused on Sail"
-)
 def test_file_names_that_look_like_globs_are_read_literally(
     spark: SparkSession, tmp_path: Path
 ) -> None:
+    # Spark is given the name escaped; Sail, which has no escape, a plain-named link to it.
     _write(tmp_path, "data/x[1] {a,b}.csv", "id\n1\n")
     _write(tmp_path, "data/x1 a.csv", "id\n99\n")
+    _write(tmp_path, "data/y*?.csv", "id\n2\nnot a number\n")
 
     read = _read(spark, tmp_path, "data/x[1] {a,b}.csv")
-
     assert _rows(read.frame) == [(1,)]
+    error = _fails(spark, tmp_path, "data/y*?.csv", columns={"id": "int"})
+    assert error.reason.startswith("data/y*?.csv:3: malformed csv record")
+
+
+def test_a_path_with_a_colon_is_read(spark: SparkSession, tmp_path: Path) -> None:
+    # Hadoop takes what precedes a ':' for a URI scheme: the engine reads a link instead.
+    _write(tmp_path, "data/12:00/a:b.csv", "id\n7\n")
+
+    read = _read(spark, tmp_path, "data/12:00/a:b.csv")
+
+    assert _rows(read.frame) == [(7,)]
 
 
 def test_only_empty_files_give_an_empty_frame(spark: SparkSession, tmp_path: Path) -> None:
