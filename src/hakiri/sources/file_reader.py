@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import contextlib
 import csv
 import json
 import os
@@ -16,6 +17,8 @@ import re
 import shutil
 import tempfile
 import threading
+import uuid
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,7 +94,9 @@ class FileRead:
     """One batch of files as a lazy DataFrame, and how to judge what reading it left out.
 
     The malformed-record accounting rides along the one pass that consumes the frame
-    (Spark's observed metrics): call `verify()` after that pass (the staging write).
+    (Spark's observed metrics, or hakiri's tally): call `verify()` after that pass (the
+    staging write). Keep the FileRead while its frame (or one made from it) is used: the
+    UTF-8 copies an engine may read instead of the files go with it.
     """
 
     frame: DataFrame
@@ -144,6 +149,7 @@ class _Located:
 _LINKS_LOCK = threading.Lock()
 _LINKS: dict[Path, Path] = {}
 _LINK_DIR: list[Path] = []
+_LINK_DIR_LOCK = threading.Lock()
 
 
 def _plainly_named(loc: _Located) -> _Located:
@@ -152,15 +158,24 @@ def _plainly_named(loc: _Located) -> _Located:
     with _LINKS_LOCK:
         link = _LINKS.get(loc.path)
         if link is None:
-            if not _LINK_DIR:
-                _LINK_DIR.append(Path(tempfile.mkdtemp(prefix="hakiri-links-")))
-                atexit.register(shutil.rmtree, _LINK_DIR[0], True)
-            # The extensions stay (an engine picks a compression codec by them).
-            kept = "".join(x for x in loc.path.suffixes if re.fullmatch(r"\.[A-Za-z0-9]+", x))
-            link = _LINK_DIR[0] / f"{len(_LINKS)}{kept}"
+            link = _link_dir() / f"{len(_LINKS)}{_plain_suffixes(loc.path)}"
             link.symlink_to(loc.path)
             _LINKS[loc.path] = link
     return _Located(loc.path, loc.shown, link)
+
+
+def _link_dir() -> Path:
+    """This process's directory of links and copies, removed when it exits."""
+    with _LINK_DIR_LOCK:
+        if not _LINK_DIR:
+            _LINK_DIR.append(Path(tempfile.mkdtemp(prefix="hakiri-links-")))
+            atexit.register(shutil.rmtree, _LINK_DIR[0], True)
+        return _LINK_DIR[0]
+
+
+def _plain_suffixes(path: Path) -> str:
+    """The file's extensions that are plain words (an engine picks a compression codec by them)."""
+    return "".join(x for x in path.suffixes if re.fullmatch(r"\.[A-Za-z0-9]+", x))
 
 
 @dataclass(frozen=True)
@@ -239,12 +254,19 @@ def read_files(
             _plainly_named(loc) if _GLOB_CHARS.search(loc.path.as_posix()) else loc
             for loc in located
         ]
-    charset = _spark_charset(spark, config) if config.format != "parquet" else ""
+    transcoded = config.format != "parquet" and not _reads_encoding(spark, config)
+    if transcoded or config.format == "parquet":
+        charset = "UTF-8" if transcoded else ""
+    else:
+        charset = _spark_charset(spark, config)
     # A file without a data record adds no row, and its header or footer is no evidence of the
     # columns' types (inferred, a header-only CSV is all strings): it is left out of the read.
     located = [loc for loc in located if _has_records(config, loc)]
     if not located:
         return FileRead(_empty_frame(spark, config), empty=True)
+    copies: list[Path] = []
+    if transcoded:
+        located = [_transcoded(loc, config.encoding, copies) for loc in located]
     if config.format == "parquet":
         frame, part = _read_parquet(spark, config, located, observed)
         if part is None:
@@ -263,7 +285,10 @@ def read_files(
         frame = frame.unionByName(more, allowMissingColumns=True)
     if config.format != "csv" and config.columns is None:
         frame = _in_file_order(config, located, frame)
-    return _judged_ahead(FileRead(frame, checks=checks), observed)
+    read = _judged_ahead(FileRead(frame, checks=checks), observed)
+    for copy in copies:  # the engine reads them until the batch is done with its read
+        weakref.finalize(read, _remove, copy)
+    return read
 
 
 def _observes(spark: SparkSession) -> bool:
@@ -335,17 +360,46 @@ def _locate(root: Path, file: SourceFile) -> _Located:
     return _Located(path, file.path)
 
 
-def _spark_charset(spark: SparkSession, config: FilesConfig) -> str:
-    """The Java charset name for `encoding`, which is a Python codec name."""
-    from pyspark.sql import functions as F
-
+def _codec_name(config: FilesConfig) -> str:
     try:
-        name = codecs.lookup(config.encoding).name
+        return codecs.lookup(config.encoding).name
     except LookupError:
         raise SourceDataError(
             f"unknown encoding {config.encoding!r}",
             "set `encoding` in the source config to a codec name such as 'utf-8' or 'latin-1'",
         ) from None
+
+
+def _reads_encoding(spark: SparkSession, config: FilesConfig) -> bool:
+    """Can the engine be given the files as they are (UTF-8, or an engine that decodes other
+    encodings: Apache Spark)? Otherwise hakiri hands it UTF-8 copies (`_transcoded`)."""
+    utf8 = _SPARK_CHARSETS.get(_codec_name(config)) == "UTF-8"
+    return utf8 or support(engine_of_session(spark), "text_encodings").status == "works"
+
+
+def _transcoded(loc: _Located, encoding: str, copies: list[Path]) -> _Located:
+    """`loc` read through a UTF-8 copy of it (line for line, so lines keep their numbers; a
+    byte the encoding cannot decode becomes U+FFFD, which `_verdict` then names by line)."""
+    copy = _link_dir() / f"{uuid.uuid4().hex}.utf8{_plain_suffixes(loc.path)}"
+    with (
+        open(loc.path, encoding=encoding, errors="replace", newline="") as source,
+        open(copy, "w", encoding="utf-8", newline="") as target,
+    ):
+        shutil.copyfileobj(source, target, 1 << 20)  # in blocks, whatever the file's size
+    copies.append(copy)
+    return _Located(loc.path, loc.shown, copy)
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def _spark_charset(spark: SparkSession, config: FilesConfig) -> str:
+    """The Java charset name for `encoding`, which is a Python codec name."""
+    from pyspark.sql import functions as F
+
+    name = _codec_name(config)
     if name in _SPARK_CHARSETS:
         return _SPARK_CHARSETS[name]
     charset = _JAVA_CHARSETS.get(name) or re.sub(r"^cp(125\d)$", r"windows-\1", name)

@@ -87,10 +87,9 @@ CAPABILITIES: tuple[Capability, ...] = (
         "text_encodings",
         "CSV and JSON files in an encoding other than UTF-8 (encoding = 'latin-1', 'cp1252', …)",
         Support(
-            "refused",
-            "Sail's readers take every file as UTF-8 and ignore the encoding option, so other "
-            "encodings would load wrong characters. Convert the files to UTF-8, or use "
-            'engine = "spark"',
+            "neutral",
+            "read through a UTF-8 copy hakiri makes of each file, line for line (Sail's "
+            "readers take every file as UTF-8 and ignore the encoding option)",
         ),
     ),
     _cap(

@@ -48,15 +48,15 @@ def _one_line(result: Result) -> str:
 
 
 def test_validate_names_what_sail_refuses_and_spark_runs_it(tmp_path: Path) -> None:
-    project = _context_project(tmp_path, 'path = "data/*.csv", encoding = "latin-1"')
-    project.write("data/a.csv", "id,name\n1,a\n")
+    project = _context_project(
+        tmp_path, 'path = "data/*.csv", timestamp_format = "dd.MM.yyyy HH:mm"'
+    )
+    project.write("data/a.csv", "id,at\n1,01.02.2024 10:00\n")
 
     on_sail = _run(project, "validate", env=SAIL)
     assert on_sail.exit_code == 1
     text = _one_line(on_sail)
-    assert (
-        "pipeline p: Sail's readers take every file as UTF-8 and ignore the encoding option" in text
-    )
+    assert "pipeline p: Sail's try_to_timestamp fails the whole query" in text
     assert "(engine sail)" in text and 'engine = "spark"' in text
     assert "Traceback" not in on_sail.output
 

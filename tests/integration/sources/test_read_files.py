@@ -29,8 +29,12 @@ def _write(root: Path, relative: str, content: str | bytes, encoding: str = "utf
 
 @dataclass(frozen=True)
 class Read:
-    frame: DataFrame
+    read: FileRead  # its frame reads the files only while the read is kept (copies, links)
     malformed: int  # what the read's verdict said once its frame was consumed
+
+    @property
+    def frame(self) -> DataFrame:
+        return self.read.frame
 
 
 def _read(spark: SparkSession, root: Path, *names: str, **config: Any) -> Read:
@@ -38,7 +42,7 @@ def _read(spark: SparkSession, root: Path, *names: str, **config: Any) -> Read:
     files = [SourceFile(n, (root / n).stat().st_size, hash_file(root / n)) for n in names]
     read: FileRead = read_files(spark, root, FilesConfig(path="data/*", **config), files)
     read.frame.write.format("noop").mode("overwrite").save()
-    return Read(read.frame, read.verify())
+    return Read(read, read.verify())
 
 
 def _rows(frame: DataFrame) -> list[tuple[Any, ...]]:
@@ -83,9 +87,6 @@ def test_csv_infers_types_from_every_row(spark: SparkSession, tmp_path: Path) ->
     ]
 
 
-@pytest.mark.spark_only(
-    "Sail's readers ignore the encoding option; other encodings are refused on Sail (test_engine_refusals)"
-)
 def test_csv_semicolons_and_latin1(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/clients.csv", "id;nom;ville\n1;José;Besançon\n2;Zoë;Köln\n", "latin-1")
 
@@ -94,9 +95,6 @@ def test_csv_semicolons_and_latin1(spark: SparkSession, tmp_path: Path) -> None:
     assert _rows(read.frame) == [(1, "José", "Besançon"), (2, "Zoë", "Köln")]
 
 
-@pytest.mark.spark_only(
-    "Sail's readers ignore the encoding option; other encodings are refused on Sail (test_engine_refusals)"
-)
 def test_csv_in_an_encoding_spark_only_reads_as_a_java_charset(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -404,6 +402,16 @@ def test_bytes_the_encoding_cannot_decode_name_their_line(
     assert "encoding" in (error.hint or "")
 
 
+def test_bytes_an_encoding_other_than_utf8_cannot_decode_name_their_line(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    _write(tmp_path, "data/a.csv", "id,nom\n1,Jose\n2,José\n", "latin-1")
+
+    error = _fails(spark, tmp_path, "data/a.csv", encoding="ascii")
+
+    assert error.reason == "data/a.csv:3: bytes that are not valid ascii"
+
+
 def test_a_replacement_character_that_is_really_in_the_file_is_data(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -466,9 +474,6 @@ def test_a_json_array_file_is_read_element_by_element(spark: SparkSession, tmp_p
     assert got == [(1, None), (2, "b"), (3, "c")]
 
 
-@pytest.mark.spark_only(
-    "Sail's readers ignore the encoding option; other encodings are refused on Sail (test_engine_refusals)"
-)
 def test_json_lines_in_latin1(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/e.jsonl", '{"nom": "José"}\r\n{"nom": "Zoë"}\r\n', "latin-1")
 
