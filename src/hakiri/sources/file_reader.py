@@ -956,14 +956,16 @@ def _read_parquet(
     nanos: dict[str, bool] = {}
     for loc in located:
         nanos.update(_nanosecond_columns(loc))
-        if nanos and not observed:
-            raise _refused(spark, "parquet_nanoseconds", loc)
-    if nanos:
-        # Spark refuses TIMESTAMP(NANOS) (pandas' and pyarrow's default) unless it may
-        # read them as longs; they become microsecond timestamps below.
-        spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
-    reader = spark.read.option("mergeSchema", len(located) > 1)
-    frame = reader.parquet(*[loc.spark_path for loc in located])
+    if nanos and support(engine_of_session(spark), "parquet_nanoseconds").status != "works":
+        frame = _parquet_in_tasks(spark, located)
+        nanos = {}  # read as microsecond timestamps already
+    else:
+        if nanos:
+            # Spark refuses TIMESTAMP(NANOS) (pandas' and pyarrow's default) unless it may
+            # read them as longs; they become microsecond timestamps below.
+            spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
+        reader = spark.read.option("mergeSchema", len(located) > 1)
+        frame = reader.parquet(*[loc.spark_path for loc in located])
 
     def column(name: str) -> Column:
         if name not in nanos:
@@ -1025,6 +1027,57 @@ def _file_name(located: list[_Located], observed: bool) -> Column:
     if observed:
         return F.col("_metadata.file_path")
     return F.lit(located[0].path.as_uri() if len(located) == 1 else None).cast("string")
+
+
+def _parquet_in_tasks(spark: SparkSession, located: list[_Located]) -> DataFrame:
+    """The files' rows read by pyarrow in an engine task (for an engine whose Parquet reader
+    refuses nanosecond timestamps: Sail), their columns merged by name as Spark's mergeSchema
+    does, nanosecond timestamps floored to microseconds as on Spark. The driver reads the
+    footers only."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    merged = pa.unify_schemas([pq.read_schema(loc.path) for loc in located])
+    wanted = pa.schema(
+        [
+            pa.field(f.name, pa.timestamp("us", f.type.tz))
+            if pa.types.is_timestamp(f.type) and f.type.unit == "ns"
+            else f
+            for f in merged
+        ]
+    )
+    # Positional names through the Python step (Sail cannot resolve a dotted name there).
+    inner = pa.schema([pa.field(f"_c{i}", f.type) for i, f in enumerate(wanted)])
+    paths = spark.createDataFrame([(str(loc.path),) for loc in located], "path string")
+    rows = paths.mapInArrow(_parquet_reader(wanted, inner), from_arrow_schema(inner))
+    return rows.select(*[F.col(f"_c{i}").alias(f.name) for i, f in enumerate(wanted)])
+
+
+def _parquet_reader(wanted: Any, inner: Any) -> Any:
+    """The function each task runs: every row group of every file it is given, as `wanted`."""
+
+    def read(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        for batch in batches:
+            for path in batch.column(0).to_pylist():  # file names, not rows
+                for part in pq.ParquetFile(path).iter_batches():
+                    columns = []
+                    for field in wanted:
+                        if field.name not in part.schema.names:
+                            columns.append(pa.nulls(part.num_rows, field.type))
+                            continue
+                        column = part.column(field.name)
+                        if pa.types.is_timestamp(column.type) and column.type.unit == "ns":
+                            column = pc.floor_temporal(column, unit="microsecond")
+                        columns.append(column.cast(field.type))
+                    yield pa.RecordBatch.from_arrays(columns, schema=inner)
+
+    return read
 
 
 def _nanosecond_columns(loc: _Located) -> dict[str, bool]:

@@ -115,9 +115,9 @@ CAPABILITIES: tuple[Capability, ...] = (
         "parquet_nanoseconds",
         "Parquet files with nanosecond timestamps (pandas' and pyarrow's default)",
         Support(
-            "refused",
-            "Sail cannot read nanosecond timestamps into a Spark type. Write the files with "
-            'microsecond timestamps (coerce_timestamps="us"), or use engine = "spark"',
+            "neutral",
+            "read by pyarrow in an engine task, the timestamps floored to microseconds as on "
+            "Spark (Sail's Parquet reader refuses nanosecond timestamps)",
         ),
     ),
     _cap(

@@ -8,8 +8,6 @@ import json
 import textwrap
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner, Result
 
@@ -118,13 +116,3 @@ def test_a_json_array_file_is_refused_on_sail(tmp_path: Path, spark) -> None:
     assert result.exit_code == 1
     assert "data/a.json: Sail's from_json does not report the elements" in _one_line(result)
     assert not (tmp_path / ".hakiri" / "context" / "t").exists()
-
-
-@pytest.mark.sail_only
-def test_nanosecond_parquet_is_refused_on_sail(tmp_path: Path, spark) -> None:
-    (tmp_path / "data").mkdir()
-    at = pa.array([1_700_000_000_000_000_001], pa.timestamp("ns"))
-    pq.write_table(pa.table({"id": [1], "at": at}), tmp_path / "data" / "t.parquet")
-    result = _applied(tmp_path, 'path = "data/*.parquet", format = "parquet"', {})
-    assert result.exit_code == 1
-    assert "data/t.parquet: Sail cannot read nanosecond timestamps" in _one_line(result)

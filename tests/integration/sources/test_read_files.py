@@ -561,7 +561,6 @@ def test_a_broken_json_array_fails_even_when_dropping(spark: SparkSession, tmp_p
 # ---------------------------------------------------------------- parquet
 
 
-@pytest.mark.spark_only("Sail cannot read nanosecond Parquet timestamps; refused on Sail")
 def test_parquet_written_by_pyarrow(spark: SparkSession, tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -602,6 +601,27 @@ def test_parquet_written_by_pyarrow(spark: SparkSession, tmp_path: Path) -> None
         (2, "b", None, at, at, 2.5),
     ]
     assert _rows(declared.frame) == [(Decimal("1.50"), 1), (Decimal("2.50"), 2)]
+
+
+def test_nanoseconds_are_floored_to_microseconds_before_1970_too(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "data").mkdir()
+    ns = pa.array([-1_500, 1_999], pa.timestamp("ns"))  # 1.5 µs before the epoch, 1.999 µs after
+    pq.write_table(pa.table({"id": [1, 2], "at": ns}), tmp_path / "data" / "a.parquet")
+    pq.write_table(pa.table({"id": [3], "more": ["x"]}), tmp_path / "data" / "b.parquet")
+
+    read = _read(spark, tmp_path, "data/a.parquet", "data/b.parquet", format="parquet")
+
+    epoch = dt.datetime(1970, 1, 1)
+    assert _rows(read.frame) == [
+        (1, epoch - dt.timedelta(microseconds=2), None),
+        (2, epoch + dt.timedelta(microseconds=1), None),
+        (3, None, "x"),
+    ]
 
 
 def test_parquet_declared_column_missing(spark: SparkSession, tmp_path: Path) -> None:
