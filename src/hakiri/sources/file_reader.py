@@ -145,32 +145,45 @@ class _Located:
 
 
 # Links with plain names, for paths an engine cannot be given as they are: one directory per
-# process, one link per file (kept for the process: a file read again reuses its link).
+# project and process, one link per file (kept for the process: a file read again reuses it).
 _LINKS_LOCK = threading.Lock()
 _LINKS: dict[Path, Path] = {}
-_LINK_DIR: list[Path] = []
-_LINK_DIR_LOCK = threading.Lock()
+_LINK_DIRS: dict[Path, Path] = {}
+_LINK_DIRS_LOCK = threading.Lock()  # taken inside _LINKS_LOCK, never the other way round
 
 
-def _plainly_named(loc: _Located) -> _Located:
+def _plainly_named(loc: _Located, root: Path) -> _Located:
     """`loc` read through a link whose path holds no ':' and no glob character (Hadoop takes
     what precedes a ':' for a URI scheme; Sail has no escape for glob characters)."""
     with _LINKS_LOCK:
         link = _LINKS.get(loc.path)
         if link is None:
-            link = _link_dir() / f"{len(_LINKS)}{_plain_suffixes(loc.path)}"
+            link = _link_dir(root) / f"{len(_LINKS)}{_plain_suffixes(loc.path)}"
             link.symlink_to(loc.path)
             _LINKS[loc.path] = link
     return _Located(loc.path, loc.shown, link)
 
 
-def _link_dir() -> Path:
-    """This process's directory of links and copies, removed when it exits."""
-    with _LINK_DIR_LOCK:
-        if not _LINK_DIR:
-            _LINK_DIR.append(Path(tempfile.mkdtemp(prefix="hakiri-links-")))
-            atexit.register(shutil.rmtree, _LINK_DIR[0], True)
-        return _LINK_DIR[0]
+def _link_dir(root: Path) -> Path:
+    """This process's directory of links and copies for the project at `root`, removed when
+    the process exits: under the project's `.hakiri/links` (so an engine that sees the
+    project sees them too), or the system's temporary directory when the project's own path
+    is not plain or not writable."""
+    with _LINK_DIRS_LOCK:
+        found = _LINK_DIRS.get(root)
+        if found is None:
+            base: Path | None = root / ".hakiri" / "links"
+            if ":" in root.as_posix() or _GLOB_CHARS.search(root.as_posix()):
+                base = None
+            try:
+                if base is not None:
+                    base.mkdir(parents=True, exist_ok=True)
+                found = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
+            except OSError:
+                found = Path(tempfile.mkdtemp(prefix="hakiri-links-"))
+            atexit.register(shutil.rmtree, found, True)
+            _LINK_DIRS[root] = found
+        return found
 
 
 def _plain_suffixes(path: Path) -> str:
@@ -251,7 +264,7 @@ def read_files(
     located = [_locate(root, file) for file in files]
     if support(engine_of_session(spark), "glob_file_names").status != "works":
         located = [
-            _plainly_named(loc) if _GLOB_CHARS.search(loc.path.as_posix()) else loc
+            _plainly_named(loc, root) if _GLOB_CHARS.search(loc.path.as_posix()) else loc
             for loc in located
         ]
     transcoded = config.format != "parquet" and not _reads_encoding(spark, config)
@@ -266,7 +279,7 @@ def read_files(
         return FileRead(_empty_frame(spark, config), empty=True)
     copies: list[Path] = []
     if transcoded:
-        located = [_transcoded(loc, config.encoding, copies) for loc in located]
+        located = [_transcoded(loc, config.encoding, copies, root) for loc in located]
     if config.format == "parquet":
         frame, part = _read_parquet(spark, config, located, observed)
         if part is None:
@@ -356,7 +369,7 @@ def _locate(root: Path, file: SourceFile) -> _Located:
         )
     if ":" in path.as_posix():
         # Hadoop's Path takes what precedes a ':' for a URI scheme; there is no escaping it.
-        return _plainly_named(_Located(path, file.path))
+        return _plainly_named(_Located(path, file.path), root)
     return _Located(path, file.path)
 
 
@@ -377,10 +390,10 @@ def _reads_encoding(spark: SparkSession, config: FilesConfig) -> bool:
     return utf8 or support(engine_of_session(spark), "text_encodings").status == "works"
 
 
-def _transcoded(loc: _Located, encoding: str, copies: list[Path]) -> _Located:
+def _transcoded(loc: _Located, encoding: str, copies: list[Path], root: Path) -> _Located:
     """`loc` read through a UTF-8 copy of it (line for line, so lines keep their numbers; a
     byte the encoding cannot decode becomes U+FFFD, which `_verdict` then names by line)."""
-    copy = _link_dir() / f"{uuid.uuid4().hex}.utf8{_plain_suffixes(loc.path)}"
+    copy = _link_dir(root) / f"{uuid.uuid4().hex}.utf8{_plain_suffixes(loc.path)}"
     with (
         open(loc.path, encoding=encoding, errors="replace", newline="") as source,
         open(copy, "w", encoding="utf-8", newline="") as target,
