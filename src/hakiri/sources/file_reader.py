@@ -19,7 +19,7 @@ import tempfile
 import threading
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -206,20 +206,29 @@ class _Part:
     # a record only when Spark's parser refused it, e.g. a field short).
     has_mistyped: bool = False
 
-    def frame(self, observation: Any = None, tally: Tally | None = None) -> DataFrame:
+    def frame(
+        self,
+        observation: Any = None,
+        tally: Tally | None = None,
+        hashes: Mapping[Path, str] | None = None,
+    ) -> DataFrame:
         """The part's good records in the batch's columns; with `observation` or `tally`, the
-        counts `_Check` judges are taken as the records pass (no pass of their own)."""
+        counts `_Check` judges are taken as the records pass (no pass of their own); with
+        `hashes` (file -> content hash), each row's file's hash as `_source_file_hash`."""
         from pyspark.sql import functions as F
 
         if not self.columns:
             # Every record was malformed (nothing else to infer columns from): no rows.
             return self.raw.sparkSession.range(0).select()
+        columns = [_col(name) for name in self.columns]
+        if hashes is not None:
+            columns.append(_file_hash(self, hashes).alias(PROVENANCE_COLUMNS[0]))
         if tally is not None:
             # Bit 0: malformed (left out); bit 1: text with U+FFFD (judged by `_verdict`).
             flags = F.when(_malformed(self), 1).otherwise(0) + F.when(_replaced(self), 2).otherwise(
                 0
             )
-            return tally.sift(self.raw, [_col(name) for name in self.columns], flags, 1)
+            return tally.sift(self.raw, columns, flags, 1)
         rows = self.raw
         if observation is not None:
             rows = rows.observe(observation, *_metrics(self))
@@ -229,11 +238,27 @@ class _Part:
             rows = rows.where(F.col(_BAD).isNull())
         if self.has_mistyped:
             rows = rows.where(~F.col(_MISTYPED))
-        return rows.select(*[_col(name) for name in self.columns])
+        return rows.select(*columns)
+
+
+def _file_hash(part: _Part, hashes: Mapping[Path, str]) -> Column:
+    """The content hash of each row's file, from the file name the part's read carries as a
+    literal (an engine without input_file_name: each file is read on its own there)."""
+    from pyspark.sql import functions as F
+
+    if _FILE not in part.raw.columns:
+        raise ValueError(f"a {part.kind} part does not carry its rows' file names")
+    pairs = [x for loc in part.files for x in (F.lit(loc.path.as_uri()), F.lit(hashes[loc.path]))]
+    return F.element_at(F.create_map(*pairs), F.col(_FILE))
 
 
 def read_files(
-    spark: SparkSession, project_root: Path, config: FilesConfig, files: Sequence[SourceFile]
+    spark: SparkSession,
+    project_root: Path,
+    config: FilesConfig,
+    files: Sequence[SourceFile],
+    *,
+    file_hashes: bool = False,
 ) -> FileRead:
     """Read exactly `files` (one batch) with Spark, as the source config declares.
 
@@ -252,6 +277,10 @@ def read_files(
     Spark's observed metrics, judged by `FileRead.verify()` after that pass. Nothing
     is collected but counts.
 
+    `file_hashes`: each row also gets its file's content hash as `_source_file_hash`, for
+    an engine without input_file_name() (`with_provenance` uses that one); CSV and JSON
+    Lines with declared columns only (their files are read one per read on such an engine).
+
     Raises SourceDataError for a missing file, an unknown encoding, a declared
     column the file lacks and a declared type Spark does not know; `verify()`
     raises for malformed records under "fail" and bytes the encoding cannot decode.
@@ -262,6 +291,7 @@ def read_files(
     tallied = not observed and tallies_in_process(spark)
     root = Path(os.path.abspath(project_root))
     located = [_locate(root, file) for file in files]
+    hashes = {loc.path: f.content_hash for loc, f in zip(located, files, strict=True)}
     if support(engine_of_session(spark), "glob_file_names").status != "works":
         located = [
             _plainly_named(loc, root) if _GLOB_CHARS.search(loc.path.as_posix()) else loc
@@ -292,7 +322,7 @@ def read_files(
     else:
         parts = _json_parts(spark, config, charset, located, observed)
     checks = tuple(_Check(config, part, observed, tallied) for part in parts)
-    frames = [check.frame() for check in checks]
+    frames = [check.frame(hashes if file_hashes else None) for check in checks]
     frame = frames[0]
     for more in frames[1:]:
         frame = frame.unionByName(more, allowMissingColumns=True)
@@ -346,6 +376,8 @@ def with_provenance(
     """
     from pyspark.sql import functions as F
 
+    if PROVENANCE_COLUMNS[0] in frame.columns:  # the read named each row's file already
+        return frame.withColumn(PROVENANCE_COLUMNS[1], F.lit(batch_id))
     if len(files) == 1:
         source_hash = F.lit(files[0].content_hash)
     else:
@@ -1133,8 +1165,8 @@ class _Check:
         elif part.has_bad and part.columns and tallied and part.kind != "json-array":
             self.tally = Tally(2)
 
-    def frame(self) -> DataFrame:
-        return self.part.frame(self.observation, self.tally)
+    def frame(self, hashes: Mapping[Path, str] | None = None) -> DataFrame:
+        return self.part.frame(self.observation, self.tally, hashes)
 
     def judge(self) -> int:
         """The records left out (or raises); judged once, the first time it is asked for."""

@@ -38,6 +38,7 @@ from hakiri.sources.file_batches import (
 )
 from hakiri.sources.file_reader import PROVENANCE_COLUMNS, read_files, with_provenance
 from hakiri.sources.files import FileStamp, hash_file, inspect_files, remembered_hash
+from hakiri.spark.engines import provenance_capability
 from hakiri.spec.pipeline import FilesConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 
@@ -112,9 +113,12 @@ class FileSource:
     def read(self, spark: Any, batch: Batch) -> BatchRead:
         config = self.config
         files, stamps = self._bound_files(batch)
+        named = False  # the read names each row's file's hash itself (`read_files`)
         if config.provenance and len(files) > 1:
-            _refuse_on(spark, "file_provenance", batch.table_name)
-        read = read_files(spark, self.root, config, files)
+            capability = provenance_capability(config)
+            _refuse_on(spark, capability, batch.table_name)
+            named = _path_of(spark, capability) == "neutral"
+        read = read_files(spark, self.root, config, files, file_hashes=named)
         frame = read.frame
         evidence = not (read.empty and config.columns is None)
         if config.provenance and evidence:
@@ -132,7 +136,11 @@ class FileSource:
             batch.file_path or batch.table_name,
             empty=read.empty,
             evidence=evidence,
-            inferred=tuple(read.frame.dtypes) if guessing else (),
+            inferred=tuple(
+                (name, type_) for name, type_ in read.frame.dtypes if name not in PROVENANCE_COLUMNS
+            )
+            if guessing
+            else (),
             taken_at=_taken_at(stamps),
             explain=read.explain,
         )
@@ -192,6 +200,13 @@ def _taken_at(stamps: list[FileStamp]) -> datetime | None:
     """The newest modification time of the batch's files (UTC, whole microseconds)."""
     times = [stamp.mtime_ns / 1e9 for stamp in stamps]
     return datetime.fromtimestamp(max(times), UTC) if times else None
+
+
+def _path_of(spark: Any, capability: str) -> str:
+    """'works' (the engine's own) or 'neutral' (hakiri's path) for the session's engine."""
+    from hakiri.spark.engines import engine_of_session, support
+
+    return support(engine_of_session(spark), capability).status
 
 
 def _refuse_on(spark: Any, capability: str, table: str) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "mark_engine",
     "markdown_table",
     "pipeline_refusals",
+    "provenance_capability",
     "refusal",
     "refusal_message",
     "support",
@@ -159,12 +160,22 @@ CAPABILITIES: tuple[Capability, ...] = (
     ),
     _cap(
         "file_provenance",
-        "provenance = true with several files in one batch (truncate, blue_green snapshots)",
+        "provenance = true with several CSV or declared JSON Lines files in one batch "
+        "(truncate, blue_green snapshots)",
+        Support(
+            "neutral",
+            "each file is read on its own with its name as a literal, which gives the row its "
+            "file's hash (Sail has no input_file_name() nor _metadata.file_path)",
+        ),
+    ),
+    _cap(
+        "file_provenance_inferred",
+        "provenance = true with several Parquet or undeclared JSON Lines files in one batch",
         Support(
             "refused",
-            "Sail has no input_file_name() nor _metadata.file_path, so a row cannot name its "
-            "file. Set provenance = false, load the files one batch each (append, upsert), or "
-            'use engine = "spark"',
+            "Sail reads such files in one go and has no input_file_name(), so a row cannot "
+            "name its file. Declare `columns` (JSON Lines), load the files one batch each "
+            '(append, upsert), set provenance = false, or use engine = "spark"',
         ),
     ),
     _cap(
@@ -275,7 +286,7 @@ def pipeline_refusals(
     else:
         config = spec.source.config
         if config.provenance and spec.load.mode in _SNAPSHOTS:
-            needed.append("file_provenance")
+            needed.append(provenance_capability(config))
         if config.format != "parquet" and not _is_utf8(config.encoding):
             needed.append("text_encodings")
         if config.format != "parquet" and (config.date_format or config.timestamp_format):
@@ -287,6 +298,12 @@ def pipeline_refusals(
         if message is not None:
             found.append(message)
     return found
+
+
+def provenance_capability(config: Any) -> str:
+    """Which provenance capability a files source with several files in a batch needs."""
+    inferred = config.format == "parquet" or (config.format != "csv" and config.columns is None)
+    return "file_provenance_inferred" if inferred else "file_provenance"
 
 
 def _is_utf8(encoding: str) -> bool:

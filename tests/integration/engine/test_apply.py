@@ -168,18 +168,7 @@ def test_a_run_that_loses_its_lease_stops_between_batches(project) -> None:
     assert len(project.rows("orders")) in (1, 2)  # a.csv has 2 rows, b.csv 1: one file loaded
 
 
-@pytest.mark.parametrize(
-    "mode",
-    [
-        "append",
-        pytest.param(
-            "truncate",
-            marks=pytest.mark.spark_only(
-                "provenance over a batch of several files is refused on Sail (no input_file_name)"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("mode", ["append", "truncate"])
 def test_provenance_columns_name_each_rows_file_and_batch(project, mode: str) -> None:
     import hashlib
 

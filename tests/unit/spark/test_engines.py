@@ -79,10 +79,18 @@ def test_sail_refuses_what_it_cannot_run_and_says_what_to_do() -> None:
     assert reason.startswith("pipeline p: Sail's try_to_timestamp fails the whole query")
     assert reason.endswith("(engine sail)")
     assert 'engine = "spark"' in hint
-    snapshot = _spec(
-        {**FILES, "config": {"path": "d/*.csv", "provenance": True}}, {"mode": "truncate"}
-    )
-    assert len(pipeline_refusals(snapshot, SAIL, engine_needs(snapshot, ["postgres"]))) == 1
+    # Provenance over a snapshot of several files: CSV (and declared JSON Lines) carry each
+    # file's name on Sail; undeclared JSON Lines and Parquet are read in one go there.
+    for config, refused in (
+        ({"path": "d/*.csv", "provenance": True}, 0),
+        ({"path": "d/*.jsonl", "format": "jsonl", "provenance": True, "columns": {"id": "int"}}, 0),
+        ({"path": "d/*.jsonl", "format": "jsonl", "provenance": True}, 1),
+        ({"path": "d/*.parquet", "format": "parquet", "provenance": True}, 1),
+    ):
+        snapshot = _spec({**FILES, "config": config}, {"mode": "truncate"})
+        found = pipeline_refusals(snapshot, SAIL, engine_needs(snapshot, ["postgres"]))
+        assert len(found) == refused, config
+        assert pipeline_refusals(snapshot, SPARK, []) == []
 
 
 def test_sail_runs_the_common_loads() -> None:
