@@ -98,9 +98,10 @@ CAPABILITIES: tuple[Capability, ...] = (
         "date_format and timestamp_format for CSV and JSON files",
         Support(
             "refused",
-            "Sail's try_to_timestamp fails the whole query on a value that does not match the "
-            "format instead of returning NULL, so one bad value could not be set aside or named. "
-            'Remove the formats (ISO 8601 values are read without them), or use engine = "spark"',
+            "Sail parses date and timestamp patterns differently from Spark (it refuses pattern "
+            "letters such as E and reads widths strictly: yyyy does not take 24), so a value "
+            "could load differently on the two engines. Remove the formats (ISO 8601 values are "
+            'read without them), or use engine = "spark"',
         ),
     ),
     _cap(

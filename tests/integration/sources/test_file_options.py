@@ -156,7 +156,7 @@ def test_quote_escape_and_comment_read_a_non_rfc_4180_file(
 
 
 @pytest.mark.spark_only(
-    "date_format/timestamp_format are refused on Sail (its try_to_timestamp fails instead of returning NULL)"
+    "date_format/timestamp_format are refused on Sail (its pattern parsing differs from Spark's)"
 )
 def test_date_and_timestamp_formats_parse_csv_and_json_lines(
     tmp_path: Path, pg_url: str, pg_schema: str, spark

@@ -76,7 +76,7 @@ def test_sail_refuses_what_it_cannot_run_and_says_what_to_do() -> None:
         {**FILES, "config": {"path": "d/*.csv", "date_format": "dd.MM.yyyy"}}, {"mode": "append"}
     )
     [(reason, hint)] = pipeline_refusals(formats, SAIL, engine_needs(formats, ["context"]))
-    assert reason.startswith("pipeline p: Sail's try_to_timestamp fails the whole query")
+    assert reason.startswith("pipeline p: Sail parses date and timestamp patterns differently")
     assert reason.endswith("(engine sail)")
     assert 'engine = "spark"' in hint
     # Provenance over a snapshot of several files: CSV (and declared JSON Lines) carry each
