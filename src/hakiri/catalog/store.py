@@ -81,7 +81,7 @@ class Catalog(BatchClaims, PipelineLeases):
             if migrate:
                 with db.migrating() as conn:
                     revision = migrations.current_revision(conn)
-                    if revision != migrations.head_revision():
+                    if revision != migrations.HEAD_REVISION:
                         _check_revision(revision, display, migrating=True)
                         migrations.upgrade(conn)
                 return cls(db, initialized=True)
@@ -673,7 +673,7 @@ class Catalog(BatchClaims, PipelineLeases):
 
 def _check_revision(revision: str | None, display: str, *, migrating: bool) -> None:
     """Raise unless a catalog at `revision` can be used (migrating=False) or upgraded (True)."""
-    head = migrations.head_revision()
+    head = migrations.HEAD_REVISION
     if revision is None or revision == head:
         return
     known = migrations.is_known_revision(revision)

@@ -31,6 +31,7 @@ def diff(conn: Connection, target: MetaData) -> list[object]:
 
 def test_head_matches_schema_py(migrated: Connection) -> None:
     assert migrate.current_revision(migrated) == migrate.head_revision() == "0005"
+    assert migrate.head_revision() == migrate.HEAD_REVISION  # bumped with each new revision
     assert diff(migrated, metadata) == []
 
 
