@@ -17,6 +17,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -47,7 +48,13 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
     from pyspark.sql.types import StructField, StructType
 
-__all__ = ["PROVENANCE_COLUMNS", "FileRead", "read_files", "with_provenance"]
+__all__ = [
+    "PROVENANCE_COLUMNS",
+    "FileRead",
+    "read_files",
+    "stale_link_dirs",
+    "with_provenance",
+]
 
 # ---------------------------------------------------------------- reading with Spark
 #
@@ -184,6 +191,33 @@ def _link_dir(root: Path) -> Path:
             atexit.register(shutil.rmtree, found, True)
             _LINK_DIRS[root] = found
         return found
+
+
+def stale_link_dirs(project_root: Path, older_than_seconds: float) -> list[Path]:
+    """Remove the link directories (`.hakiri/links/<pid>-…`, links and UTF-8 copies) of
+    processes that ended without removing them (killed), untouched for `older_than_seconds`;
+    the directories removed. A directory whose process still runs is kept."""
+    base = Path(os.path.abspath(project_root)) / ".hakiri" / "links"
+    removed = []
+    for found in sorted(base.glob("*-*")) if base.is_dir() else ():
+        pid = found.name.partition("-")[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        if time.time() - found.stat().st_mtime < older_than_seconds:
+            continue
+        shutil.rmtree(found, ignore_errors=True)
+        removed.append(found)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def _plain_suffixes(path: Path) -> str:
