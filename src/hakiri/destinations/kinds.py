@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from hakiri.destinations.base import Destination, TargetObservation
 from hakiri.destinations.capabilities import CONTEXT, POSTGRES, Capabilities
+from hakiri.destinations.context.types import spark_to_delta
+from hakiri.destinations.postgres.types import postgres_to_spark, spark_to_postgres
 from hakiri.errors import HakiriError
 from hakiri.spec.connections import Target, context_store_path, destination_url
 from hakiri.spec.load import LoadMode
@@ -81,7 +83,8 @@ def _pg_open(
     env: Mapping[str, str],
     spark: Callable[[], Any],
 ) -> Destination:
-    from hakiri.destinations.postgres import PostgresDestination as PostgresLoader
+    from hakiri.destinations.postgres.client import PostgresDestination as PostgresLoader
+    from hakiri.destinations.postgres.client import copy_min_run_bytes
 
     batch_size = (
         spec.destination.config.batch_size
@@ -93,43 +96,14 @@ def _pg_open(
         target.schema or "public",
         batch_size=batch_size,
         writer=spec.load.writer,
-        copy_min_run_bytes=_copy_min_run_bytes(env),
+        copy_min_run_bytes=copy_min_run_bytes(env),
     )
-
-
-COPY_MIN_RUN_BYTES_ENV = "HAKIRI_COPY_MIN_RUN_BYTES"
-
-
-def _copy_min_run_bytes(env: Mapping[str, str]) -> int:
-    """HAKIRI_COPY_MIN_RUN_BYTES tunes when `writer = "auto"` switches to COPY."""
-    from hakiri.destinations.postgres.client import COPY_MIN_RUN_BYTES
-
-    text = env.get(COPY_MIN_RUN_BYTES_ENV, "").strip()
-    try:
-        return max(0, int(text)) if text else COPY_MIN_RUN_BYTES
-    except ValueError:
-        raise HakiriError(
-            f"{COPY_MIN_RUN_BYTES_ENV}={text!r} is not a number of bytes",
-            f"set {COPY_MIN_RUN_BYTES_ENV} to an integer such as 67108864, or unset it",
-        ) from None
 
 
 def _pg_garbage(url: str, schemas: Sequence[str], live: set[str], older: float) -> list[str]:
     from hakiri.destinations.postgres import gc
 
-    return gc(url, sorted(schemas), live_runs=live, older_than_seconds=older)
-
-
-def _pg_column_type(spark_type: str) -> str | None:
-    from hakiri.destinations.postgres.types import spark_to_postgres
-
-    return spark_to_postgres(spark_type)
-
-
-def _pg_type_as_spark(type_name: str) -> str | None:
-    from hakiri.destinations.postgres.types import postgres_to_spark
-
-    return postgres_to_spark(type_name)
+    return gc(url, schemas, live_runs=live, older_than_seconds=older)
 
 
 def _pg_warnings(spec: PipelineSpec, target: Target, now: TargetObservation) -> list[str]:
@@ -187,12 +161,6 @@ def _ctx_garbage(store: str, schemas: Sequence[str], live: set[str], older: floa
     return gc_context(Path(store), live_runs=live, older_than_seconds=older)
 
 
-def _ctx_column_type(spark_type: str) -> str | None:
-    from hakiri.destinations.context.types import spark_to_delta
-
-    return spark_to_delta(spark_type)
-
-
 def _ctx_engine_needs(spec: PipelineSpec) -> list[str]:
     """History-keeping modes merge into the Delta table (delta-rs on an engine without Delta's
     idempotent writes)."""
@@ -211,8 +179,8 @@ KINDS: dict[str, DestinationKind] = {
         inspect=_pg_inspect,
         open=_pg_open,
         collect_garbage=_pg_garbage,
-        column_type=_pg_column_type,
-        type_as_spark=_pg_type_as_spark,
+        column_type=spark_to_postgres,
+        type_as_spark=postgres_to_spark,
         engine_needs=lambda spec: [],
         spark_jars=frozenset({"jdbc"}),
         plan_warnings=_pg_warnings,
@@ -223,7 +191,7 @@ KINDS: dict[str, DestinationKind] = {
         inspect=_ctx_inspect,
         open=_ctx_open,
         collect_garbage=_ctx_garbage,
-        column_type=_ctx_column_type,
+        column_type=spark_to_delta,
         type_as_spark=lambda type_name: type_name,  # Delta's names are Spark's
         engine_needs=_ctx_engine_needs,
         spark_jars=frozenset({"delta"}),

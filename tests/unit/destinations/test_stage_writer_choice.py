@@ -53,11 +53,11 @@ load = {{ mode = "append"{line} }}
 
 
 def test_the_copy_threshold_is_tunable_and_checked(tmp_path: Path) -> None:
-    from hakiri.destinations.kinds import _copy_min_run_bytes
+    from hakiri.destinations.postgres.client import copy_min_run_bytes
     from hakiri.errors import HakiriError
 
-    assert _copy_min_run_bytes({"HAKIRI_COPY_MIN_RUN_BYTES": "0"}) == 0
-    assert _copy_min_run_bytes({}) == 64 * 1024 * 1024
+    assert copy_min_run_bytes({"HAKIRI_COPY_MIN_RUN_BYTES": "0"}) == 0
+    assert copy_min_run_bytes({}) == 64 * 1024 * 1024
     with pytest.raises(HakiriError) as caught:
-        _copy_min_run_bytes({"HAKIRI_COPY_MIN_RUN_BYTES": "lots"})
+        copy_min_run_bytes({"HAKIRI_COPY_MIN_RUN_BYTES": "lots"})
     assert caught.value.reason == "HAKIRI_COPY_MIN_RUN_BYTES='lots' is not a number of bytes"

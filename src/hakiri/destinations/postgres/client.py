@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -107,11 +107,30 @@ from hakiri.spec.load import LoadMode
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["COPY_MIN_RUN_BYTES", "PostgresDestination"]
+__all__ = [
+    "COPY_MIN_RUN_BYTES",
+    "COPY_MIN_RUN_BYTES_ENV",
+    "PostgresDestination",
+    "copy_min_run_bytes",
+]
 
 # Below this much input in a whole run, COPY's one-off cost (starting Spark's Python workers,
 # about 0.9 s here) outweighs what it saves over JDBC (about 13 ms per MB of CSV here).
 COPY_MIN_RUN_BYTES = 64 * 1024 * 1024
+COPY_MIN_RUN_BYTES_ENV = "HAKIRI_COPY_MIN_RUN_BYTES"
+
+
+def copy_min_run_bytes(env: Mapping[str, str]) -> int:
+    """HAKIRI_COPY_MIN_RUN_BYTES tunes when `writer = "auto"` switches to COPY."""
+    text = env.get(COPY_MIN_RUN_BYTES_ENV, "").strip()
+    try:
+        return max(0, int(text)) if text else COPY_MIN_RUN_BYTES
+    except ValueError:
+        raise HakiriError(
+            f"{COPY_MIN_RUN_BYTES_ENV}={text!r} is not a number of bytes",
+            f"set {COPY_MIN_RUN_BYTES_ENV} to an integer such as 67108864, or unset it",
+        ) from None
+
 
 T = TypeVar("T")
 
