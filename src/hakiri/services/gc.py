@@ -12,7 +12,7 @@ from hakiri.catalog.records import RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.kinds import KINDS, kind_of
-from hakiri.sources.file_reader import stale_link_dirs
+from hakiri.sources.file_reader import remove_stale_link_dirs
 from hakiri.spec.connections import target_of
 from hakiri.spec.loader import load_project
 
@@ -42,5 +42,5 @@ def collect_garbage(
             place, sorted(s for s in schemas if s), live_runs, older_than_seconds
         )
     # Links and UTF-8 copies a killed command left for its engine to read (`file_reader`).
-    dropped += [str(d) for d in stale_link_dirs(project.root, older_than_seconds)]
+    dropped += [str(d) for d in remove_stale_link_dirs(project.root, older_than_seconds)]
     return dropped

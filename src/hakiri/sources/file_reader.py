@@ -52,7 +52,7 @@ __all__ = [
     "PROVENANCE_COLUMNS",
     "FileRead",
     "read_files",
-    "stale_link_dirs",
+    "remove_stale_link_dirs",
     "with_provenance",
 ]
 
@@ -166,7 +166,10 @@ def _plainly_named(loc: _Located, root: Path) -> _Located:
         link = _LINKS.get(loc.path)
         if link is None:
             link = _link_dir(root) / f"{len(_LINKS)}{_plain_suffixes(loc.path)}"
-            link.symlink_to(loc.path)
+            try:
+                link.symlink_to(loc.path)
+            except OSError as exc:
+                raise _no_stand_in(loc, "a link to", link, exc) from None
             _LINKS[loc.path] = link
     return _Located(loc.path, loc.shown, link)
 
@@ -193,7 +196,7 @@ def _link_dir(root: Path) -> Path:
         return found
 
 
-def stale_link_dirs(project_root: Path, older_than_seconds: float) -> list[Path]:
+def remove_stale_link_dirs(project_root: Path, older_than_seconds: float) -> list[Path]:
     """Remove the link directories (`.hakiri/links/<pid>-…`, links and UTF-8 copies) of
     processes that ended without removing them (killed), untouched for `older_than_seconds`;
     the directories removed. A directory whose process still runs is kept."""
@@ -325,7 +328,11 @@ def read_files(
     tallied = not observed and tallies_in_process(spark)
     root = Path(os.path.abspath(project_root))
     located = [_locate(root, file) for file in files]
-    hashes = {loc.path: f.content_hash for loc, f in zip(located, files, strict=True)}
+    hashes = (
+        {loc.path: f.content_hash for loc, f in zip(located, files, strict=True)}
+        if file_hashes
+        else None
+    )
     if support(engine_of_session(spark), "glob_file_names").status != "works":
         located = [
             _plainly_named(loc, root) if _GLOB_CHARS.search(loc.path.as_posix()) else loc
@@ -356,7 +363,7 @@ def read_files(
     else:
         parts = _json_parts(spark, config, charset, located, observed)
     checks = tuple(_Check(config, part, observed, tallied) for part in parts)
-    frames = [check.frame(hashes if file_hashes else None) for check in checks]
+    frames = [check.frame(hashes) for check in checks]
     frame = frames[0]
     for more in frames[1:]:
         frame = frame.unionByName(more, allowMissingColumns=True)
@@ -460,13 +467,27 @@ def _transcoded(loc: _Located, encoding: str, copies: list[Path], root: Path) ->
     """`loc` read through a UTF-8 copy of it (line for line, so lines keep their numbers; a
     byte the encoding cannot decode becomes U+FFFD, which `_verdict` then names by line)."""
     copy = _link_dir(root) / f"{uuid.uuid4().hex}.utf8{_plain_suffixes(loc.path)}"
-    with (
-        open(loc.path, encoding=encoding, errors="replace", newline="") as source,
-        open(copy, "w", encoding="utf-8", newline="") as target,
-    ):
-        shutil.copyfileobj(source, target, 1 << 20)  # in blocks, whatever the file's size
-    copies.append(copy)
+    copies.append(copy)  # removed with the read, or here if the copy fails
+    try:
+        with (
+            open(loc.path, encoding=encoding, errors="replace", newline="") as source,
+            open(copy, "w", encoding="utf-8", newline="") as target,
+        ):
+            shutil.copyfileobj(source, target, 1 << 20)  # in blocks, whatever the file's size
+    except OSError as exc:
+        for made in copies:
+            _remove(made)
+        raise _no_stand_in(loc, "a UTF-8 copy of", copy, exc) from None
     return _Located(loc.path, loc.shown, copy)
+
+
+def _no_stand_in(loc: _Located, what: str, at: Path, exc: OSError) -> SourceUnreachable:
+    """The engine cannot be handed a link or copy it needs in place of `loc`."""
+    return SourceUnreachable(
+        f"cannot make {what} {loc.shown} for the engine at {at.parent}: {first_line(exc)}",
+        "free space or fix the permissions of that directory (the project's .hakiri/links), or "
+        "give the engine a file it can read as it is: UTF-8, a path without ':' or [ ] { } * ?",
+    )
 
 
 def _remove(path: Path) -> None:
@@ -1129,8 +1150,16 @@ def _parquet_in_tasks(spark: SparkSession, located: list[_Located]) -> DataFrame
     )
     # Positional names through the Python step (Sail cannot resolve a dotted name there).
     inner = pa.schema([pa.field(f"_c{i}", f.type) for i, f in enumerate(wanted)])
+    try:
+        schema = from_arrow_schema(inner)
+    except (TypeError, NotImplementedError) as exc:  # an Arrow type Spark has no name for
+        shown = located[0].shown if len(located) == 1 else f"{len(located)} parquet files"
+        raise SourceDataError(
+            f"{shown}: a column's type cannot be read by this engine: {first_line(exc)}",
+            'write the column with a type Spark knows, or use engine = "spark"',
+        ) from None
     paths = spark.createDataFrame([(str(loc.path),) for loc in located], "path string")
-    rows = paths.mapInArrow(_parquet_reader(wanted, inner), from_arrow_schema(inner))
+    rows = paths.mapInArrow(_parquet_reader(wanted, inner), schema)
     return rows.select(*[F.col(f"_c{i}").alias(f.name) for i, f in enumerate(wanted)])
 
 

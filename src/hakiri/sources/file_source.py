@@ -38,7 +38,12 @@ from hakiri.sources.file_batches import (
 )
 from hakiri.sources.file_reader import PROVENANCE_COLUMNS, read_files, with_provenance
 from hakiri.sources.files import FileStamp, hash_file, inspect_files, remembered_hash
-from hakiri.spark.engines import provenance_capability
+from hakiri.spark.engines import (
+    engine_of_session,
+    provenance_capability,
+    refusal_message,
+    support,
+)
 from hakiri.spec.pipeline import FilesConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 
@@ -150,7 +155,8 @@ class FileSource:
 
     def _bound_files(self, batch: Batch) -> tuple[list[SourceFile], list[FileStamp]]:
         """The batch's files, each checked to hold the bytes the batch was planned from
-        (hashed again now), with their stamps for `_still_bound`."""
+        (the plan's hash when this process took it and the file's stat is unchanged, else
+        hashed again now), with their stamps for `_still_bound`."""
         if batch.kind == "snapshot":
             pairs = snapshot_files(batch.predicate)
         else:
@@ -204,15 +210,11 @@ def _taken_at(stamps: list[FileStamp]) -> datetime | None:
 
 def _path_of(spark: Any, capability: str) -> str:
     """'works' (the engine's own) or 'neutral' (hakiri's path) for the session's engine."""
-    from hakiri.spark.engines import engine_of_session, support
-
     return support(engine_of_session(spark), capability).status
 
 
 def _refuse_on(spark: Any, capability: str, table: str) -> None:
     """A SourceDataError, before anything is read, when the session's engine refuses this."""
-    from hakiri.spark.engines import engine_of_session, refusal_message
-
     refused = refusal_message(engine_of_session(spark), capability, table)
     if refused is not None:
         raise SourceDataError(*refused)

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from hakiri.sources.file_reader import stale_link_dirs
+from hakiri.sources.file_reader import remove_stale_link_dirs
 
 _NO_SUCH_PID = 4_194_304 + 1  # above Linux's largest pid_max: never a live process
 
@@ -26,11 +26,11 @@ def test_a_killed_commands_links_are_removed_once_old_enough(tmp_path: Path) -> 
     recent = _links(tmp_path, f"{_NO_SUCH_PID}-def", age_seconds=10)
     running = _links(tmp_path, f"{os.getpid()}-ghi", age_seconds=7200)
 
-    assert stale_link_dirs(tmp_path, older_than_seconds=3600) == [killed]
+    assert remove_stale_link_dirs(tmp_path, older_than_seconds=3600) == [killed]
 
     assert not killed.exists()
     assert recent.exists() and running.exists()
 
 
 def test_a_project_without_links_has_nothing_to_remove(tmp_path: Path) -> None:
-    assert stale_link_dirs(tmp_path, older_than_seconds=0) == []
+    assert remove_stale_link_dirs(tmp_path, older_than_seconds=0) == []
