@@ -1,4 +1,5 @@
-"""What each destination can do, declared once: load modes, identifier length, replay, SQL hooks.
+"""What each destination can do, declared once: the write primitives the load modes use,
+identifier length, replay, SQL hooks.
 
 `plan` reports a pipeline that asks for more as an error, and the engine refuses it
 before any data moves, both through `refusals`; each destination kind names its
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from hakiri.errors import HakiriError, HookError
 from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
-from hakiri.spec.load import LoadMode
+from hakiri.spec.modes import LoadStrategy, registered_modes
 from hakiri.spec.pipeline import PipelineSpec
 
 __all__ = ["CONTEXT", "POSTGRES", "Capabilities", "check_replay", "refusals"]
@@ -20,15 +21,27 @@ __all__ = ["CONTEXT", "POSTGRES", "Capabilities", "check_replay", "refusals"]
 @dataclass(frozen=True)
 class Capabilities:
     kind: str  # 'postgres' | 'context', as `spec.connections.Target.kind`
-    modes: frozenset[LoadMode]
+    # The `spec.modes.ModeWriter` primitives it offers; it loads every mode that needs no other.
+    primitives: frozenset[str]
     max_identifier_bytes: int | None  # longer names are refused, never truncated
     replay: bool  # `hakiri replay` can load quarantined rows back
     sql_hooks: bool  # `sql` and `refresh_mat_view` hooks run in the destination
 
+    def can_write(self, strategy: LoadStrategy) -> bool:
+        return set(strategy.needs) <= self.primitives
 
-POSTGRES = Capabilities("postgres", frozenset(LoadMode), 63, replay=True, sql_hooks=True)
-# cdc_mirror is in both: its gate (`gates.check_cdc_mirror`) applies to every destination.
-CONTEXT = Capabilities("context", frozenset(LoadMode), None, replay=False, sql_hooks=False)
+    @property
+    def modes(self) -> list[str]:
+        """The load modes it can write, by name."""
+        return [name for name, s in registered_modes().items() if self.can_write(s)]
+
+
+# Every primitive of `ModeWriter` (cdc_mirror needs none: its gate refuses on every kind).
+ALL_PRIMITIVES = frozenset(
+    {"insert", "replace", "swap", "merge", "history", "replace_window", "insert_past_watermark"}
+)
+POSTGRES = Capabilities("postgres", ALL_PRIMITIVES, 63, replay=True, sql_hooks=True)
+CONTEXT = Capabilities("context", ALL_PRIMITIVES, None, replay=False, sql_hooks=False)
 
 NO_SQL_HOOKS = (
     "sql and refresh_mat_view hooks need a PostgreSQL destination; the context store has no "
@@ -44,10 +57,10 @@ def refusals(spec: PipelineSpec, capabilities: Capabilities) -> list[HakiriError
     """What `spec` asks of a destination that it cannot do; empty when it can do it all."""
     found: list[HakiriError] = []
     mode = spec.load.mode
-    if mode not in capabilities.modes:
+    if not capabilities.can_write(spec.load.strategy):
         found.append(
             HakiriError(
-                f"load mode {mode.value} is not supported by the {capabilities.kind} destination",
+                f"load mode {mode} is not supported by the {capabilities.kind} destination",
                 "pick another load mode (docs/load-modes.md lists each destination's)",
             )
         )

@@ -9,10 +9,9 @@ to a quarantine table with the rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from hakiri.destinations.base import LoadRequest, QuarantineTable, StagedBatch
-from hakiri.destinations.gates import check_cdc_mirror
 from hakiri.errors import LoadError, ValidationFailed
 from hakiri.spec.load import LoadSpec
 
@@ -25,7 +24,6 @@ __all__ = [
     "check_validators",
     "duplicate_keys_error",
     "quarantine_of",
-    "unknown_mode",
 ]
 
 DUPLICATE_EXAMPLES = 3  # repeated key values quoted in the refusal
@@ -39,7 +37,7 @@ def check_upsert_key(
 
     A batch of key columns only is fine when the target has more columns (the source
     stopped sending them): new keys are inserted with NULL there, matched rows stay."""
-    key = tuple(load.upsert_key or ())
+    key = tuple(load.strategy.merge_key(load) or ())
     if not key:
         raise LoadError(
             f"load mode upsert into {where} needs `upsert_key`",
@@ -101,11 +99,6 @@ def check_validators(results: Sequence[ProbeResult], where: str) -> list[ProbeRe
             'fix the source data, or set on_fail = "warn" on that validator to load anyway',
         )
     return list(results)
-
-
-def unknown_mode(load: LoadSpec) -> NoReturn:
-    check_cdc_mirror(load)  # gated: its own refusal
-    raise LoadError(f"unknown load mode {load.mode!r}", "use one of the documented load modes")
 
 
 def quarantine_of(staged: StagedBatch, request: LoadRequest) -> QuarantineTable | None:

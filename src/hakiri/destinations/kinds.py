@@ -23,7 +23,6 @@ from hakiri.destinations.context.types import spark_to_delta
 from hakiri.destinations.postgres.types import postgres_to_spark, spark_to_postgres
 from hakiri.errors import HakiriError
 from hakiri.spec.connections import Target, context_store_path, destination_url
-from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
 
 if TYPE_CHECKING:
@@ -109,14 +108,15 @@ def _pg_garbage(url: str, schemas: Sequence[str], live: set[str], older: float) 
 def _pg_warnings(spec: PipelineSpec, target: Target, now: TargetObservation) -> list[str]:
     """The locks a replacing load takes on an existing table, and the views that wait on it."""
     views = f"; views reading it: {', '.join(now.dependent_views)}" if now.dependent_views else ""
-    if spec.load.mode is LoadMode.BLUE_GREEN:
+    needs = spec.load.strategy.needs
+    if "swap" in needs:
         return [
-            f"blue_green swap takes an ACCESS EXCLUSIVE lock on {target.display} for the rename "
+            f"{spec.load.mode} swap takes an ACCESS EXCLUSIVE lock on {target.display} for the rename "
             f"(readers wait briefly){views} (kept: re-pointed inside the swap)"
         ]
-    if spec.load.mode is LoadMode.TRUNCATE:
+    if "replace" in needs:
         return [
-            f"truncate holds an ACCESS EXCLUSIVE lock on {target.display} for the whole load "
+            f"{spec.load.mode} holds an ACCESS EXCLUSIVE lock on {target.display} for the whole load "
             f"(readers wait until it commits){views}"
         ]
     return []
@@ -164,10 +164,7 @@ def _ctx_garbage(store: str, schemas: Sequence[str], live: set[str], older: floa
 def _ctx_engine_needs(spec: PipelineSpec) -> list[str]:
     """History-keeping modes merge into the Delta table (delta-rs on an engine without Delta's
     idempotent writes)."""
-    mode = spec.load.mode
-    if mode in (LoadMode.SCD2, LoadMode.REPLACE_WINDOW) or (
-        mode is LoadMode.UPSERT and spec.load.deletes is not None
-    ):
+    if spec.load.strategy.compares_with_target(spec.load):
         return ["context_history"]
     return []
 

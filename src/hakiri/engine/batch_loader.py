@@ -31,7 +31,6 @@ from hakiri.observability import RunMetrics, span
 from hakiri.quality.rules import RuleCheck, RuleReport
 from hakiri.sources.base import BatchRead, Source, explained_by
 from hakiri.sources.cursors import CursorRange, as_python
-from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, PipelineSpec
 
 __all__ = ["BatchLoader", "Loaded", "chunk_predicate"]
@@ -204,7 +203,7 @@ class BatchLoader:
 
 def batch_window(batch: Batch, spec: PipelineSpec) -> Window | None:
     """replace_window with window = 'range': the batch's cursor range, as the window it replaces."""
-    if spec.load.mode is not LoadMode.REPLACE_WINDOW or spec.load.window != "range":
+    if not spec.load.strategy.replaces_cursor_range(spec.load):
         return None
     if batch.kind != "chunk" or not batch.predicate:
         raise LoadError(

@@ -99,7 +99,7 @@ class Replayer:
         quarantine = quarantine_table(self.spec, table, target)
         assert quarantine is not None  # replay() checked that the quarantine is enabled
         load = self.spec.load
-        if load.mode is not LoadMode.UPSERT:
+        if load.strategy.merge_key(load) is None:  # replayed rows are added, or merged by key
             load = load.model_copy(update={"mode": LoadMode.APPEND})
         request = LoadRequest(
             self.project.settings.project.name,

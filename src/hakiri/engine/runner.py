@@ -69,7 +69,6 @@ from hakiri.spark.session import engine_of
 from hakiri.spec.connections import Target
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.hooks import Hook
-from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
@@ -398,7 +397,7 @@ class PipelineRunner:
         outcome.quarantined = quality.quarantined
         try:
             post = self.spec.hooks.post
-            if self.spec.load.mode is LoadMode.BLUE_GREEN:  # its SQL hooks ran inside the swap
+            if self.spec.load.strategy.post_hook_in_commit:  # its SQL hooks ran in the commit
                 post = [h for h in post if not is_sql_like(h)]
             self._hooks("post", post, outcome, run, "success")
         except HakiriError as exc:

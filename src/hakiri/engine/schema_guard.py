@@ -27,7 +27,6 @@ from hakiri.planner.model import Column, EvolveStep
 from hakiri.planner.types import destination_type
 from hakiri.spark.load_shape import shape_for_load
 from hakiri.spec.connections import destination_kind
-from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
 
@@ -128,7 +127,8 @@ class SchemaGuard:
 
     def _check_key(self, table: str, where: str) -> None:
         """An upsert key changed on an existing target is refused (and recorded as the step)."""
-        if self.spec.load.mode is not LoadMode.UPSERT or self._key_checked:
+        load = self.spec.load
+        if load.strategy.merge_key(load) is None or self._key_checked:
             return
         state = self.catalog.pipeline_state(self.spec.id)
         applied = (state.applied_spec.get("load") or {}).get("upsert_key") if state else None

@@ -12,7 +12,6 @@ from hakiri.destinations.base import Destination, LoadRequest
 from hakiri.engine.run_quality import quarantine_table
 from hakiri.hooks.runner import run_sql_hooks, sql_hooks
 from hakiri.spec.connections import Target, target_of
-from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
@@ -66,9 +65,10 @@ class Targets:
         return self.destination(target), request
 
     def _in_swap_post_hook(self, target: Target) -> Callable[[Any], None] | None:
-        """blue_green runs SQL post hooks inside its swap transaction, before the rename."""
+        """A mode whose SQL post hooks run inside its commit (blue_green: in the swap
+        transaction, before the rename)."""
         hooks = sql_hooks(self.spec.hooks.post)
-        if self.spec.load.mode is not LoadMode.BLUE_GREEN or not hooks:
+        if not self.spec.load.strategy.post_hook_in_commit or not hooks:
             return None
         schema = target.schema or "public"
         return lambda conn: run_sql_hooks(

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hakiri.catalog.records import Batch, BatchStatus
-from hakiri.sources.file_batches import SNAPSHOT_MODES
-from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, PipelineSpec, TableSpec
 
 __all__ = [
@@ -112,7 +110,7 @@ def load_parallelism(spec: PipelineSpec, has_cursors: bool) -> int:
     backfill = spec.backfill
     if backfill is None or not has_cursors:
         return 1
-    if spec.load.mode in (*SNAPSHOT_MODES, LoadMode.INCREMENTAL_WATERMARK):
+    if spec.load.strategy.snapshot or spec.load.strategy.ordered:
         return 1
     return backfill.parallelism
 
@@ -130,18 +128,19 @@ def parallelism_warnings(
         return []
     n = backfill.parallelism
     mode = spec.load.mode
+    strategy = spec.load.strategy
     if not has_cursors:
         return [
             f"backfill.parallelism = {n} has no effect on a files source: there are no chunks "
             "to split, hakiri loads one file batch at a time"
         ]
-    if mode is LoadMode.INCREMENTAL_WATERMARK:
+    if strategy.ordered:
         return [
-            f"backfill.parallelism = {n} is ignored with mode 'incremental_watermark': chunks "
-            "committed out of order would move the watermark past rows not loaded yet, so "
+            f"backfill.parallelism = {n} is ignored with mode '{mode}': chunks committed "
+            "out of order would move the watermark past rows not loaded yet, so "
             "hakiri loads one chunk at a time"
         ]
-    if mode in SNAPSHOT_MODES:
+    if strategy.snapshot:
         return [
             f"backfill.parallelism = {n} has no effect with mode '{mode.value}': the table is "
             "loaded whole, as one batch"
@@ -151,9 +150,9 @@ def parallelism_warnings(
             f"backfill.parallelism = {n} has no effect on {table.name}: without an incremental "
             "cursor it is read whole, as one batch (nothing to split)"
         ]
-    if cursor_kind is CursorKind.TIMESTAMP and mode is LoadMode.APPEND:
+    if cursor_kind is CursorKind.TIMESTAMP and strategy.duplicates_reloaded_rows:
         return [
-            f"backfill.parallelism = {n} with a timestamp cursor and mode 'append': a row of "
+            f"backfill.parallelism = {n} with a timestamp cursor and mode '{mode}': a row of "
             f"{table.name} updated during the backfill moves to a later chunk and is loaded "
             "twice; use mode = 'upsert' with an upsert_key (or a numeric cursor)"
         ]

@@ -57,7 +57,6 @@ from hakiri.planner.types import destination_type, source_type_as_spark
 from hakiri.sources.cursors import CursorRange, cursor_kind_of
 from hakiri.sources.file_batches import snapshot_files
 from hakiri.spec.fingerprint import normalized_hash, normalized_spec, read_today, spec_hash
-from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns
 
@@ -261,13 +260,7 @@ def _delete_preview(spec: PipelineSpec, t: TableObservation) -> DeletePreview | 
         return None
     batch, rows, scoped = t.deletes
     load = spec.load
-    verb = (
-        "close"
-        if load.mode is LoadMode.SCD2
-        else "delete"
-        if load.deletes == "hard"
-        else "mark deleted"
-    )
+    verb = load.strategy.delete_verb(load)
     limit = load.max_delete_fraction
     return DeletePreview(
         batch=batch,
@@ -305,7 +298,7 @@ def _schema(
     refused: list[str] = []
     decision = SchemaDecision()
     key_change = upsert_key_change(applied_key, spec.load.upsert_key)
-    if spec.load.mode is LoadMode.UPSERT and key_change is not None:
+    if spec.load.strategy.merge_key(spec.load) is not None and key_change is not None:
         refused.append(key_change)
     if columns is not None and not refused:
         try:
@@ -443,17 +436,17 @@ def _warnings(spec: PipelineSpec, t: TableObservation) -> list[str]:
             f"{f.message} ({'.'.join(map(str, f.path))})"
             for f in check_load_against_columns(spec.load, target_columns)
         ]
+    merge_key = spec.load.strategy.merge_key(spec.load)
     if (
         now is not None
         and now.exists
-        and spec.load.mode is LoadMode.UPSERT
-        and spec.load.upsert_key
+        and merge_key
         and now.primary_key
-        and list(now.primary_key) != spec.load.upsert_key
+        and list(now.primary_key) != merge_key
     ):
         warnings.append(
             f"target primary key ({', '.join(now.primary_key)}) differs from upsert_key "
-            f"({', '.join(spec.load.upsert_key)})"
+            f"({', '.join(merge_key)})"
         )
     limit = kind_of(t.target.kind).capabilities.max_identifier_bytes
     if limit is not None:

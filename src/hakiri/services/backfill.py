@@ -27,7 +27,6 @@ from hakiri.errors import HakiriError, LeaseHeld, PipelineNotFound
 from hakiri.sources.cursors import CursorRange, as_python, parse_value
 from hakiri.sources.select import has_cursors
 from hakiri.sources.table_batches import chunk_batch, incremental_of
-from hakiri.spec.load import LoadMode
 from hakiri.spec.loader import load_project
 from hakiri.spec.pipeline import (
     CursorKind,
@@ -159,7 +158,7 @@ def _rewindable_table(spec: PipelineSpec, name: str | None) -> TableSpec:
             'set `incremental = "<column>"` to load it in chunks; until then a changed table '
             "is reloaded by the next apply",
         )
-    if spec.load.mode not in _REWINDABLE:
+    if not spec.load.strategy.rewindable:
         raise HakiriError(
             f"rewind reloads rows that are already in the target; mode "
             f"'{spec.load.mode.value}' of pipeline `{spec.id}` would load them twice",
@@ -167,10 +166,6 @@ def _rewindable_table(spec: PipelineSpec, name: str | None) -> TableSpec:
             "replace_window (the window is replaced) or scd2 (a version already there is kept)",
         )
     return entry
-
-
-# Modes for which loading a range again is idempotent.
-_REWINDABLE = (LoadMode.UPSERT, LoadMode.REPLACE_WINDOW, LoadMode.SCD2)
 
 
 def _cursor_column(spec: PipelineSpec, entry: TableSpec) -> str | None:

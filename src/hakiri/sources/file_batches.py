@@ -21,10 +21,9 @@ from datetime import UTC, datetime
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch, Retirement
 from hakiri.errors import SourceDataError
 from hakiri.sources.base import SourceFile
-from hakiri.spec.load import LoadMode
+from hakiri.spec.load import LoadMode, ModeName
+from hakiri.spec.modes import strategy_of
 from hakiri.spec.pipeline import FilesConfig
-
-SNAPSHOT_MODES = (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN)
 
 
 def file_batch_id(table: str, content_hash: str, after: str | None = None) -> str:
@@ -78,7 +77,7 @@ def snapshot_changed_reason(table: str, what: str) -> str:
 
 
 def retired_file_batches(
-    table: str, mode: LoadMode, files: Sequence[SourceFile], queued: Sequence[Batch]
+    table: str, mode: LoadMode | ModeName, files: Sequence[SourceFile], queued: Sequence[Batch]
 ) -> list[Retirement]:
     """The table's queued batches (pending or failed) whose files are no longer what they
     were planned from: superseded when the content changed, gone when it vanished."""
@@ -87,7 +86,7 @@ def retired_file_batches(
     for batch in queued:
         if batch.table_name != table or not batch.status.queued:
             continue  # processing: its run holds it (a dead run's claim is released first)
-        if batch.kind == "snapshot" and mode in SNAPSHOT_MODES:
+        if batch.kind == "snapshot" and strategy_of(mode).snapshot:
             if dict(snapshot_files(batch.predicate)) == now:
                 continue
             if not files:
@@ -138,7 +137,7 @@ def _commit_order(batch: Batch) -> tuple[datetime, int]:
 
 def plan_file_batches(
     table: str,
-    mode: LoadMode,
+    mode: LoadMode | ModeName,
     config: FilesConfig,
     files: Sequence[SourceFile],
     committed: Mapping[str, str],
@@ -154,7 +153,7 @@ def plan_file_batches(
     else loaded: a snapshot of files as they were two loads ago, a file edited back. Its
     id names the batch it follows, so the ledger, which has the first load's id, lets it
     through, and the target follows the files again."""
-    if mode in SNAPSHOT_MODES:
+    if strategy_of(mode).snapshot:
         if (
             not files
         ):  # nothing to replace the table with: never empty it on a glob that matched nothing

@@ -33,9 +33,8 @@ from hakiri.sources.cursors import (
     plan_ranges,
     shift_back,
 )
-from hakiri.sources.file_batches import SNAPSHOT_MODES, latest_committed
+from hakiri.sources.file_batches import latest_committed
 from hakiri.sources.postgres import CursorBounds
-from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec, TableSpec
 
 __all__ = [
@@ -89,13 +88,14 @@ def _holds(batch: Batch, table: str, fingerprint: str) -> bool:
 def check_cursor_fits_mode(spec: PipelineSpec, cursor: CursorColumn | None, where: str) -> None:
     """Refuse combinations that would load rows twice."""
     mode = spec.load.mode
-    if cursor is None and mode is LoadMode.APPEND:
+    strategy = spec.load.strategy
+    if cursor is None and strategy.duplicates_reloaded_rows:
         raise HakiriError(
             f"{where} has no incremental cursor, so every append would load the whole table again",
             "set `incremental = \"<column>\"` (a timestamp or id that grows), or use mode = 'upsert' "
             "or 'truncate'",
         )
-    if cursor is not None and cursor.lag_seconds and mode is not LoadMode.UPSERT:
+    if cursor is not None and cursor.lag_seconds and strategy.merge_key(spec.load) is None:
         raise HakiriError(
             f"{where} sets `lag`, which re-reads rows already loaded; mode '{mode.value}' would "
             "load them twice",
@@ -117,7 +117,7 @@ def plan_table(
     if unfinished:
         pending = len(unfinished)
         return TablePlan(notes=[f"{table.name}: {pending} batch(es) of an earlier plan to finish"])
-    if cursor is None or spec.load.mode in SNAPSHOT_MODES:
+    if cursor is None or spec.load.strategy.snapshot:
         rows = fingerprint()
         latest = latest_committed(existing, "snapshot")
         if latest is not None and _holds(latest, table.name, rows):
@@ -164,7 +164,7 @@ def plan_table(
         return TablePlan()
     start = shift_back(cursor, planned_to, cursor.lag_seconds)
     # NULL-cursor rows cannot tell new from old: only a keyed load may read them again.
-    nulls = cursor.include_nulls and spec.load.mode is LoadMode.UPSERT
+    nulls = cursor.include_nulls and spec.load.strategy.merge_key(spec.load) is not None
     # One range, not cut by `window`: after a pause, time windows over sparse rows would
     # be mostly empty chunks (a window of 6h over three idle years is 4,000 of them).
     ranges = plan_ranges(cursor, start, high, None, start_inclusive=False, nulls_in_first=nulls)

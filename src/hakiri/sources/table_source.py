@@ -23,7 +23,6 @@ from hakiri.sources.postgres import (
 )
 from hakiri.sources.table_batches import check_cursor_fits_mode, incremental_of, plan_table
 from hakiri.spec.connections import postgres_url
-from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import PipelineSpec, PostgresSourceConfig, TableSpec
 from hakiri.spec.project import ProjectFile
 
@@ -146,8 +145,8 @@ class TableSource:
         )
         table = next(t for t in self.spec.table_specs() if t.name == batch.table_name)
         cursor = self.cursor(table)
-        key = self.spec.load.upsert_key
-        if cursor is not None and cursor.lag_seconds and key and self.spec.mode is LoadMode.UPSERT:
+        key = self.spec.load.strategy.merge_key(self.spec.load)
+        if cursor is not None and cursor.lag_seconds and key:
             # The lag window re-reads rows; a key may also appear twice within it.
             frame = latest_per_key(frame, key, cursor.column)
         label = f"{config.schema_name}.{batch.table_name}"

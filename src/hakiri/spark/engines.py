@@ -21,7 +21,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hakiri.spec.load import LoadMode
 from hakiri.spec.pipeline import PipelineSpec
 
 __all__ = [
@@ -251,7 +250,6 @@ CAPABILITIES: tuple[Capability, ...] = (
 )
 
 _BY_NAME = {cap.name: cap for cap in CAPABILITIES}
-_SNAPSHOTS = (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN)  # modes whose file batch is every file
 _UTF8 = ("utf-8", "utf-8-sig", "ascii")
 
 
@@ -286,7 +284,7 @@ def pipeline_refusals(
         needed.append("postgres_source")
     else:
         config = spec.source.config
-        if config.provenance and spec.load.mode in _SNAPSHOTS:
+        if config.provenance and spec.load.strategy.snapshot:
             needed.append(provenance_capability(config))
         if config.format != "parquet" and not _is_utf8(config.encoding):
             needed.append("text_encodings")

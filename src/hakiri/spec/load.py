@@ -8,12 +8,20 @@ need the live target's columns live in `hakiri.spec.rules`.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, PlainSerializer, PlainValidator, model_validator
 from pydantic_core import PydanticCustomError
 
 from hakiri.spec.base import Name, SpecModel
+from hakiri.spec.modes import (
+    LoadStrategy,
+    ModeOptionError,
+    registered_modes,
+    strategy_named,
+    strategy_of,
+)
+from hakiri.spec.modes import scd2 as _scd2
 
 
 class LoadMode(StrEnum):
@@ -27,57 +35,75 @@ class LoadMode(StrEnum):
     REPLACE_WINDOW = "replace_window"
 
 
-# mode -> (key it requires, why). Also exported into the JSON Schema as if/then
-# clauses so editors flag the missing key while the file is being written.
-REQUIRED_KEYS: dict[LoadMode, tuple[str, str]] = {
-    LoadMode.UPSERT: ("upsert_key", "upsert needs the key columns to match rows on"),
-    LoadMode.INCREMENTAL_WATERMARK: (
-        "watermark_column",
-        "incremental_watermark needs the column whose high-water mark filters new rows",
-    ),
-    LoadMode.CDC_MIRROR: ("cdc_source", "cdc_mirror needs the change stream to mirror"),
-    LoadMode.SCD2: ("key", "scd2 needs the key columns that identify a record across versions"),
-    LoadMode.REPLACE_WINDOW: (
-        "window_column",
-        "replace_window needs the column whose window each batch replaces",
-    ),
-}
+# ROW_HASH, ROW_HASH_COLUMN: scd2's keyless records (defined with the mode).
+ROW_HASH = _scd2.ROW_HASH
+ROW_HASH_COLUMN = _scd2.ROW_HASH_COLUMN
 
-# The key that tells scd2 to key each row by a hash of all its columns (a keyless source).
-ROW_HASH = "row_hash"
-# The column that holds that hash in the history table.
-ROW_HASH_COLUMN = "_hakiri_row_hash"
 
-# Keys that mean something to these modes only: set under another mode, they are an error
-# (a key that silently does nothing is how a delete guard gets lost in a mode switch).
-MODE_KEYS: dict[str, tuple[LoadMode, ...]] = {
-    "upsert_key": (LoadMode.UPSERT,),
-    "watermark_column": (LoadMode.INCREMENTAL_WATERMARK,),
-    "cdc_source": (LoadMode.CDC_MIRROR,),
-    "key": (LoadMode.SCD2,),
-    "track": (LoadMode.SCD2,),
-    "change_time_column": (LoadMode.SCD2,),
-    "valid_from_column": (LoadMode.SCD2,),
-    "valid_to_column": (LoadMode.SCD2,),
-    "is_current_column": (LoadMode.SCD2,),
-    "deletes": (LoadMode.SCD2, LoadMode.UPSERT),
-    "deleted_at_column": (LoadMode.UPSERT,),
-    "delete_scope": (LoadMode.SCD2, LoadMode.UPSERT),
-    "max_delete_fraction": (LoadMode.SCD2, LoadMode.UPSERT),
-    "window_column": (LoadMode.REPLACE_WINDOW,),
-    "window": (LoadMode.REPLACE_WINDOW,),
-}
-# What `deletes` may say under each mode.
-DELETES_BY_MODE: dict[LoadMode, tuple[str, ...]] = {
-    LoadMode.SCD2: ("close", "ignore"),
-    LoadMode.UPSERT: ("hard", "soft"),
-}
+_BUILT_IN = frozenset(m.value for m in LoadMode)
+
+
+class ModeName(str):
+    """A load mode registered beyond the built-in ones (`spec.modes.register_mode`); it reads
+    like a LoadMode (`.value`)."""
+
+    @property
+    def value(self) -> str:
+        return str(self)
+
+
+def mode_names() -> list[str]:
+    """The modes a manifest may name: the built-in ones in their order, then any registered."""
+    return [*(m.value for m in LoadMode), *(n for n in registered_modes() if n not in _BUILT_IN)]
+
+
+def required_keys() -> dict[str, tuple[str, str]]:
+    """mode -> (the option it requires, why); also exported into the JSON Schema as if/then
+    clauses so editors flag the missing option while the file is being written."""
+    found = {}
+    for name in mode_names():
+        strategy = strategy_named(name)
+        if strategy is not None and strategy.required:
+            found[name] = strategy.required
+    return found
+
+
+def mode_keys() -> dict[str, tuple[str, ...]]:
+    """option -> the modes it means something to (set under another mode, it is an error)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for name, strategy in registered_modes().items():
+        for option in strategy.options:
+            found[option] = (*found.get(option, ()), name)
+    return found
+
+
+def _parse_mode(value: Any) -> LoadMode | ModeName:
+    if isinstance(value, LoadMode | ModeName):
+        return value
+    text = value if isinstance(value, str) else None
+    if text is not None and text in LoadMode._value2member_map_:
+        return LoadMode(text)
+    if text is not None and strategy_named(text) is not None:
+        return ModeName(text)
+    names = [repr(n) for n in mode_names()]
+    raise PydanticCustomError(
+        "enum",
+        "Input should be {expected}",
+        {"expected": f"{', '.join(names[:-1])} or {names[-1]}"},
+    )
+
+
+Mode = Annotated[
+    LoadMode | ModeName,
+    PlainValidator(_parse_mode, json_schema_input_type=LoadMode),
+    PlainSerializer(str, return_type=str),
+]
 
 
 class LoadSpec(SpecModel):
     """`[pipeline.load]`: the load mode and its options."""
 
-    mode: LoadMode = Field(LoadMode.APPEND, description="How rows land in the target.")
+    mode: Mode = Field(LoadMode.APPEND, description="How rows land in the target.")
     upsert_key: Annotated[list[Name], Field(min_length=1)] | None = Field(
         None,
         description="Key columns for mode = 'upsert' (also the primary key of an auto-created target).",
@@ -177,86 +203,51 @@ class LoadSpec(SpecModel):
 
     @model_validator(mode="after")
     def _mode_requires_its_key(self) -> Self:
-        required = REQUIRED_KEYS.get(self.mode)
-        if required and getattr(self, required[0]) is None:
-            key, why = required
+        strategy = self.strategy
+        if strategy.required and getattr(self, strategy.required[0]) is None:
+            key, why = strategy.required
             # `field` in the context lets the loader point at the exact key.
             raise PydanticCustomError(
                 "mode_requires_key",
                 "load mode '{mode}' requires `{field}`: {why}",
-                {"mode": self.mode.value, "field": key, "why": why},
+                {"mode": str(self.mode), "field": key, "why": why},
             )
-        for key, modes in MODE_KEYS.items():
+        for key, modes in mode_keys().items():
             # A key written out at its default changes nothing (a normalized spec has them all).
             if (
                 getattr(self, key) != type(self).model_fields[key].default
-                and self.mode not in modes
+                and key not in strategy.options
             ):
-                names = " and ".join(m.value for m in modes)
+                names = " and ".join(modes)
                 raise load_option(
-                    f"`{key}` applies to load mode {names}, and the mode is {self.mode.value!r}",
-                    f'remove `{key}`, or set mode = "{modes[0].value}"',
+                    f"`{key}` applies to load mode {names}, and the mode is {str(self.mode)!r}",
+                    f'remove `{key}`, or set mode = "{modes[0]}"',
                     at=key,
                 )
-        allowed = DELETES_BY_MODE.get(self.mode, ())
+        allowed = strategy.deletes_choices
         if self.deletes is not None and self.deletes not in allowed:
             raise load_option(
-                f"deletes = {self.deletes!r} is not a choice of load mode {self.mode.value}",
+                f"deletes = {self.deletes!r} is not a choice of load mode {self.mode}",
                 f"use one of {', '.join(repr(a) for a in allowed)}",
                 at="deletes",
             )
-        if self.mode is LoadMode.SCD2:
-            self._check_scd2()
+        try:
+            strategy.check(self)
+        except ModeOptionError as exc:
+            raise load_option(exc.reason, exc.hint, at=exc.at) from None
         if self.delete_scope is not None:
             _check_scope(self.delete_scope)
         return self
 
-    def _check_scd2(self) -> None:
-        validity = (self.valid_from_column, self.valid_to_column, self.is_current_column)
-        if len({v.lower() for v in validity}) < 3:
-            raise load_option(
-                "valid_from_column, valid_to_column and is_current_column must be three "
-                "different columns",
-                "give each validity column its own name",
-                at="valid_to_column",
-            )
-        keys = self.key_columns
-        for name, columns in (("key", keys), ("track", self.track or [])):
-            clash = [c for c in columns if c.lower() in {v.lower() for v in validity}]
-            if clash:
-                raise load_option(
-                    f"`{name}` names {clash[0]!r}, which is a validity column of the history",
-                    "rename the source column in a transform, or the validity column "
-                    "(valid_from_column, ...)",
-                    at=name,
-                )
-        overlap = [c for c in self.track or [] if c in keys]
-        if overlap:
-            raise load_option(
-                f"`track` names the key column {overlap[0]!r}: a key never changes within a record",
-                "track the non-key columns only",
-                at="track",
-            )
-        if self.key == ROW_HASH and self.track is not None:
-            raise load_option(
-                "key = 'row_hash' tracks every column (a changed row is a new record), so "
-                "`track` has nothing to choose",
-                "remove `track`, or key the records by their key columns",
-                at="track",
-            )
-        if self.change_time_column is not None and self.change_time_column in keys:
-            raise load_option(
-                "`change_time_column` is a key column",
-                "name the column that says when the row changed, e.g. updated_at",
-                at="change_time_column",
-            )
+    @property
+    def strategy(self) -> LoadStrategy:
+        """The mode's strategy: what it needs, how it shapes the rows, how it writes."""
+        return strategy_of(self)
 
     def primary_key(self) -> list[str] | None:
-        """The primary key of a target the first load creates: upsert's key, or scd2's key and
-        valid_from (one version of a record starts at a time)."""
-        if self.mode is LoadMode.SCD2:
-            return [*self.key_columns, self.valid_from_column]
-        return list(self.upsert_key) if self.upsert_key else None
+        """The primary key of a target the first load creates (upsert's key; scd2's key and
+        valid_from)."""
+        return self.strategy.primary_key(self)
 
     @property
     def key_columns(self) -> list[str]:
@@ -269,24 +260,12 @@ class LoadSpec(SpecModel):
         """(name, Spark type) of the columns this mode adds to every staged row, after the
         source's: scd2's row hash and validity columns, upsert's deleted_at for soft deletes.
         The target is created (and evolved) with them like any source column."""
-        if self.mode is LoadMode.SCD2:
-            hashed = [(ROW_HASH_COLUMN, "string")] if self.key == ROW_HASH else []
-            return [
-                *hashed,
-                (self.valid_from_column, "timestamp"),
-                (self.valid_to_column, "timestamp"),
-                (self.is_current_column, "boolean"),
-            ]
-        if self.mode is LoadMode.UPSERT and self.deletes == "soft":
-            return [(self.deleted_at_column, "timestamp")]
-        return []
+        return self.strategy.added_columns(self)
 
     @property
     def detects_deletes(self) -> bool:
         """Does a load compare the snapshot with the target to delete or close absent keys?"""
-        if self.mode is LoadMode.SCD2:
-            return self.deletes != "ignore"
-        return self.mode is LoadMode.UPSERT and self.deletes is not None
+        return self.strategy.detects_deletes(self)
 
 
 def _check_scope(text: str) -> None:

@@ -11,7 +11,8 @@ from pydantic_core import PydanticCustomError
 from hakiri.spec.base import Duration, Name, PipelineId, SpecModel
 from hakiri.spec.datetime_patterns import pattern_problem
 from hakiri.spec.hooks import HooksSpec, SqlHook
-from hakiri.spec.load import LoadMode, LoadSpec, load_option
+from hakiri.spec.load import LoadMode, LoadSpec, ModeName, load_option
+from hakiri.spec.modes import ModeOptionError
 from hakiri.spec.quality import QuarantineSpec, ValidateSpec
 from hakiri.spec.schedule import parse_schedule
 from hakiri.spec.transforms import TransformStep
@@ -369,9 +370,10 @@ class PipelineSpec(SpecModel):
         return value
 
     @model_validator(mode="after")
-    def _swap_hooks_can_run_in_a_transaction(self) -> Self:
-        # blue_green runs SQL post hooks inside its swap transaction; VACUUM cannot run there.
-        if self.load.mode is not LoadMode.BLUE_GREEN:
+    def _commit_hooks_can_run_in_a_transaction(self) -> Self:
+        # A mode that runs the SQL post hooks inside its commit (blue_green: inside the swap
+        # transaction): VACUUM cannot run there.
+        if not self.load.strategy.post_hook_in_commit:
             return self
         from hakiri.guards.sql import check_admin_sql
 
@@ -379,9 +381,10 @@ class PipelineSpec(SpecModel):
             if isinstance(hook, SqlHook) and check_admin_sql(hook.statement).needs_autocommit:
                 raise PydanticCustomError(
                     "hook_needs_autocommit",
-                    "blue_green runs post hooks inside its swap transaction, where `{statement}` "
+                    "{mode} runs post hooks inside its swap transaction, where `{statement}` "
                     "cannot run",
                     {
+                        "mode": str(self.load.mode),
                         "statement": hook.statement,
                         "hint": "use ANALYZE here, or run VACUUM from a schedule of its own",
                     },
@@ -393,36 +396,21 @@ class PipelineSpec(SpecModel):
         """What a load mode needs from the source: full snapshots to find deletes in, a cursor
         range to replace."""
         load = self.load
+        strategy = load.strategy
         cursors = self.cursor_columns()
         if load.detects_deletes and cursors:
-            if load.mode is LoadMode.SCD2:
-                hint = 'set deletes = "ignore": an incremental batch is not a full snapshot'
-            else:
-                hint = "remove `deletes`, or read the table whole (no `incremental`) to compare it"
             raise load_option(
-                f"load mode {load.mode.value} finds deleted keys by comparing a full snapshot "
+                f"load mode {load.mode} finds deleted keys by comparing a full snapshot "
                 "with the target, and this source reads increments past a cursor "
                 f"({', '.join(sorted(set(cursors)))}): every key it did not re-read would be "
                 "deleted",
-                hint,
+                strategy.deletes_with_cursor_hint(),
                 at="load.deletes" if "deletes" in load.model_fields_set else "load.mode",
             )
-        if load.mode is LoadMode.REPLACE_WINDOW and load.window == "range":
-            problem = None
-            if isinstance(self.source, FilesSource):
-                problem = "a files source has no cursor range"
-            elif len(cursors) < len(self.tables) or set(cursors) != {load.window_column}:
-                problem = (
-                    f"every table's cursor (`incremental`) must be the window column "
-                    f"{load.window_column!r}"
-                )
-            if problem:
-                raise load_option(
-                    f"window = 'range' replaces the cursor range of each batch: {problem}",
-                    f'set incremental = "{load.window_column}", or use window = "values" '
-                    "(the window is the values the batch has)",
-                    at="load.window",
-                )
+        try:
+            strategy.check_pipeline(self)
+        except ModeOptionError as exc:
+            raise load_option(exc.reason, exc.hint, at=exc.at) from None
         return self
 
     def cursor_columns(self) -> list[str]:
@@ -439,5 +427,5 @@ class PipelineSpec(SpecModel):
         return [TableSpec(name=t) if isinstance(t, str) else t for t in self.tables]
 
     @property
-    def mode(self) -> LoadMode:
+    def mode(self) -> LoadMode | ModeName:
         return self.load.mode

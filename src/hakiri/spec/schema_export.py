@@ -10,7 +10,7 @@ import json
 from functools import cache
 from typing import Any
 
-from hakiri.spec.load import REQUIRED_KEYS
+from hakiri.spec.load import required_keys
 from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ProjectFile
 
@@ -22,13 +22,13 @@ def _add_load_mode_rules(schema: dict[str, Any]) -> None:
     load = schema["$defs"]["LoadSpec"]
     load["allOf"] = [
         {
-            "if": {"properties": {"mode": {"const": mode.value}}, "required": ["mode"]},
+            "if": {"properties": {"mode": {"const": mode}}, "required": ["mode"]},
             "then": {
                 "required": [key],
-                "x-message": f"load mode '{mode.value}' requires `{key}`: {why}",
+                "x-message": f"load mode '{mode}' requires `{key}`: {why}",
             },
         }
-        for mode, (key, why) in REQUIRED_KEYS.items()
+        for mode, (key, why) in required_keys().items()
     ]
 
 

@@ -58,7 +58,6 @@ from hakiri.destinations.commit_checks import (
     check_validators,
     duplicate_keys_error,
     quarantine_of,
-    unknown_mode,
 )
 from hakiri.destinations.context.commit import (
     WATERMARK_COLUMN_KEY,
@@ -98,12 +97,12 @@ from hakiri.destinations.context.watermark import (
     read_mark,
 )
 from hakiri.destinations.context.writes import merge_rows, write_rows
-from hakiri.destinations.gates import check_cdc_mirror, check_empty_source
+from hakiri.destinations.gates import check_empty_source, check_mode_available
 from hakiri.errors import HookError, LoadError
 from hakiri.guards.spark_types import quoted_name
 from hakiri.observability import span
 from hakiri.quality.rules import RuleCheck
-from hakiri.spec.load import LoadMode
+from hakiri.spec.modes import Written
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -115,15 +114,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ContextDestination"]
 
-_MODES = (
-    LoadMode.APPEND,
-    LoadMode.TRUNCATE,
-    LoadMode.BLUE_GREEN,
-    LoadMode.UPSERT,
-    LoadMode.SCD2,
-    LoadMode.REPLACE_WINDOW,
-)
-
 
 @dataclass(frozen=True)
 class _Load:
@@ -133,9 +123,7 @@ class _Load:
     table: DeltaTable | None  # None: the table does not exist yet and the commit creates it
     files: list[Path]  # the staged part files
     rows: int  # the rows in them, counted when they were staged
-    merge_key: tuple[str, ...] | None  # upsert into an existing table
-    overwrite: bool
-    mode: LoadMode
+    merge_key: tuple[str, ...] | None  # the mode's key, checked against the staged rows
     watermark: Watermark | None
 
 
@@ -162,7 +150,7 @@ class ContextDestination:
         `.../quarantine/`: two writes, both from the rules' cached evaluation.
 
         incremental_watermark filters here: only rows past the current mark are staged."""
-        check_cdc_mirror(request.load)
+        check_mode_available(request.load)
         _refuse_unsupported(request)
         location = self._location(request.target_table, "target table")
         frame, quarantine = rows.split()
@@ -173,7 +161,8 @@ class ContextDestination:
         frame = writable_frame(frame)
         columns = staged_columns(frame.schema)
         previous = None
-        incremental = request.load.mode is LoadMode.INCREMENTAL_WATERMARK
+        load = request.load
+        incremental = load.strategy.high_water_mark(load) is not None
         if incremental:
             previous = read_mark(self.spark(), open_table(location), location, request)
             frame = keep_after_mark(frame, request, previous)
@@ -282,7 +271,7 @@ class ContextDestination:
         location = self._location(request.target_table, "target table")
         area = staging_area(self.store, staged.staging_table)
         try:
-            check_cdc_mirror(request.load)
+            check_mode_available(request.load)
             check_empty_source(request.load, staged.rows, str(location))
             _refuse_unsupported(request)
             if is_committed(location, request):
@@ -324,13 +313,12 @@ class ContextDestination:
         table = open_table(location)
         if table is not None:
             check_staged_schema(table, schema, location)
-        mode = request.load.mode
+        load = request.load
         merge_key = None
-        if mode is LoadMode.UPSERT:
-            key = self._check_upsert(files, schema, table, request, location)
-            merge_key = key if table is not None else None
+        if load.strategy.merge_key(load) is not None:
+            merge_key = self._check_upsert(files, schema, table, request, location)
         watermark = None
-        if mode is LoadMode.INCREMENTAL_WATERMARK:
+        if load.strategy.high_water_mark(load) is not None:
             recorded = area.manifest().get("watermark")
             if recorded is None:
                 raise LoadError(
@@ -338,16 +326,12 @@ class ContextDestination:
                     "apply again to re-stage the batch",
                 )
             watermark = Watermark.from_dict(recorded)
-        elif mode not in _MODES:
-            unknown_mode(request.load)
         return _Load(
             location=location,
             table=table,
             files=files,
             rows=rows,
             merge_key=merge_key,
-            overwrite=mode in (LoadMode.TRUNCATE, LoadMode.BLUE_GREEN),
-            mode=mode,
             watermark=watermark,
         )
 
@@ -473,48 +457,10 @@ class ContextDestination:
             if load.watermark.mark is not None:
                 metadata[WATERMARK_KEY] = load.watermark.mark
         checkpoint("before_dest_commit")
-        history = load.mode in (LoadMode.SCD2, LoadMode.REPLACE_WINDOW) or (
-            load.merge_key is not None and request.load.deletes is not None
+        written = request.load.strategy.write(
+            request.load, _DeltaWriter(self, load, request, metadata)
         )
-        if self._commits_by_delta_rs() and not history:
-            return self._publish_by_delta_rs(load, request, metadata)
-        # scd2, replace_window and deletes: Delta MERGEs (`merge.DeltaMerge`, which hands them
-        # to delta-rs with the batch's identity on an engine whose MERGE drops it).
-        spark = self._delta_spark()
-        exists = load.table is not None
-        if load.mode is LoadMode.SCD2:
-            return merge_scd2(spark, load.location, load.files, request, metadata, exists)
-        if load.mode is LoadMode.REPLACE_WINDOW and exists:
-            return merge_replace_window(spark, load.location, load.files, request, metadata)
-        if load.merge_key is not None and request.load.deletes is not None:
-            return merge_upsert_with_deletes(
-                spark, load.location, load.files, load.merge_key, request, metadata
-            )
-        if load.merge_key is not None:
-            return merge_rows(
-                spark, load.location, load.files, load.merge_key, request, metadata
-            ), 0
-        write_rows(
-            self._delta_spark(),
-            load.location,
-            load.files,
-            overwrite=load.overwrite,
-            request=request,
-            metadata=metadata,
-        )
-        return load.rows, 0
-
-    def _publish_by_delta_rs(
-        self, load: _Load, request: LoadRequest, metadata: dict[str, str]
-    ) -> tuple[int, int]:
-        """`_publish` on an engine whose Delta writer drops the batch's transaction identity:
-        delta-rs commits the staged files (`rs_commit`)."""
-        if load.merge_key is not None:
-            return merge_files(load.location, load.files, load.merge_key, request, metadata), 0
-        append_files(
-            load.location, load.files, overwrite=load.overwrite, request=request, metadata=metadata
-        )
-        return load.rows, 0
+        return written.rows, written.deleted
 
     # ------------------------------------------------------------------ helpers
 
@@ -531,6 +477,108 @@ class ContextDestination:
     def _location(self, table: str, what: str) -> Path:
         check_table_name(table, what)
         return self.store / table
+
+
+class _DeltaWriter:
+    """The load modes' write primitives (`spec.modes.ModeWriter`) on a Delta table: each ONE
+    commit with the batch's transaction identity. Plain writes and key merges are committed
+    by delta-rs on an engine whose Delta writer drops that identity; the history-keeping
+    merges (scd2, replace_window, deletes) by Spark (`merge.DeltaMerge`, which hands them to
+    delta-rs on an engine whose MERGE drops it)."""
+
+    def __init__(
+        self,
+        destination: ContextDestination,
+        load: _Load,
+        request: LoadRequest,
+        metadata: dict[str, str],
+    ) -> None:
+        self.destination = destination
+        self.load = load
+        self.request = request
+        self.metadata = metadata
+
+    def insert(self) -> Written:
+        return self._write(overwrite=False)
+
+    def replace(self) -> Written:
+        # One new table version replaces every row atomically: readers never see it empty.
+        return self._write(overwrite=True)
+
+    def swap(self) -> Written:
+        return self._write(overwrite=True)
+
+    def insert_past_watermark(self) -> Written:
+        # Only rows past the mark were staged (`stage`); the mark rides in the commit's metadata.
+        return self._write(overwrite=False)
+
+    def merge(self, key: Sequence[str], *, update: bool) -> Written:
+        load, request = self.load, self.request
+        if load.table is None:  # nothing to match: the batch creates the table
+            return self._write(overwrite=False)
+        if request.load.deletes is not None:
+            if not update:
+                raise LoadError(
+                    f"load mode {request.load.mode} cannot detect deletes in {load.location}",
+                    "remove `deletes` from [pipeline.load]",
+                )
+            rows, deleted = merge_upsert_with_deletes(
+                self._spark(), load.location, load.files, key, request, self.metadata
+            )
+            return Written(rows, deleted)
+        if self.destination._commits_by_delta_rs():
+            return Written(
+                merge_files(load.location, load.files, key, request, self.metadata, update=update)
+            )
+        rows = merge_rows(
+            self._spark(), load.location, load.files, key, request, self.metadata, update=update
+        )
+        return Written(rows)
+
+    def history(self) -> Written:
+        load = self.load
+        rows, closed = merge_scd2(
+            self._spark(),
+            load.location,
+            load.files,
+            self.request,
+            self.metadata,
+            load.table is not None,
+        )
+        return Written(rows, closed)
+
+    def replace_window(self) -> Written:
+        load = self.load
+        if load.table is None:
+            return self._write(overwrite=False)
+        rows, deleted = merge_replace_window(
+            self._spark(), load.location, load.files, self.request, self.metadata
+        )
+        return Written(rows, deleted)
+
+    def _write(self, *, overwrite: bool) -> Written:
+        load, request = self.load, self.request
+        if self.destination._commits_by_delta_rs():
+            append_files(
+                load.location,
+                load.files,
+                overwrite=overwrite,
+                request=request,
+                metadata=self.metadata,
+            )
+        else:
+            write_rows(
+                self._spark(),
+                load.location,
+                load.files,
+                overwrite=overwrite,
+                request=request,
+                metadata=self.metadata,
+            )
+        return Written(load.rows)
+
+    def _spark(self) -> SparkSession:
+        return self.destination._delta_spark()
 
 
 def _refuse_unsupported(request: LoadRequest) -> None:

@@ -242,10 +242,12 @@ def merge_files(
     key: Sequence[str],
     request: LoadRequest,
     metadata: dict[str, str],
+    *,
+    update: bool = True,
 ) -> int:
     """delta-rs's MERGE of the staged rows into the table on `key` (a match gets every staged
-    column, the rest is inserted), streamed from the Parquet files; the rows inserted or
-    updated. A missing table is created from the files instead."""
+    column, or is left alone without `update`; the rest is inserted), streamed from the Parquet
+    files; the rows inserted or updated. A missing table is created from the files instead."""
     import pyarrow.dataset as ds
 
     table = open_table(location)
@@ -262,7 +264,7 @@ def merge_files(
             target_alias="t",
             commit_properties=_properties(request, metadata),
         )
-        if [name for name in dataset.schema.names if name not in key]:
+        if update and [name for name in dataset.schema.names if name not in key]:
             merger = merger.when_matched_update_all()
         metrics = merger.when_not_matched_insert_all().execute()
     return int(metrics.get("num_target_rows_inserted", 0)) + int(

@@ -84,9 +84,12 @@ def merge_rows(
     key: Sequence[str],
     request: LoadRequest,
     metadata: dict[str, str],
+    *,
+    update: bool = True,
 ) -> int:
     """Delta's MERGE of the staged rows into the table on `key`, executed by Spark: a match gets
-    every staged column, the rest is inserted. The rows inserted or updated.
+    every staged column (left alone without `update`), the rest is inserted. The rows inserted
+    or updated.
 
     Table columns the staged files lack are left alone in matched rows and NULL in inserted
     ones; with nothing but the key staged, matched rows are not touched at all. The transaction
@@ -101,7 +104,7 @@ def merge_rows(
     condition = " AND ".join(f"t.{quoted_name(k)} = s.{quoted_name(k)}" for k in key)
     with spark_errors(f"merging into the Delta table at {location}", fallback=LoadError):
         merge = DeltaMerge(session, location, staged, condition)
-        updated = [n for n in names if n not in key]
+        updated = [n for n in names if n not in key] if update else []
         if updated:
             merge.when_matched_update({quoted_name(n): f"s.{quoted_name(n)}" for n in updated})
         merge.when_not_matched_insert({quoted_name(n): f"s.{quoted_name(n)}" for n in names})

@@ -37,35 +37,22 @@ from hakiri.destinations.base import (
     TargetColumn,
 )
 from hakiri.destinations.capabilities import POSTGRES
-from hakiri.destinations.commit_checks import check_validators, quarantine_of, unknown_mode
+from hakiri.destinations.commit_checks import check_validators, quarantine_of
+from hakiri.destinations.gates import check_empty_source, check_mode_available
 from hakiri.destinations.postgres.copy_writer import (
     CopyStageWriter,
     QuarantineSplit,
     copy_statement,
 )
 from hakiri.destinations.postgres.evolve import evolve_target
-from hakiri.destinations.postgres.history import (
-    count_deletes,
-    detect_deletes,
-    load_replace_window,
-    load_scd2,
-)
+from hakiri.destinations.postgres.history import count_deletes
 from hakiri.destinations.postgres.inspect import inspect_postgres_target, observe_targets
 from hakiri.destinations.postgres.ledger import LoadLedger, ensure_ledger_tables
 from hakiri.destinations.postgres.load_modes import (
-    DESTRUCTIVE_MODES,
     LoadContext,
     backup_target,
-    check_cdc_mirror,
-    check_empty_source,
     create_target,
-    insert_from_staging,
     is_text_type,
-    load_append,
-    load_incremental_watermark,
-    load_truncate,
-    load_upsert,
-    refuse_repeated_keys,
     relation_exists,
 )
 from hakiri.destinations.postgres.names import check_identifier
@@ -95,14 +82,13 @@ from hakiri.destinations.postgres.staging import (
     staging_name,
     writable_frame,
 )
-from hakiri.destinations.postgres.swap import load_blue_green
+from hakiri.destinations.postgres.writer import PostgresWriter
 from hakiri.errors import HakiriError, LoadError
 from hakiri.hooks.runner import SqlLikeHook, run_sql_hooks
 from hakiri.observability import span
 from hakiri.quality.rules import RuleCheck, TaggedRows
 from hakiri.quality.validators import ProbeResult, probe_staged
 from hakiri.spark.engines import engine_of_session, support
-from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
     import psycopg
@@ -192,7 +178,7 @@ class PostgresDestination:
         target stores as text is staged as NULL. The COPY writer sorts rows and violations in
         the one pass that reads them; the JDBC writer writes the two from the rules' cached
         evaluation."""
-        check_cdc_mirror(request.load)
+        check_mode_available(request.load)
         schema = self._schema(request)
         check_identifier(request.target_table, "target table")
         keep = request.quarantine is not None
@@ -234,7 +220,7 @@ class PostgresDestination:
         )
         like = None
         if (
-            request.load.mode is LoadMode.BLUE_GREEN
+            "swap" in request.load.strategy.needs  # staged like the target, swapped in as is
             and isinstance(writer, CopyStageWriter)
             and target is not None
             and not request.replay_of
@@ -496,7 +482,7 @@ class PostgresDestination:
     ) -> LoadResult:
         schema = self._schema(request)
         try:
-            check_cdc_mirror(request.load)
+            check_mode_available(request.load)
             check_empty_source(request.load, staged.rows, f"{schema}.{request.target_table}")
             return self._retrying(lambda: self._commit_once(staged, request, schema, checkpoint))
         except BaseException:
@@ -577,43 +563,18 @@ class PostgresDestination:
             target_columns,
             staging_obs.columns,
         )
-        mode = request.load.mode
+        strategy = request.load.strategy
         backup = None
-        if request.load.backup_before_load and not created and mode in DESTRUCTIVE_MODES:
+        if request.load.backup_before_load and not created and strategy.destructive:
             backup = backup_target(ctx)
-
-        watermark = None
-        deleted = 0
-        if mode is LoadMode.APPEND:
-            rows = load_append(ctx)
-        elif mode is LoadMode.TRUNCATE:
-            rows = load_truncate(ctx)
-        elif mode is LoadMode.UPSERT:
-            checked = request.load.deletes is not None
-            if checked:  # the repeated keys are refused before the delete guard judges
-                refuse_repeated_keys(ctx)
-                deleted = detect_deletes(ctx)
-            rows = load_upsert(ctx, keys_checked=checked)
-        elif mode is LoadMode.SCD2:
-            rows, deleted = load_scd2(ctx)
-        elif mode is LoadMode.REPLACE_WINDOW:
-            rows, deleted = load_replace_window(ctx)
-        elif mode is LoadMode.BLUE_GREEN and created:
-            # Nothing to swap with: load the new table directly.
-            rows = insert_from_staging(ctx)
-            if request.post_hook is not None:
-                request.post_hook(conn)
-        elif mode is LoadMode.BLUE_GREEN:
-            rows = load_blue_green(
-                ctx,
-                request.post_hook,
-                self.lock_timeout,
-                staged_like_target=staged.rows if staged.like_target else None,
-            )
-        elif mode is LoadMode.INCREMENTAL_WATERMARK:
-            rows, watermark = load_incremental_watermark(ctx)
-        else:
-            unknown_mode(request.load)
+        writer = PostgresWriter(
+            ctx,
+            created=created,
+            lock_timeout=self.lock_timeout,
+            staged_like_target=staged.rows if staged.like_target else None,
+        )
+        written = strategy.write(request.load, writer)
+        rows, deleted, watermark = written.rows, written.deleted, written.watermark
 
         quarantined = self._quarantine(conn, staged, staging_schema, request, schema)
         if request.replay_of and request.quarantine is not None:

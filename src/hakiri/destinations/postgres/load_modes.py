@@ -22,50 +22,25 @@ from hakiri.destinations.commit_checks import (
     check_upsert_key,
     duplicate_keys_error,
 )
-from hakiri.destinations.gates import _REPLACING_MODES as _REPLACING_MODES
-from hakiri.destinations.gates import (  # re-exported: they lived here before the context store shared them
-    CDC_DOCS,
-    STREAMING_ENV,
-    check_cdc_mirror,
-    check_empty_source,
-)
 from hakiri.destinations.postgres.ledger import WatermarkStore
 from hakiri.destinations.postgres.names import derived_name, mark_table, utc_now
 from hakiri.errors import LoadError
 from hakiri.quality.validators import repeated_keys
-from hakiri.spec.load import LoadMode
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
-    "CDC_DOCS",
-    "DESTRUCTIVE_MODES",
-    "STREAMING_ENV",
     "LoadContext",
     "backup_target",
-    "check_cdc_mirror",
-    "check_empty_source",
     "create_target",
     "insert_from_staging",
     "is_text_type",
-    "load_append",
     "load_incremental_watermark",
     "load_truncate",
     "load_upsert",
     "refuse_repeated_keys",
 ]
-
-# Modes that change or remove rows already in the target: backup_before_load snapshots first.
-DESTRUCTIVE_MODES = frozenset(
-    {
-        LoadMode.TRUNCATE,
-        LoadMode.BLUE_GREEN,
-        LoadMode.UPSERT,
-        LoadMode.SCD2,
-        LoadMode.REPLACE_WINDOW,
-    }
-)
 
 _NUMERIC_TYPES = ("smallint", "integer", "bigint", "numeric", "real", "double precision")
 _TEMPORAL_TYPES = ("date", "timestamp")
@@ -205,10 +180,6 @@ def _insert_sql(
     )
 
 
-def load_append(ctx: LoadContext) -> int:
-    return insert_from_staging(ctx)
-
-
 def load_truncate(ctx: LoadContext) -> int:
     # In the commit transaction: a failed insert rolls the TRUNCATE back with it.
     ctx.conn.execute(sql.SQL("TRUNCATE TABLE {}").format(ctx.target))
@@ -232,11 +203,12 @@ def refuse_repeated_keys(ctx: LoadContext) -> None:
         raise duplicate_keys_error(key, examples, repeated, ctx.request.source_label)
 
 
-def load_upsert(ctx: LoadContext, *, keys_checked: bool = False) -> int:
-    """INSERT … ON CONFLICT (key) DO UPDATE from the staging table; the rows written. A key
-    repeated among the staged rows is refused (`refuse_repeated_keys`): looked for only when
-    PostgreSQL stops the upsert at one (a second update of a row in one command), since
-    counting the staged keys first costs as much as a quarter of the upsert."""
+def load_upsert(ctx: LoadContext, *, keys_checked: bool = False, update: bool = True) -> int:
+    """INSERT … ON CONFLICT (key) DO UPDATE (DO NOTHING without `update`) from the staging
+    table; the rows written. A key repeated among the staged rows is refused
+    (`refuse_repeated_keys`): looked for only when PostgreSQL stops the upsert at one (a second
+    update of a row in one command), since counting the staged keys first costs as much as a
+    quarter of the upsert."""
     key = list(
         check_upsert_key(
             ctx.request.load,
@@ -246,15 +218,15 @@ def load_upsert(ctx: LoadContext, *, keys_checked: bool = False) -> int:
         )
     )
     columns = ctx.columns()
-    updated = [c.name for c in columns if c.name not in key]
+    updated = [c.name for c in columns if c.name not in key] if update else []
     if not _has_unique_index_on(ctx, key):
         raise LoadError(
             f"upsert into {ctx.qualified} needs a unique constraint on {key}, and the target has none",
             "add one: ALTER TABLE … ADD PRIMARY KEY (…) or CREATE UNIQUE INDEX … ON … (…)",
         )
     if not updated:
-        # The source sends only the key (its other columns were dropped): new keys are
-        # inserted, rows already there keep their values.
+        # The source sends only the key (its other columns were dropped), or the mode keeps
+        # rows already there: new keys are inserted, the others keep their values.
         # DO NOTHING would skip a repeated key's second row without a word: look first.
         if not keys_checked:
             refuse_repeated_keys(ctx)

@@ -8,7 +8,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from hakiri.destinations.postgres.load_modes import STREAMING_ENV
+from hakiri.destinations.gates import STREAMING_ENV
 from hakiri.errors import LoadError
 from hakiri.spec.load import LoadMode, LoadSpec
 from tests.integration.destinations.load.support import (
