@@ -76,6 +76,7 @@ class FakeDestination:
         self.tables: dict[TableKey, FakeTable] = {}
         self.staging: dict[str, _Staged] = {}
         self.ledger: dict[LedgerKey, int] = {}  # -> rows the batch loaded
+        self.staged: list[str] = []  # batch ids, every time one was staged
         self.commits = 0  # atomic commits made (an already committed batch makes none)
         self._failures: list[BaseException] = []  # raised by the next commits, in order
         self._lock = threading.Lock()  # chunk workers commit from several threads
@@ -122,6 +123,7 @@ class FakeDestination:
         name = f"_fake_stg_{uuid.uuid4().hex[:12]}"
         with self._lock:
             self.staging[name] = _Staged(columns, collected)
+            self.staged.append(request.batch_id)
         return StagedBatch(
             batch_id=request.batch_id,
             staging_schema=request.target_schema,

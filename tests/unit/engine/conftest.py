@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from hakiri.catalog.store import Catalog
+from hakiri.catalog.url import catalog_url
 from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.runner import PipelineRunner
 from hakiri.spec.loader import Project, load_project
@@ -71,12 +72,16 @@ class Bench:
     root: Path
     spark: Any
     destination: FakeDestination = field(default_factory=FakeDestination)
-    catalog_url: str = ""
 
-    def __post_init__(self) -> None:
-        self.catalog_url = f"sqlite:///{self.root / 'catalog.db'}"
+    @property
+    def catalog_url(self) -> str:
+        """The project's own catalog (SQLite under .hakiri/), where `hakiri plan` looks too."""
+        project = self.project()
+        return catalog_url(project.root, project.settings.catalog.url, {})
 
-    def manifest(self, load: str = '{ mode = "append" }', body: str = "") -> None:
+    def manifest(
+        self, load: str = '{ mode = "append" }', source: str = '{ path = "data/*.csv" }'
+    ) -> None:
         self.write(
             "hakiri.toml",
             f"""
@@ -88,11 +93,10 @@ class Bench:
 
             [[pipeline]]
             id = "p"
-            source = {{ connector = "files", config = {{ path = "data/*.csv" }} }}
+            source = {{ connector = "files", config = {source} }}
             tables = ["t"]
             load = {load}
-            """
-            + textwrap.dedent(body),
+            """,
         )
 
     def write(self, relative: str, text: str) -> Path:
