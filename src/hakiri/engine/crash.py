@@ -6,14 +6,20 @@ first time the point is reached; `<point>:<n>` the n-th time in this process (e.
 `after_dest_commit:2`: while the second batch commits, into a target the first one
 already filled). Tests crash at every point and assert that a re-run leaves the
 target exactly as a clean run would.
+
+In-process tests use `crashing_at(point)` instead: the point raises `SimulatedCrash`, which
+`except Exception` does not catch, so the run stops there as a dead process would (its
+commits made, nothing after them) and the test goes on to run it again in the same process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
 
 CRASH_ENV = "HAKIRI_CRASH_AT"
 CRASH_EXIT_CODE = 137
@@ -24,12 +30,46 @@ SERVE_POINTS = ("after_fire_claim",)
 
 _hits: Counter[str] = Counter()
 _lock = threading.Lock()  # chunk workers reach the points from several threads
+# (point, hit, hits so far) while a `crashing_at` block runs: one for the whole process,
+# since the point may be reached in a chunk worker's thread.
+_armed: list[tuple[str, int, Counter[str]]] = []
+
+
+class SimulatedCrash(BaseException):
+    """A crash point reached inside `crashing_at`. A BaseException, like KeyboardInterrupt:
+    the engine's `except Exception` and `except HakiriError` let it through, as they could
+    not stop a real crash."""
+
+    def __init__(self, point: str, hit: int) -> None:
+        super().__init__(f"simulated crash at {point} (hit {hit})")
+        self.point, self.hit = point, hit
+
+
+@contextlib.contextmanager
+def crashing_at(point: str, hit: int = 1) -> Iterator[None]:
+    """While the block runs, the `hit`-th time `point` is reached raises SimulatedCrash
+    (hits counted from the block's start); HAKIRI_CRASH_AT is not consulted."""
+    _check(point)
+    if hit < 1:
+        raise ValueError(f"the hit to crash at must be 1 or more, not {hit}")
+    with _lock:
+        if _armed:
+            raise RuntimeError(f"already crashing at {_armed[0][0]}: one crash point at a time")
+        _armed.append((point, hit, Counter()))
+    try:
+        yield
+    finally:
+        with _lock:
+            _armed.clear()
 
 
 def crash_point(name: str) -> None:
-    """End the process abruptly if HAKIRI_CRASH_AT names this point (and this hit of it)."""
-    if name not in (*POINTS, *SERVE_POINTS):  # a typo would make a crash test pass vacuously
-        raise ValueError(f"unknown crash point {name!r}")
+    """End the process abruptly if HAKIRI_CRASH_AT names this point (and this hit of it);
+    inside `crashing_at`, raise SimulatedCrash at the point and hit it names instead."""
+    _check(name)
+    if _armed:
+        _simulate(name)
+        return
     wanted = os.environ.get(CRASH_ENV)
     if not wanted:
         return
@@ -45,3 +85,22 @@ def crash_point(name: str) -> None:
         sys.stderr.write(f"hakiri: crashing at {name} (hit {hit}, HAKIRI_CRASH_AT)\n")
         sys.stderr.flush()
         os._exit(CRASH_EXIT_CODE)
+
+
+def _simulate(name: str) -> None:
+    """Raise SimulatedCrash if the `crashing_at` block running names this point and hit."""
+    with _lock:
+        if not _armed:
+            return  # the block ended meanwhile, in another thread
+        point, hit, seen = _armed[0]
+        if point != name:
+            return
+        seen[name] += 1
+        if seen[name] != hit:
+            return
+    raise SimulatedCrash(name, hit)
+
+
+def _check(name: str) -> None:
+    if name not in (*POINTS, *SERVE_POINTS):  # a typo would make a crash test pass vacuously
+        raise ValueError(f"unknown crash point {name!r}")

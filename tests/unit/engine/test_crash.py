@@ -1,4 +1,5 @@
-"""HAKIRI_CRASH_AT: a named point ends the process at its first hit, or at the n-th."""
+"""HAKIRI_CRASH_AT: a named point ends the process at its first hit, or at the n-th; inside
+`crashing_at` it raises SimulatedCrash instead, for tests that crash and recover in-process."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from hakiri.engine.crash import CRASH_EXIT_CODE, crash_point
+from hakiri.engine.crash import CRASH_EXIT_CODE, SimulatedCrash, crash_point, crashing_at
 
 PROGRAM = """
 from hakiri.engine.crash import crash_point
@@ -45,3 +46,28 @@ def test_another_point_or_a_later_hit_never_crashes() -> None:
 def test_a_misspelt_point_is_an_error_not_a_crash_that_never_comes() -> None:
     with pytest.raises(ValueError, match="unknown crash point"):
         crash_point("after_stgae")
+
+
+def test_crashing_at_raises_at_the_hit_it_names_and_no_handler_of_errors_stops_it() -> None:
+    reached = []
+    with crashing_at("after_dest_commit", hit=2), pytest.raises(SimulatedCrash) as crashed:
+        for batch in (1, 2, 3):
+            try:
+                crash_point("before_dest_commit")  # another point: passed
+                crash_point("after_dest_commit")
+            except Exception:  # what the engine's error handling could catch
+                pytest.fail("a simulated crash must not be an Exception")
+            reached.append(batch)
+
+    assert reached == [1]
+    assert (crashed.value.point, crashed.value.hit) == ("after_dest_commit", 2)
+    crash_point("after_dest_commit")  # the block is over: nothing happens
+
+
+def test_crashing_at_leaves_the_environment_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Inside the block the environment's point is not consulted (it would os._exit the suite).
+    monkeypatch.setenv("HAKIRI_CRASH_AT", "after_stage")
+    with crashing_at("before_catalog_commit"):
+        crash_point("after_stage")
+    with pytest.raises(ValueError, match="unknown crash point"):
+        crashing_at("after_stgae").__enter__()

@@ -84,15 +84,6 @@ def test_committing_a_batch_twice_loads_it_once(
     assert staging_dirs(store) == []
 
 
-def test_the_checkpoints_surround_the_data_commit(
-    dest: ContextDestination, spark: SparkSession
-) -> None:
-    seen = Recorder()
-    load(dest, frame(spark, ORDERS, [(1, "a")]), request("orders"), checkpoint=seen)
-
-    assert seen.seen == ["before_dest_commit", "after_dest_commit"]
-
-
 @pytest.mark.parametrize(("mode", "options"), MODES)
 def test_a_crash_before_the_commit_leaves_the_previous_version_and_a_retry_loads_once(
     dest: ContextDestination, store: Path, spark: SparkSession, mode: str, options: dict

@@ -166,23 +166,6 @@ def no_checkpoint(name: str) -> None:
     del name
 
 
-class Recorder:
-    """A checkpoint that records the points it passes and may raise at one of them."""
-
-    def __init__(self, raise_at: str | None = None) -> None:
-        self.seen: list[str] = []
-        self.raise_at = raise_at
-
-    def __call__(self, name: str) -> None:
-        self.seen.append(name)
-        if name == self.raise_at:
-            raise Crash(name)
-
-
-class Crash(Exception):
-    pass
-
-
 @contextmanager
 def temp_role(conn: psycopg.Connection, *, login: bool = False) -> Iterator[str]:
     """A role of its own for one test (roles are cluster-wide), dropped with what it owns afterwards."""

@@ -1,4 +1,6 @@
-"""The commit protocol: empty-source guard, backups, the ledger, and the checkpoints around COMMIT."""
+"""PostgreSQL's side of the commit protocol: the empty-source guard, backups, and the ledger
+across targets and databases. What every destination promises (the ledger, the checkpoints
+around COMMIT, a failure before it) is tests/integration/destinations/test_conformance.py."""
 
 from __future__ import annotations
 
@@ -12,8 +14,6 @@ from psycopg import sql
 from hakiri.errors import EmptySource
 from hakiri.spec.load import LoadMode
 from tests.integration.destinations.load.support import (
-    Crash,
-    Recorder,
     create_table,
     destination,
     exists,
@@ -194,26 +194,6 @@ def test_no_backup_for_an_append(pg_url: str, pg_conn: psycopg.Connection, pg_sc
 # ---------------------------------------------------------------- ledger
 
 
-def test_committing_the_same_batch_twice_loads_it_once(
-    pg_url: str, pg_conn: psycopg.Connection, pg_schema: str
-) -> None:
-    create_table(pg_conn, pg_schema, "t", "id bigint, name text")
-    dest = destination(pg_url, pg_schema)
-    req = request(pg_schema, "t")
-
-    first = dest.commit(stage_rows(pg_conn, pg_schema, COLUMNS, [(1, "a")]), req, no_checkpoint)
-    again = stage_rows(pg_conn, pg_schema, COLUMNS, [(1, "a")])
-    second = dest.commit(again, req, no_checkpoint)
-
-    assert (first.rows_loaded, first.already_committed) == (1, False)
-    assert (second.rows_loaded, second.already_committed) == (0, True)
-    assert rows_of(pg_conn, pg_schema, "t") == [(1, "a")]
-    assert ledger_batches(pg_conn, pg_schema) == [("batch-1", 1)]
-    assert not exists(pg_conn, pg_schema, again.staging_table)
-    assert dest.is_committed(req)
-    assert not dest.is_committed(request(pg_schema, "t", batch="batch-2"))
-
-
 def test_the_same_batch_into_another_target_is_loaded_there_too(
     pg_url: str, pg_conn: psycopg.Connection, pg_schema: str
 ) -> None:
@@ -242,53 +222,3 @@ def test_is_committed_is_false_before_the_ledger_exists(
         assert destination(url, "public").is_committed(request("public", "t")) is False
     finally:
         pg_conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(database)))
-
-
-# ---------------------------------------------------------------- checkpoints
-
-
-def test_checkpoints_surround_the_commit(
-    pg_url: str, pg_conn: psycopg.Connection, pg_schema: str
-) -> None:
-    staged = stage_rows(pg_conn, pg_schema, COLUMNS, [(1, "a")])
-    checkpoint = Recorder()
-
-    destination(pg_url, pg_schema).commit(staged, request(pg_schema, "t"), checkpoint)
-
-    assert checkpoint.seen == ["before_dest_commit", "after_dest_commit"]
-
-
-def test_failing_before_the_commit_leaves_target_and_ledger_unchanged(
-    pg_url: str, pg_conn: psycopg.Connection, pg_schema: str
-) -> None:
-    create_table(pg_conn, pg_schema, "t", "id bigint, name text")
-    insert(pg_conn, pg_schema, "t", [(1, "a")])
-    staged = stage_rows(pg_conn, pg_schema, COLUMNS, [(2, "b")])
-    dest = destination(pg_url, pg_schema)
-    req = request(pg_schema, "t", LoadMode.TRUNCATE)
-
-    with pytest.raises(Crash):
-        dest.commit(staged, req, Recorder(raise_at="before_dest_commit"))
-
-    assert rows_of(pg_conn, pg_schema, "t") == [(1, "a")]
-    assert ledger_batches(pg_conn, pg_schema) == [] and not dest.is_committed(req)
-    assert not exists(pg_conn, pg_schema, staged.staging_table)
-
-
-def test_failing_after_the_commit_leaves_the_batch_committed(
-    pg_url: str, pg_conn: psycopg.Connection, pg_schema: str
-) -> None:
-    create_table(pg_conn, pg_schema, "t", "id bigint, name text")
-    insert(pg_conn, pg_schema, "t", [(1, "a")])
-    staged = stage_rows(pg_conn, pg_schema, COLUMNS, [(2, "b")])
-    dest = destination(pg_url, pg_schema)
-    req = request(pg_schema, "t", LoadMode.TRUNCATE)
-
-    with pytest.raises(Crash):
-        dest.commit(staged, req, Recorder(raise_at="after_dest_commit"))
-
-    assert rows_of(pg_conn, pg_schema, "t") == [(2, "b")]
-    assert ledger_batches(pg_conn, pg_schema) == [("batch-1", 1)] and dest.is_committed(req)
-    assert not exists(
-        pg_conn, pg_schema, staged.staging_table
-    )  # dropped in the committed transaction
