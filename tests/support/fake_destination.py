@@ -6,8 +6,9 @@ batch ids. Its commit is one atomic step: the new table and the ledger entry rep
 ones together, between checkpoint('before_dest_commit') and checkpoint('after_dest_commit').
 So a crash at any point is observable afterwards (a staging area left behind, a target
 untouched, a batch in the ledger that the catalog never marked), as it is in PostgreSQL or
-a Delta table. It loads append, truncate and upsert (by `upsert_key`) with their real
-semantics and refuses every other mode with a LoadError naming it.
+a Delta table. It offers the write primitives insert, replace and merge
+(`spec.modes.ModeWriter`), so it loads append, truncate, upsert and any mode built on those
+with their real semantics, and refuses every other mode with a LoadError naming it.
 
 It types its columns as the destination kind it stands in for (`kind_of(kind).column_type`),
 so the engine's schema guard decides as it would for that kind. The conformance suite
@@ -40,7 +41,7 @@ from hakiri.destinations.gates import check_empty_source
 from hakiri.destinations.kinds import kind_of
 from hakiri.errors import HookError, LoadError
 from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
-from hakiri.spec.load import LoadMode
+from hakiri.spec.modes import Written
 
 __all__ = ["FakeDestination", "FakeTable"]
 
@@ -69,7 +70,8 @@ class _Staged:
 class FakeDestination:
     """A `Destination` (hakiri.destinations.base) held in memory; see the module docstring."""
 
-    SUPPORTED = (LoadMode.APPEND, LoadMode.TRUNCATE, LoadMode.UPSERT)
+    # The write primitives (`spec.modes.ModeWriter`) it offers: the modes that need no other load.
+    PRIMITIVES = frozenset({"insert", "replace", "merge"})
 
     def __init__(self, kind: str = "context") -> None:
         self.kind = kind
@@ -264,16 +266,18 @@ class FakeDestination:
             {name: row.get(name) if name in shared else None for name in table.column_names}
             for row in batch.rows
         ]
-        if load.mode is LoadMode.APPEND:
-            table.rows.extend(incoming)
-            return table, len(incoming), 0
-        if load.mode is LoadMode.TRUNCATE:
-            table.rows = incoming
-            return table, len(incoming), 0
-        return self._upserted(table, incoming, request), len(incoming), 0
+        written = load.strategy.write(load, _FakeWriter(self, table, incoming, request))
+        return table, written.rows, written.deleted
 
-    def _upserted(self, table: FakeTable, incoming: list[Row], request: LoadRequest) -> FakeTable:
-        key = list(request.load.upsert_key or ())
+    def _merged(
+        self,
+        table: FakeTable,
+        incoming: list[Row],
+        request: LoadRequest,
+        key: Sequence[str],
+        *,
+        update: bool,
+    ) -> FakeTable:
         missing = [k for k in key if k not in table.column_names]
         if missing:
             raise LoadError(
@@ -300,7 +304,8 @@ class FakeDestination:
         for row in incoming:
             values = tuple(row[k] for k in key)
             if values in at:
-                table.rows[at[values]] = row
+                if update:
+                    table.rows[at[values]] = row
             else:
                 at[values] = len(table.rows)
                 table.rows.append(row)
@@ -310,10 +315,11 @@ class FakeDestination:
 
     def _check_mode(self, request: LoadRequest) -> None:
         load = request.load
-        if load.mode not in self.SUPPORTED or (load.mode is LoadMode.UPSERT and load.deletes):
-            mode = load.mode.value + (f" with deletes = {load.deletes!r}" if load.deletes else "")
+        if not set(load.strategy.needs) <= self.PRIMITIVES or load.deletes:
+            mode = f"{load.mode}" + (f" with deletes = {load.deletes!r}" if load.deletes else "")
             raise LoadError(
-                f"load mode {mode}: the fake destination loads append, truncate and upsert only",
+                f"load mode {mode}: the fake destination writes by "
+                f"{', '.join(sorted(self.PRIMITIVES))} only, without deletes",
                 "test this mode against PostgreSQL or the context store",
             )
 
@@ -337,3 +343,30 @@ class FakeDestination:
     @staticmethod
     def _qualified(request: LoadRequest) -> str:
         return ".".join(filter(None, (request.target_schema, request.target_table)))
+
+
+class _FakeWriter:
+    """The fake's write primitives, on a copy of the target (`_loaded`); the others refuse."""
+
+    def __init__(
+        self, fake: FakeDestination, table: FakeTable, incoming: list[Row], request: LoadRequest
+    ) -> None:
+        self.fake, self.table, self.incoming, self.request = fake, table, incoming, request
+
+    def insert(self) -> Written:
+        self.table.rows.extend(self.incoming)
+        return Written(len(self.incoming))
+
+    def replace(self) -> Written:
+        self.table.rows = list(self.incoming)
+        return Written(len(self.incoming))
+
+    def merge(self, key: Sequence[str], *, update: bool) -> Written:
+        self.fake._merged(self.table, self.incoming, self.request, key, update=update)
+        return Written(len(self.incoming))
+
+    def __getattr__(self, primitive: str) -> Any:
+        raise LoadError(
+            f"the fake destination has no {primitive!r} write",
+            "test this mode against PostgreSQL or the context store",
+        )

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from hakiri.errors import Diagnostic, ManifestError, ProjectNotFound
 from hakiri.spec.diagnostics import SchemaChecker, format_path, model_diagnostics
 from hakiri.spec.interpolate import references
+from hakiri.spec.load import mode_names
 from hakiri.spec.locate import KeyPath, LineIndex, index_json, index_toml
 from hakiri.spec.pipeline import PipelineSpec, PostgresDestination, PostgresSource
 from hakiri.spec.project import ProjectFile
@@ -72,14 +73,18 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-@cache
 def _project_checker() -> SchemaChecker:
-    return SchemaChecker(project_schema())
+    return _checker("project", tuple(mode_names()))
+
+
+def _pipeline_checker() -> SchemaChecker:
+    return _checker("pipeline", tuple(mode_names()))
 
 
 @cache
-def _pipeline_checker() -> SchemaChecker:
-    return SchemaChecker(pipeline_schema())
+def _checker(document: str, modes: tuple[str, ...]) -> SchemaChecker:
+    """One checker per document and set of load modes (a registered mode is in the schema)."""
+    return SchemaChecker(project_schema() if document == "project" else pipeline_schema())
 
 
 @dataclass

@@ -10,14 +10,16 @@ import json
 from functools import cache
 from typing import Any
 
-from hakiri.spec.load import required_keys
+from hakiri.spec.load import mode_names, required_keys
 from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ProjectFile
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
-def _add_load_mode_rules(schema: dict[str, Any]) -> None:
+def _add_load_mode_rules(schema: dict[str, Any], modes: tuple[str, ...]) -> None:
+    # The modes a manifest may name: the built-in ones and any registered (`spec.modes`).
+    schema["$defs"]["LoadMode"]["enum"] = list(modes)
     # pydantic enforces these in LoadSpec; if/then makes editors flag them too.
     load = schema["$defs"]["LoadSpec"]
     load["allOf"] = [
@@ -32,10 +34,18 @@ def _add_load_mode_rules(schema: dict[str, Any]) -> None:
     ]
 
 
-@cache
 def pipeline_schema() -> dict[str, Any]:
+    return _pipeline_schema(tuple(mode_names()))
+
+
+def project_schema() -> dict[str, Any]:
+    return _project_schema(tuple(mode_names()))
+
+
+@cache
+def _pipeline_schema(modes: tuple[str, ...]) -> dict[str, Any]:
     schema = PipelineSpec.model_json_schema(by_alias=True)
-    _add_load_mode_rules(schema)
+    _add_load_mode_rules(schema, modes)
     schema["properties"] = {
         "$schema": {
             "type": "string",
@@ -47,9 +57,9 @@ def pipeline_schema() -> dict[str, Any]:
 
 
 @cache
-def project_schema() -> dict[str, Any]:
+def _project_schema(modes: tuple[str, ...]) -> dict[str, Any]:
     schema = ProjectFile.model_json_schema(by_alias=True)
-    _add_load_mode_rules(schema)
+    _add_load_mode_rules(schema, modes)
     return {"$schema": DIALECT, "$id": "https://hakiri.dev/schemas/v1/project.json", **schema}
 
 
