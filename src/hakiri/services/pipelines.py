@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hakiri.spec.connections import destination_document
 from hakiri.spec.edit import (
     Change,
     Format,
@@ -45,10 +46,8 @@ def new_pipeline_document(
         "source": {"connector": source, "config": config},
     }
     document["tables"] = tables or [pipeline_id]
-    if destination == "context":
-        document["destination"] = {"connector": "context"}
-    elif destination:
-        document["destination"] = {"connector": "postgres", "config": {"connection": destination}}
+    if destination:
+        document["destination"] = destination_document(destination)
     if schedule:
         document["schedule"] = schedule
     load: dict[str, Any] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from hakiri.errors import HakiriError
@@ -70,6 +71,14 @@ def destination_kind(settings: ProjectFile, spec: PipelineSpec) -> str:
     if spec.destination is not None:
         return spec.destination.connector
     return "context" if settings.context.default_destination == "context" else "postgres"
+
+
+def destination_document(name: str) -> dict[str, Any]:
+    """The manifest's `destination` table for a destination named as `default_destination`
+    names one: 'context', or a connection's name."""
+    if name == "context":
+        return {"connector": "context"}
+    return {"connector": "postgres", "config": {"connection": name}}
 
 
 def target_of(settings: ProjectFile, spec: PipelineSpec, table: TableSpec) -> Target:

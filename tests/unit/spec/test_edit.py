@@ -206,6 +206,21 @@ def test_create_json_and_toml(project, cli) -> None:
     assert events.quarantine.enabled is True
 
 
+def test_create_names_its_destination_as_default_destination_would(project, cli) -> None:
+    warehouse = '[connections.warehouse]\ntype = "postgres"\nurl = "postgresql://h/db"\n'
+    project.write("hakiri.toml", COMMENTED.replace("\n# The orders", warehouse + "\n# The orders"))
+    for pipeline_id, destination in (("lake", "context"), ("wh", "warehouse")):
+        made = cli("pipeline", "create", pipeline_id, "--destination", destination)
+        assert made.exit_code == 0, made.stderr
+    assert json.loads(project.read("pipelines/lake.json"))["destination"] == {
+        "connector": "context"
+    }
+    assert json.loads(project.read("pipelines/wh.json"))["destination"] == {
+        "connector": "postgres",
+        "config": {"connection": "warehouse"},
+    }
+
+
 def test_create_refuses_an_existing_id_and_an_invalid_pipeline(project, cli) -> None:
     project.write("hakiri.toml", COMMENTED)
     snapshot = project.snapshot()
