@@ -1,8 +1,10 @@
-"""How rows are written into the target: the load modes and their options.
+"""How rows are written into the target: `[pipeline.load]`, the mode and its options.
 
-The rules that need only the manifest (a mode's required keys) are enforced here,
-when the manifest is parsed, so a JSON document cannot bypass them. The rules that
-need the live target's columns live in `hakiri.spec.rules`.
+Each mode is a strategy (`hakiri.spec.modes`, one module per mode); `LoadSpec.strategy`
+is the one the rest of hakiri asks. The rules that need only the manifest (a mode's
+required option, the options that belong to other modes, the mode's own checks) are
+enforced here, when the manifest is parsed, so a JSON document cannot bypass them. The
+rules that need the live target's columns live in `hakiri.spec.rules`.
 """
 
 from __future__ import annotations
@@ -71,8 +73,8 @@ def required_keys() -> dict[str, tuple[str, str]]:
 def mode_keys() -> dict[str, tuple[str, ...]]:
     """option -> the modes it means something to (set under another mode, it is an error)."""
     found: dict[str, tuple[str, ...]] = {}
-    for name, strategy in registered_modes().items():
-        for option in strategy.options:
+    for name in mode_names():
+        for option in strategy_of(name).options:
             found[option] = (*found.get(option, ()), name)
     return found
 
