@@ -234,6 +234,86 @@ def _text(value: str) -> exp.Literal:
     return exp.Literal.string(value)
 
 
+def _named(value: exp.Expr, name: str) -> exp.Alias:
+    return value.as_(name, quoted=True)
+
+
+def _cte(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def _event(
+    cells: Sequence[exp.Expr], at: exp.Expr, hashed: exp.Expr, kind: str, src: int
+) -> list[exp.Expr]:
+    """An event's columns: the history's, when (`_at`), the hash, the kind (v: a version,
+    d: a gap) and where it comes from (`_src` 1: staged, wins over 0: the history)."""
+    return [
+        *cells,
+        _named(at, "_at"),
+        _named(hashed, HASH),
+        _named(_text(kind), "_kind"),
+        _named(exp.Literal.number(src), "_src"),
+    ]
+
+
+def _events(
+    cols: HistoryColumns,
+    versions: exp.Table,
+    dialect: Dialect,
+    target: exp.Table | None,
+    keys: exp.Table | None,
+) -> list[tuple[str, exp.Query]]:
+    """The CTEs up to `events`: the staged versions and, with a target, its versions and its
+    gaps (a version closed with no successor at its end), of the affected keys only."""
+    key, names = cols.key, cols.columns
+
+    def of_keys(source: exp.Table, alias: str) -> exp.Select:
+        query = exp.select().from_(source.as_(alias, quoted=True))
+        if keys is not None:
+            query = query.join(keys.as_("k", quoted=True), on=keys_equal(key, alias, "k"))
+        return query
+
+    staged = of_keys(versions, "n").select(
+        *_event(
+            [column(c, "n") for c in names],
+            column(cols.valid_from, "n"),
+            column(HASH, "n"),
+            "v",
+            1,
+        )
+    )
+    if target is None:
+        return [("events", staged)]
+    successor = _over(exp.Lead(this=column(cols.valid_from, "t")), key, cols.valid_from, alias="t")
+    old = of_keys(target, "t").select(
+        *(column(c, "t") for c in names),
+        _named(column(cols.valid_from, "t"), "_at"),
+        _named(column(cols.valid_to, "t"), "_until"),
+        _named(row_hash(cols.tracked, "t", dialect), HASH),
+        _named(successor, "_next"),
+    )
+    before = exp.select(
+        *_event([column(c) for c in names], column("_at"), column(HASH), "v", 0)
+    ).from_(_cte("old"))
+    # A gap: the key, every other column NULL (in the columns' order, for UNION ALL).
+    types = cols.types
+    nulls = [
+        column(c) if c in key else _named(cast(exp.null(), types[c]) if types else exp.null(), c)
+        for c in names
+    ]
+    unfollowed = exp.or_(
+        column("_next").is_(exp.null()),
+        exp.NEQ(this=column("_next"), expression=column("_until")),
+    )
+    gaps = (
+        exp.select(*_event(nulls, column("_until"), exp.null(), "d", 0))
+        .from_(_cte("old"))
+        .where(exp.and_(column("_until").is_(exp.null()).not_(), exp.paren(unfollowed)))
+    )
+    events = exp.union(exp.union(before, gaps, distinct=False), staged, distinct=False)
+    return [("old", old), ("events", events)]
+
+
 def history(
     cols: HistoryColumns,
     versions: exp.Table,
@@ -244,96 +324,38 @@ def history(
     """The history of the affected `keys` computed again from its events: the versions of
     `target` (none: the history is new), its gaps, and the staged `versions`. Columns: the
     history's, with `HASH`."""
-    key, names = cols.key, cols.columns
-
-    def joined(source: exp.Table, alias: str) -> exp.Select:
-        query = exp.select().from_(source.as_(alias, quoted=True))
-        if keys is not None:
-            query = query.join(keys.as_("k", quoted=True), on=keys_equal(key, alias, "k"))
-        return query
-
-    staged = joined(versions, "n").select(
-        *(column(c, "n") for c in names),
-        column(cols.valid_from, "n").as_("_at", quoted=True),
-        column(HASH, "n"),
-        _text("v").as_("_kind", quoted=True),
-        exp.Literal.number(1).as_("_src", quoted=True),
-    )
-    ctes: list[tuple[str, exp.Query]] = []
-    events: exp.Query = staged
-    if target is not None:
-        old = joined(target, "t").select(
-            *(column(c, "t") for c in names),
-            column(cols.valid_from, "t").as_("_at", quoted=True),
-            column(cols.valid_to, "t").as_("_until", quoted=True),
-            row_hash(cols.tracked, "t", dialect).as_(HASH, quoted=True),
-            _over(exp.Lead(this=column(cols.valid_from, "t")), key, cols.valid_from, alias="t").as_(
-                "_next", quoted=True
-            ),
-        )
-        ctes.append(("old", old))
-        versions_before = exp.select(
-            *(column(c) for c in names),
-            column("_at"),
-            column(HASH),
-            _text("v").as_("_kind", quoted=True),
-            exp.Literal.number(0).as_("_src", quoted=True),
-        ).from_(exp.to_identifier("old", quoted=True))
-        # A gap: the key, every other column NULL (in the columns' order, for UNION ALL).
-        types = cols.types
-        gap_cells = [
-            column(c)
-            if c in key
-            else (cast(exp.null(), types[c]) if types else exp.null()).as_(c, quoted=True)
-            for c in names
-        ]
-        gaps = (
-            exp.select(
-                *gap_cells,
-                column("_until").as_("_at", quoted=True),
-                exp.null().as_(HASH, quoted=True),
-                _text("d").as_("_kind", quoted=True),
-                exp.Literal.number(0).as_("_src", quoted=True),
-            )
-            .from_(exp.to_identifier("old", quoted=True))
-            .where(
-                all_of(
-                    [
-                        column("_until").is_(exp.null()).not_(),
-                        exp.paren(
-                            exp.or_(
-                                column("_next").is_(exp.null()),
-                                exp.NEQ(this=column("_next"), expression=column("_until")),
-                            )
-                        ),
-                    ]
-                )
-            )
-        )
-        events = exp.union(exp.union(versions_before, gaps, distinct=False), staged, distinct=False)
-    ctes.append(("events", events))
-    star = exp.Star()
-    ranked = exp.select(
-        star,
-        _over(exp.RowNumber(), [*key, "_at"], "_src", descending=True).as_("_rank", quoted=True),
-    ).from_(exp.to_identifier("events", quoted=True))
-    ctes.append(("ranked", ranked))
-    one = (
-        exp.select(exp.Star())
-        .from_(exp.to_identifier("ranked", quoted=True))
-        .where(exp.EQ(this=column("_rank"), expression=exp.Literal.number(1)))
-    )
-    ctes.append(("one", one))
-    marked = exp.select(
-        exp.Star(),
-        _over(exp.Lag(this=column("_kind")), key, "_at").as_("_prev_kind", quoted=True),
-        _over(exp.Lag(this=column(HASH)), key, "_at").as_("_prev_h", quoted=True),
-    ).from_(exp.to_identifier("one", quoted=True))
-    ctes.append(("marked", marked))
+    key = cols.key
 
     def kind_is(name: str, value: str) -> exp.Expr:
         return exp.EQ(this=column(name), expression=_text(value))
 
+    def over_key(function: exp.Expr) -> exp.Window:
+        return _over(function, key, "_at")
+
+    ctes = _events(cols, versions, dialect, target, keys)
+    # one event per key and time: the staged one wins
+    first = _over(exp.RowNumber(), [*key, "_at"], "_src", descending=True)
+    ctes.append(("ranked", exp.select(exp.Star(), _named(first, "_rank")).from_(_cte("events"))))
+    ctes.append(
+        (
+            "one",
+            exp.select(exp.Star())
+            .from_(_cte("ranked"))
+            .where(exp.EQ(this=column("_rank"), expression=exp.Literal.number(1))),
+        )
+    )
+    ctes.append(
+        (
+            "marked",
+            exp.select(
+                exp.Star(),
+                _named(over_key(exp.Lag(this=column("_kind"))), "_prev_kind"),
+                _named(over_key(exp.Lag(this=column(HASH))), "_prev_h"),
+            ).from_(_cte("one")),
+        )
+    )
+    # an event that changes nothing is dropped: the same values again, a gap after a gap
+    # (or before any version)
     same_again = exp.Coalesce(
         this=exp.and_(
             kind_is("_prev_kind", "v"), exp.EQ(this=column("_prev_h"), expression=column(HASH))
@@ -341,34 +363,27 @@ def history(
         expressions=[exp.false()],
     )
     gap_again = exp.Coalesce(this=kind_is("_prev_kind", "d"), expressions=[exp.true()])
-    kept = (
-        exp.select(exp.Star())
-        .from_(exp.to_identifier("marked", quoted=True))
-        .where(
-            exp.and_(
-                exp.not_(exp.paren(exp.and_(kind_is("_kind", "v"), same_again))),
-                exp.not_(exp.paren(exp.and_(kind_is("_kind", "d"), gap_again))),
-            )
-        )
+    changes = exp.and_(
+        exp.not_(exp.paren(exp.and_(kind_is("_kind", "v"), same_again))),
+        exp.not_(exp.paren(exp.and_(kind_is("_kind", "d"), gap_again))),
     )
-    ctes.append(("kept", kept))
-    timed = exp.select(
-        exp.Star(), _over(exp.Lead(this=column("_at")), key, "_at").as_("_end", quoted=True)
-    ).from_(exp.to_identifier("kept", quoted=True))
-    ctes.append(("timed", timed))
+    ctes.append(("kept", exp.select(exp.Star()).from_(_cte("marked")).where(changes)))
+    # a version ends where the next event starts; the last one is current
+    ending = _named(over_key(exp.Lead(this=column("_at"))), "_end")
+    ctes.append(("timed", exp.select(exp.Star(), ending).from_(_cte("kept"))))
     query = (
         exp.select(
-            *(column(c) for c in names),
-            column("_at").as_(cols.valid_from, quoted=True),
-            column("_end").as_(cols.valid_to, quoted=True),
-            column("_end").is_(exp.null()).as_(cols.is_current, quoted=True),
+            *(column(c) for c in cols.columns),
+            _named(column("_at"), cols.valid_from),
+            _named(column("_end"), cols.valid_to),
+            _named(column("_end").is_(exp.null()), cols.is_current),
             column(HASH),
         )
-        .from_(exp.to_identifier("timed", quoted=True))
+        .from_(_cte("timed"))
         .where(kind_is("_kind", "v"))
     )
     for name, cte in ctes:
-        query = query.with_(exp.to_identifier(name, quoted=True), as_=cte)
+        query = query.with_(_cte(name), as_=cte)
     return query
 
 
