@@ -24,13 +24,14 @@ from hakiri.destinations.history.render import (
     timestamp,
 )
 from hakiri.errors import LoadError
-from hakiri.spec.load import LoadMode, LoadSpec
+from hakiri.spec.load import LoadSpec
 
 __all__ = [
     "absent_rows",
     "batch_time_of",
     "check_deleted_at",
     "deletes_verb",
+    "keeps_history",
     "live_rows",
     "planned_doomed",
     "planned_live",
@@ -38,9 +39,17 @@ __all__ = [
 ]
 
 
+def keeps_history(load: LoadSpec) -> bool:
+    """Does the mode write through the `history` primitive (scd2's versions)?"""
+    return "history" in load.strategy.needs
+
+
 def snapshot_key(load: LoadSpec) -> list[str]:
-    """The key a snapshot's rows are matched on: scd2's key, else the upsert key."""
-    return load.key_columns if load.mode is LoadMode.SCD2 else list(load.upsert_key or ())
+    """The key a snapshot's rows are matched on: the history's record key, else the mode's
+    merge key."""
+    if keeps_history(load):
+        return load.key_columns
+    return list(load.strategy.merge_key(load) or ())
 
 
 def batch_time_of(request: LoadRequest) -> datetime:
@@ -53,7 +62,7 @@ def batch_time_of(request: LoadRequest) -> datetime:
 
 
 def deletes_verb(load: LoadSpec) -> str:
-    return "delete" if load.deletes == "hard" else "mark deleted"
+    return load.strategy.delete_verb(load)
 
 
 def check_deleted_at(load: LoadSpec, target_columns: Collection[str], target: str) -> None:
@@ -90,7 +99,7 @@ def planned_live(load: LoadSpec, columns: Collection[str], alias: str = "t") -> 
     versions; upsert 'soft': not marked yet); None when an scd2 target has no current flag
     (it is no history hakiri wrote: nothing to count)."""
     conditions = [delete_scope(load, alias)]
-    if load.mode is LoadMode.SCD2:
+    if keeps_history(load):
         if load.is_current_column not in columns:
             return None
         conditions.append(column(load.is_current_column, alias))
@@ -104,7 +113,7 @@ def planned_doomed(
 ) -> exp.Expr:
     """Those live rows a snapshot may remove: scd2 closes only versions that started by the
     batch's time."""
-    if load.mode is not LoadMode.SCD2 or batch_time is None:
+    if not keeps_history(load) or batch_time is None:
         return live
     started = exp.LTE(
         this=column(load.valid_from_column, alias), expression=timestamp(batch_time, dialect)
