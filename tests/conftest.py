@@ -4,6 +4,8 @@
 - `pg_conn`: an autocommit psycopg connection to it, per test.
 - `pg_schema`: a fresh schema per test, dropped afterwards.
 - `spark`: one local SparkSession per session, with the PostgreSQL JDBC driver.
+- `api_server`: a GitHub-shaped HTTP API on loopback (tests/support/api_server.py) over a
+  small dataset, per test; it wants `API_TOKEN` as its bearer token.
 
 Tests that use any of these are marked `integration` automatically, so
 `pytest -m "not integration"` runs only the fast tests (no JVM, no server).
@@ -20,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.api_server import ApiServer
+from tests.support.github_dataset import GitHubDataset
 from tests.support.postgres import PostgresUnavailable, TestPostgres
 
 if TYPE_CHECKING:
@@ -84,6 +88,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"hakiri engine under test: {ENGINE}"
+
+
+API_TOKEN = "ghp_test0123456789abcdefSECRET"
+
+
+@pytest.fixture
+def api_server() -> Iterator[ApiServer]:
+    """3 repositories, 90 issues, 270 comments; bearer token API_TOKEN; a fresh request log."""
+    dataset = GitHubDataset.generate(repos=3, issues=90, comments=270, seed=31)
+    with ApiServer(dataset, token=API_TOKEN) as api:
+        yield api
 
 
 @pytest.fixture(scope="session")
