@@ -12,6 +12,7 @@
     ├── LeaseHeld               another process holds the pipeline's lease
     ├── SecretMissing           a secret the pipeline declares is not in the environment
     ├── SourceUnreachable       a source system cannot be reached or read
+    │   └── SourceRefused       the source answered and refused the request (401/403/404)
     ├── SourceDataError         a source's data cannot be read as declared (malformed record, missing file)
     │   └── SourceChanged       a batch's file changed or vanished before the batch committed
     ├── DestinationUnreachable  a destination system cannot be reached or read
@@ -36,8 +37,10 @@ bug; the CLI still prints it as one line and shows the traceback only with --deb
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "CatalogError",
@@ -62,6 +65,7 @@ __all__ = [
     "ServeError",
     "SourceChanged",
     "SourceDataError",
+    "SourceRefused",
     "SourceUnreachable",
     "SparkSetupError",
     "TransformError",
@@ -170,6 +174,19 @@ class SecretMissing(HakiriError):
 
 class SourceUnreachable(HakiriError):
     pass
+
+
+class SourceRefused(SourceUnreachable):
+    """The source answered and refused: bad credentials, no permission, no such endpoint.
+    Asking again cannot help, so it is never retried; `status` is the HTTP status."""
+
+    def __init__(self, reason: str, hint: str | None = None, *, status: int) -> None:
+        super().__init__(reason, hint)
+        self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Raised inside engine tasks: it must cross a process boundary whole.
+        return (functools.partial(type(self), status=self.status), (self.reason, self.hint))
 
 
 class DestinationUnreachable(HakiriError):

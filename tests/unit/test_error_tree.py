@@ -58,3 +58,14 @@ def test_every_class_of_the_errors_module_is_exported() -> None:
         if isinstance(value, type) and value.__module__ == "hakiri.errors"
     }
     assert defined == set(errors.__all__)
+
+
+def test_a_refused_source_is_unreachable_and_crosses_a_process_boundary_whole() -> None:
+    # Raised inside engine tasks, it comes back to the driver pickled.
+    import pickle
+
+    refused = errors.SourceRefused("GET /x was refused: 401", "check GITHUB_TOKEN", status=401)
+    back = pickle.loads(pickle.dumps(refused))
+
+    assert isinstance(back, errors.SourceUnreachable)
+    assert (back.reason, back.hint, back.status) == (refused.reason, refused.hint, 401)
