@@ -267,6 +267,11 @@ class RestClient:
             self.requests += 1
             try:
                 response = self._send(request)
+            except (httpx.UnsupportedProtocol, httpx.TooManyRedirects) as exc:
+                raise SourceUnreachable(
+                    f"GET {shown}: {type(exc).__name__}: {self.mask(str(exc))}",
+                    "check base_url: an http:// or https:// URL of the API",
+                ) from None
             except httpx.TransportError as exc:  # timeouts, refused and dropped connections
                 problem = f"{type(exc).__name__}: {self.mask(str(exc)) or 'no detail'}"
                 wait = self._backoff(attempt)

@@ -142,6 +142,15 @@ def test_a_refused_connection_is_retried_then_reported() -> None:
     assert "ConnectError" in str(caught.value)
 
 
+def test_a_url_no_retry_can_fix_fails_at_once() -> None:
+    with RestClient("ftp://127.0.0.1:1", retry=QUICK) as client:
+        with pytest.raises(
+            SourceUnreachable, match=r"GET ftp://127\.0\.0\.1:1/x: UnsupportedProtocol"
+        ):
+            client.get("/x")
+        assert client.requests == 1
+
+
 def test_a_wrong_token_fails_at_once_in_one_line_with_the_token_masked(
     api_server: ApiServer,
 ) -> None:
