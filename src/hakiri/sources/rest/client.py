@@ -153,20 +153,20 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class RestResponse:
-    """A successful answer. `url` is the one requested, without the credentials hakiri
-    adds (mask it all the same before showing it: an API may echo a key into its links)."""
+    """A successful answer to a GET of `url` (without the credentials hakiri adds)."""
 
     url: str
     status: int
     headers: Mapping[str, str]  # case-insensitive names
     content: bytes
+    shown: str  # `url` fit for messages: every secret masked (APIs echo keys into links)
 
     def json(self) -> Any:
         try:
             return json.loads(self.content)
         except ValueError as exc:
             raise SourceDataError(
-                f"GET {self.url} answered {self.status} with a body that is not JSON ({exc})",
+                f"GET {self.shown} answered {self.status} with a body that is not JSON ({exc})",
                 "check the endpoint: it must answer JSON",
             ) from None
 
@@ -278,7 +278,7 @@ class RestClient:
             else:
                 if response.is_success:
                     return RestResponse(
-                        url, response.status_code, response.headers, response.content
+                        url, response.status_code, response.headers, response.content, shown
                     )
                 if not _retryable(response):
                     raise self._refused(shown, response)

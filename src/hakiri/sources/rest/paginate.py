@@ -267,7 +267,7 @@ def walk_pages(
         request = paginator.request(path, params, position)
         response = client.get(request.target, request.params)
         body = response.json()
-        found = select_records(body, records, where=f"GET {client.mask(response.url)}")
+        found = select_records(body, records, where=f"GET {response.shown}")
         following = paginator.following(position, response, body, found)
         if following is not None and following.kind == "url":
             following = PagePosition("url", client.without_credentials(str(following.value)))
@@ -276,7 +276,7 @@ def walk_pages(
             return
         if following == position:
             raise SourceDataError(
-                f"GET {client.mask(response.url)}: the API points at the same page again "
+                f"GET {response.shown}: the API points at the same page again "
                 f"({paginator.kind} {following.kind} {client.mask(str(following.value))})",
                 "check the paginator: another kind may fit the API (see docs/sources.md)",
             )
@@ -318,7 +318,7 @@ def _count(path: JsonPath | None, body: Any, response: RestResponse) -> int | No
 
 def _not_a(path: JsonPath, what: str, value: Any, response: RestResponse) -> SourceDataError:
     return SourceDataError(
-        f"GET {response.url}: {path.text!r} holds {type(value).__name__} {str(value)[:40]!r}, "
+        f"GET {response.shown}: {path.text!r} holds {type(value).__name__} {str(value)[:40]!r}, "
         f"not a {what}",
         f"point the paginator's path at the response's {what}",
     )
