@@ -112,7 +112,7 @@ class ApiServer:
         self._requests: list[RecordedRequest] = []
         self._used = 0
         self._window_end = 0.0
-        self._views: dict[tuple[Any, ...], list[Any]] = {}
+        self._views: dict[tuple[Any, ...], Any] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -373,9 +373,22 @@ class ApiServer:
         since = _since(query)
         return [
             c
-            for c in repo.comments
-            if c.issue_number == issue.number and (since is None or c.updated_at >= since)
+            for c in self._comments_of(repo).get(issue.number, [])
+            if since is None or c.updated_at >= since
         ]
+
+    def _comments_of(self, repo: Repository) -> dict[int, list[Comment]]:
+        """A repository's comments by issue number (a child walk asks once per issue)."""
+        key = (repo.full_name, "comments by issue")
+        with self._lock:
+            cached = self._views.get(key)
+        if cached is None:
+            by_issue: dict[int, list[Comment]] = {}
+            for comment in repo.comments:
+                by_issue.setdefault(comment.issue_number, []).append(comment)
+            with self._lock:
+                cached = self._views[key] = by_issue
+        return cached
 
     def _paged(self, path: str, query: dict[str, str], rows: list[Any]) -> tuple[list[Any], str]:
         per_page = min(100, max(1, _int(query, "per_page", 30)))
