@@ -13,6 +13,9 @@ afresh, so a budget can be pickled into forked workers and used from many thread
 A burst of up to `requests` goes at once, then grants follow the window: the same
 rule as the APIs' own limits ("5000 requests an hour"), so the budget never asks for
 more than the vendor would grant.
+
+The file is shared by the processes of one machine (local engines, Sail, one Spark
+worker host). Tasks on the other hosts of a cluster would each need a share of the rate.
 """
 
 from __future__ import annotations
