@@ -96,6 +96,8 @@ class Paginator(ABC):
 
 @dataclass(frozen=True)
 class LinkHeader(Paginator):
+    """The Link header's `rel` URL (GitHub's pagination); the walk ends when there is none."""
+
     kind: ClassVar[str] = "link_header"
     rel: str = "next"
 
@@ -117,6 +119,9 @@ class LinkHeader(Paginator):
 
 @dataclass(frozen=True)
 class NextUrl(Paginator):
+    """A next-page URL in the body at `path` (relative ones resolve against the page's URL);
+    the walk ends when it is missing, null or empty."""
+
     kind: ClassVar[str] = "next_url"
     path: JsonPath = field(default_factory=lambda: JsonPath.parse("next"))
 
