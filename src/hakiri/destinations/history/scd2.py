@@ -2,7 +2,7 @@
 expressions each destination renders and runs (`render.render`).
 
 Every staged row is a version: the key, the columns, `valid_from` (its change time, else
-the batch's time; see `spark/load_shape.py`). In order:
+the batch's time; see `spec/modes/scd2.py`). In order:
 
 1. closing (deletes = 'close'): the current versions in `delete_scope` whose key the
    snapshot lacks and that started at or before the batch's time end at the batch's time;
