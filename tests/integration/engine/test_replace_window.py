@@ -81,3 +81,49 @@ def test_a_chunked_backfill_and_a_rewind_replace_exactly_their_windows(
     assert project.query(differ) == [(0,)]  # the rewound windows equal the source now
     assert project.query(f'SELECT count(*) FROM "{s}".dst WHERE id BETWEEN 300 AND 349') == [(0,)]
     assert _outside(project) == before  # untouched: not one byte, not one tuple moved
+
+
+def _context_rows(project) -> list[tuple]:
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(project.root / ".hakiri" / "context" / "dst")).to_pyarrow_table()
+    return sorted((r["id"], str(r["amount"])) for r in table.to_pylist())
+
+
+def test_the_context_store_replaces_the_same_windows(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    """The same backfill and rewind into a Delta table: each chunk's MERGE deletes its cursor
+    range and inserts its rows, so the table follows the source inside the rewound span and
+    keeps the old rows outside it."""
+    project = table_project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        load=LOAD,
+        body=WINDOW,
+        destination='{ connector = "context" }',
+    )
+    make_source(project)
+    first = project.cli("apply", "p", "--json")
+    assert first.exit_code == 0, first.output
+    s = pg_schema
+    assert len(_context_rows(project)) == 1_000
+
+    project.query(f'DELETE FROM "{s}".src WHERE id BETWEEN 300 AND 349')
+    project.query(f'UPDATE "{s}".src SET amount = amount + 1000 WHERE id BETWEEN 350 AND 419')
+    project.query(f'UPDATE "{s}".src SET amount = -1 WHERE id > 900')
+    rewound = project.cli(
+        "backfill", "rewind", "p", "--from", "2024-01-01 05:00", "--to", "2024-01-01 07:00",
+        "--reason", "vendor fix",
+    )  # fmt: skip
+    assert rewound.exit_code == 0, rewound.output
+    again = project.cli("apply", "p", "--json")
+    assert again.exit_code == 0, again.output
+    [outcome] = json.loads(again.stdout)
+    assert (outcome["batches"], outcome["rows"], outcome["deleted"]) == (2, 670, 720)
+
+    source = project.query(f'SELECT id, amount::text FROM "{s}".src ORDER BY id')
+    inside = [r for r in source if r[0] <= 720]  # the two rewound chunks: ids 1..720
+    outside = [(i, f"{i * 0.5:.2f}") for i in range(721, 1_001)]  # as first loaded
+    assert _context_rows(project) == sorted(inside + outside)
