@@ -1,0 +1,193 @@
+"""An API's records read inside the engine: one Spark task per walk, rows out as Arrow.
+
+A walk is one chunk's requests (one repository's issues since a time, one page token's
+run of pages): its pages are fetched in order inside a single task, so an opaque page
+token is never followed in parallel, while walks run side by side. The driver builds a
+frame of walk numbers, one per partition (`spark.range`), and `mapInArrow` turns each
+into the records of its pages; the driver never sees a record. Every engine hakiri runs
+on (Apache Spark over Spark Connect or in-process, Sail) runs the same Python function.
+
+Each record becomes a row of the declared columns: a column names a field by a JSON path
+(`user.login`), the value travels as text (nested objects and lists as JSON) and is cast
+to the column's Spark type on the engine, the way declared columns of a CSV are. A task
+that fails (a refused token, a page that never came) fails the read; `task_error` turns
+what the engine reports back into the client's one-line hakiri error, secrets masked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hakiri import errors
+from hakiri.errors import HakiriError
+from hakiri.guards.spark_types import quoted_name
+from hakiri.sources.rest.budget import RateBudget
+from hakiri.sources.rest.client import Auth, RestClient, RetryPolicy
+from hakiri.sources.rest.paginate import PagePosition, Paginator, walk_pages
+from hakiri.sources.rest.select import JsonPath
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+__all__ = ["ApiColumn", "Endpoint", "Walk", "read_walks", "task_error"]
+
+# A hakiri error raised in a task crosses the engine as this line (the engines report a
+# task's failure as text): its class, reason, hint and status, as JSON.
+_TASK_ERROR = "hakiri-task-error:"
+
+
+@dataclass(frozen=True)
+class ApiColumn:
+    """One column of the rows: its name, the JSON path of its value in a record, its Spark
+    type."""
+
+    name: str
+    path: str
+    type: str = "string"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What every walk of one read shares: the API, how to authenticate and page, where the
+    records are in a response and which columns they become."""
+
+    base_url: str
+    paginator: Paginator
+    records: str  # JSON path of the records in a response body ('$' for a top-level list)
+    columns: tuple[ApiColumn, ...]
+    auth: Auth | None = None
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    budget: RateBudget | None = None  # shared by every task of the run
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class Walk:
+    """One chunk's requests: an endpoint path and its params, walked from `start` (a stored
+    `PagePosition`, None: the first page) to the last page. `values` are columns every row
+    of the walk gets (e.g. the repository it came from)."""
+
+    path: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    start: Mapping[str, Any] | None = None
+    values: Mapping[str, str] = field(default_factory=dict)
+
+
+def read_walks(spark: Any, endpoint: Endpoint, walks: Sequence[Walk]) -> DataFrame:
+    """The records of every walk as one lazy DataFrame of `endpoint.columns` (then the
+    walks' `values` columns), typed; one task per walk."""
+    from pyspark.sql import functions as F
+
+    if not walks:
+        raise ValueError("read_walks needs at least one walk")
+    extra = _value_names(walks)
+    names = [c.name for c in endpoint.columns] + extra
+    text_schema = ", ".join(f"{quoted_name(n)} string" for n in names)
+    numbers = spark.range(0, len(walks), 1, len(walks))
+    rows = numbers.mapInArrow(_reader(endpoint, tuple(walks), names), text_schema)
+    typed = [F.col(quoted_name(c.name)).cast(c.type).alias(c.name) for c in endpoint.columns]
+    return rows.select(*typed, *[quoted_name(n) for n in extra])
+
+
+def _value_names(walks: Sequence[Walk]) -> list[str]:
+    names = list(walks[0].values)
+    for walk in walks:
+        if list(walk.values) != names:
+            raise ValueError("every walk of one read must carry the same value columns")
+    return names
+
+
+def _reader(
+    endpoint: Endpoint, walks: tuple[Walk, ...], names: list[str]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The task's function: for each walk number in its partition, every page of that walk
+    as one Arrow batch of text columns."""
+
+    def read(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from pages(numbers)
+        except HakiriError as exc:
+            carried = {
+                "type": type(exc).__name__,
+                "reason": exc.reason,
+                "hint": exc.hint,
+                "status": getattr(exc, "status", None),
+            }
+            raise RuntimeError(_TASK_ERROR + json.dumps(carried)) from None
+
+    def pages(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        schema = pa.schema([(n, pa.string()) for n in names])
+        paths = [(c.name, JsonPath.parse(c.path)) for c in endpoint.columns]
+        records = JsonPath.parse(endpoint.records)
+        with RestClient(
+            endpoint.base_url,
+            auth=endpoint.auth,
+            secrets=endpoint.secrets,
+            headers=endpoint.headers,
+            timeout=endpoint.timeout,
+            retry=endpoint.retry,
+            budget=endpoint.budget,
+        ) as client:
+            for batch in numbers:
+                for number in batch.column(0).to_pylist():
+                    walk = walks[number]
+                    start = PagePosition.from_json(walk.start) if walk.start else None
+                    for page in walk_pages(
+                        client,
+                        walk.path,
+                        dict(walk.params),
+                        endpoint.paginator,
+                        records,
+                        start=start,
+                    ):
+                        if not page.records:
+                            continue
+                        columns = {
+                            name: [_text(path.first(r)) for r in page.records]
+                            for name, path in paths
+                        }
+                        for name, value in walk.values.items():
+                            columns[name] = [value] * len(page.records)
+                        yield pa.RecordBatch.from_pydict(columns, schema=schema)
+
+    return read
+
+
+def _text(value: Any) -> str | None:
+    """A JSON value as the text the engine casts: objects and lists as JSON, booleans as
+    true/false, NULL as NULL."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
+
+
+def task_error(exc: BaseException) -> HakiriError | None:
+    """The hakiri error a read's task raised, rebuilt from the engine's report of the task's
+    failure; None when the failure was not one."""
+    found = re.search(re.escape(_TASK_ERROR) + r"(\{.*?\})(?:\s|$)", str(exc))
+    if found is None:
+        return None
+    try:
+        carried = json.loads(found.group(1))
+    except ValueError:
+        return None
+    kind = getattr(errors, str(carried.get("type")), None)
+    if not (isinstance(kind, type) and issubclass(kind, HakiriError)):
+        kind = errors.SourceUnreachable
+    reason, hint = str(carried.get("reason")), carried.get("hint")
+    if issubclass(kind, errors.SourceRefused):
+        return kind(reason, hint, status=int(carried.get("status") or 0))
+    return kind(reason, hint)
