@@ -177,10 +177,12 @@ class ApiServer:
         """The next `times` requests are answered only after `seconds`."""
         self._add(_Fault(times, path, delay=seconds))
 
-    def update_issues(self, n: int, *, repo: str | None = None) -> list[tuple[str, int]]:
+    def update_issues(
+        self, n: int, *, repo: str | None = None, at: int | None = None
+    ) -> list[tuple[str, int]]:
         """`GitHubDataset.update_issues`, safe while requests are being served."""
         with self._lock:
-            return self.dataset.update_issues(n, repo=repo)
+            return self.dataset.update_issues(n, repo=repo, at=at)
 
     @property
     def requests(self) -> list[RecordedRequest]:

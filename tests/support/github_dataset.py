@@ -172,9 +172,13 @@ class GitHubDataset:
     def comment_count(self) -> int:
         return sum(len(r.comments) for r in self.repos.values())
 
-    def update_issues(self, n: int, *, repo: str | None = None) -> list[tuple[str, int]]:
+    def update_issues(
+        self, n: int, *, repo: str | None = None, at: int | None = None
+    ) -> list[tuple[str, int]]:
         """Change `n` issues (a seeded choice): a new title and an updated_at later than any
-        before. Returns (repository, number) of each, in the order they were changed."""
+        before, or `at` (epoch seconds) for all of them, as a live API stamps changes with
+        the time they happened. Returns (repository, number) of each, in the order they
+        were changed."""
         candidates = [
             (r.full_name, issue)
             for r in self.repos.values()
@@ -184,8 +188,8 @@ class GitHubDataset:
         rng = random.Random(self.seed * 7919 + self.version)
         changed = []
         for name, issue in rng.sample(candidates, n):
-            self.clock += 1
-            issue.updated_at = self.clock
+            self.clock = max(self.clock + 1, at or 0)
+            issue.updated_at = at if at is not None else self.clock
             issue.title = f"{issue.title.split(' (edited')[0]} (edited at {iso(self.clock)})"
             changed.append((name, issue.number))
         self.clock += 1

@@ -7,15 +7,17 @@ from pathlib import Path
 
 from hakiri.sources.base import Source
 from hakiri.sources.file_source import FileSource
+from hakiri.sources.github_source import GithubTableSource
 from hakiri.sources.table_source import TableSource
 from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ProjectFile
 
 __all__ = ["has_cursors", "source_for"]
 
-_SOURCES: dict[str, type[FileSource] | type[TableSource]] = {
+_SOURCES: dict[str, type[FileSource] | type[TableSource] | type[GithubTableSource]] = {
     "files": FileSource,
     "postgres": TableSource,
+    "github": GithubTableSource,
 }
 
 

@@ -282,7 +282,7 @@ def pipeline_refusals(
     needed = []
     if spec.source.connector == "postgres":
         needed.append("postgres_source")
-    else:
+    elif spec.source.connector == "files":  # an API's reads are plain mapInArrow tasks
         config = spec.source.config
         if config.provenance and spec.load.strategy.snapshot:
             needed.append(provenance_capability(config))

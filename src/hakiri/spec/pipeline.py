@@ -235,7 +235,50 @@ class PostgresSource(SpecModel):
     config: PostgresSourceConfig
 
 
-SourceSpec = Annotated[FilesSource | PostgresSource, Field(discriminator="connector")]
+GITHUB_TABLES = ("issues", "pull_requests", "comments")
+
+
+class GithubConfig(SpecModel):
+    """`connector = "github"`: issues, pull requests and issue comments of one or more
+    repositories, through GitHub's REST API (or GitHub Enterprise Server's, or a test
+    server's, with `base_url`)."""
+
+    repo: Annotated[str, Field(pattern=r"^[\w.-]+/[\w.-]+$")] | None = Field(
+        None, description="The repository, 'owner/name'."
+    )
+    repos: (
+        Annotated[list[Annotated[str, Field(pattern=r"^[\w.-]+/[\w.-]+$")]], Field(min_length=1)]
+        | None
+    ) = Field(None, description="Several repositories, read side by side (one engine task each).")
+    base_url: Annotated[str, Field(pattern=r"^https?://")] = Field(
+        "https://api.github.com",
+        description="The API's root: GitHub Enterprise Server's is https://HOST/api/v3.",
+    )
+    token_secret: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = Field(
+        "GITHUB_TOKEN",
+        description="The environment variable that holds the API token (never printed).",
+    )
+    per_page: int = Field(100, ge=1, le=100, description="Records per request (GitHub allows 100).")
+
+    @model_validator(mode="after")
+    def _one_way_to_name_repositories(self) -> Self:
+        if (self.repo is None) == (self.repos is None):
+            raise ValueError("set exactly one of `repo` ('owner/name') or `repos` (a list)")
+        return self
+
+    @property
+    def repositories(self) -> list[str]:
+        return [self.repo] if self.repo is not None else list(self.repos or [])
+
+
+class GithubSource(SpecModel):
+    connector: Literal["github"]
+    config: GithubConfig
+
+
+SourceSpec = Annotated[
+    FilesSource | PostgresSource | GithubSource, Field(discriminator="connector")
+]
 
 # ---------------------------------------------------------------- destinations
 
@@ -388,6 +431,28 @@ class PipelineSpec(SpecModel):
                         "statement": hook.statement,
                         "hint": "use ANALYZE here, or run VACUUM from a schedule of its own",
                     },
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _github_tables_and_cursor(self) -> Self:
+        """The github connector reads its three tables, past the `updated_at` cursor."""
+        if not isinstance(self.source, GithubSource):
+            return self
+        for table in self.table_specs():
+            if table.name not in GITHUB_TABLES:
+                raise PydanticCustomError(
+                    "github_table",
+                    "the github connector has no table `{table}`",
+                    {"table": table.name, "hint": f"use {', '.join(GITHUB_TABLES)}"},
+                )
+            cursor = table.incremental or self.incremental
+            column = cursor if isinstance(cursor, str) or cursor is None else cursor.column
+            if column != "updated_at":
+                raise PydanticCustomError(
+                    "github_cursor",
+                    "the github connector reads `{table}` past its `updated_at` cursor",
+                    {"table": table.name, "hint": 'set incremental = "updated_at"'},
                 )
         return self
 

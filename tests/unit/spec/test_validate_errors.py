@@ -114,7 +114,7 @@ url = "postgresql://x@h/db"
 
 [[pipeline]]
 id = "gh"
-source = { connector = "github", config = {} }
+source = { connector = "salesforce", config = {} }
 tables = ["issues"]
 
 [[pipeline]]
@@ -126,10 +126,10 @@ tables = ["t"]
     result = cli("validate")
     assert result.exit_code == 1
     assert (
-        'error: unknown connector "github" (hakiri.toml:10 at pipeline[0].source.connector)'
+        'error: unknown connector "salesforce" (hakiri.toml:10 at pipeline[0].source.connector)'
         in result.stderr
     )
-    assert "hint: supported: files, postgres" in result.stderr
+    assert "hint: supported: files, github, postgres" in result.stderr
     assert (
         "error: unknown connection `warehose` (hakiri.toml:15 at pipeline[1].source.config.connection)"
         in result.stderr

@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hakiri import errors
@@ -78,6 +79,9 @@ class Walk:
     params: Mapping[str, str] = field(default_factory=dict)
     start: Mapping[str, Any] | None = None
     values: Mapping[str, str] = field(default_factory=dict)
+    # (JSON path, ISO time): an endpoint sorted by that field, ascending, is walked only up
+    # to the first page whose last record is past the time (the chunk's end).
+    until: tuple[str, str] | None = None
 
 
 def read_walks(spark: Any, endpoint: Endpoint, walks: Sequence[Walk]) -> DataFrame:
@@ -127,6 +131,13 @@ def _reader(
 
         schema = pa.schema([(n, pa.string()) for n in names])
         paths = [(c.name, JsonPath.parse(c.path)) for c in endpoint.columns]
+
+        def batch_of(found: list[dict[str, Any]], walk: Walk) -> pa.RecordBatch:
+            columns = {name: [_text(path.first(r)) for r in found] for name, path in paths}
+            for name, value in walk.values.items():
+                columns[name] = [value] * len(found)
+            return pa.RecordBatch.from_pydict(columns, schema=schema)
+
         records = JsonPath.parse(endpoint.records)
         with RestClient(
             endpoint.base_url,
@@ -149,17 +160,23 @@ def _reader(
                         records,
                         start=start,
                     ):
-                        if not page.records:
-                            continue
-                        columns = {
-                            name: [_text(path.first(r)) for r in page.records]
-                            for name, path in paths
-                        }
-                        for name, value in walk.values.items():
-                            columns[name] = [value] * len(page.records)
-                        yield pa.RecordBatch.from_pydict(columns, schema=schema)
+                        if page.records:
+                            yield batch_of(page.records, walk)
+                        if _past(walk, page.records):
+                            break  # sorted by `until`'s field: later pages are past it too
 
     return read
+
+
+def _past(walk: Walk, found: list[dict[str, Any]]) -> bool:
+    """Is the last record of a page past the walk's `until` (so no later page is needed)?"""
+    if walk.until is None or not found:
+        return False
+    path, until = walk.until
+    last = JsonPath.parse(path).first(found[-1])
+    if last is None:
+        return False
+    return datetime.fromisoformat(str(last)) > datetime.fromisoformat(until)
 
 
 def _text(value: Any) -> str | None:
@@ -176,8 +193,13 @@ def _text(value: Any) -> str | None:
 
 def task_error(exc: BaseException) -> HakiriError | None:
     """The hakiri error a read's task raised, rebuilt from the engine's report of the task's
-    failure; None when the failure was not one."""
-    found = re.search(re.escape(_TASK_ERROR) + r"(\{.*?\})(?:\s|$)", str(exc))
+    failure (`exc`, or the error it was raised from: a destination's staging write may have
+    put its own words on it); None when the failure was not one."""
+    found = None
+    seen: BaseException | None = exc
+    while seen is not None and found is None:
+        found = re.search(re.escape(_TASK_ERROR) + r"(\{.*?\})(?:\s|$)", str(seen))
+        seen = seen.__cause__ or seen.__context__
     if found is None:
         return None
     try:

@@ -1,0 +1,212 @@
+"""The `github` connector: issues, pull requests and issue comments of one or more
+repositories, read past their `updated_at` cursor through GitHub's REST API.
+
+A batch is a range of `updated_at` (the planner's chunks, as for a PostgreSQL table: a
+backfill `window` cuts the history into chunks, a later apply reads from where the last
+plan ended to the time it plans). Its read is one engine task per repository
+(`rest.engine_read`): `since` = the range's start, sorted by `updated_at` ascending,
+pages followed by GitHub's Link header until a page passes the range's end; the rows
+outside the range are dropped on the engine. GitHub lists pull requests among the issues:
+`issues` keeps those without a `pull_request` object, `pull_requests` those with one, both
+from the issues endpoint (the only one with `since`). The token comes from the variable
+`token_secret` names (GITHUB_TOKEN) and is never printed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hakiri.errors import HakiriError
+from hakiri.sources.base import BatchRead, SourceColumn, SourceObservation, TablePlan
+from hakiri.sources.cursors import CursorColumn, CursorRange
+from hakiri.sources.postgres import CursorBounds
+from hakiri.sources.rest.client import BearerToken
+from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks, task_error
+from hakiri.sources.rest.paginate import LinkHeader
+from hakiri.sources.table_batches import check_cursor_fits_mode, incremental_of, plan_table
+from hakiri.spec.pipeline import GithubConfig, PipelineSpec, TableSpec
+from hakiri.spec.project import ProjectFile
+
+if TYPE_CHECKING:
+    from hakiri.catalog.records import Batch
+    from hakiri.catalog.store import Catalog
+
+__all__ = ["GithubTableSource"]
+
+# The cursor's type, as the planner's cursors name it (a PostgreSQL type name).
+_CURSOR_TYPE = "timestamp with time zone"
+# Where a backfill starts without `start_from`: before GitHub's first issue.
+_EPOCH = dt.datetime(2008, 1, 1, tzinfo=dt.UTC)
+
+_ISSUE_COLUMNS = (
+    ApiColumn("id", "id", "bigint"),
+    ApiColumn("number", "number", "int"),
+    ApiColumn("title", "title"),
+    ApiColumn("state", "state"),
+    ApiColumn("author", "user.login"),
+    ApiColumn("labels", "labels"),
+    ApiColumn("comments", "comments", "int"),
+    ApiColumn("created_at", "created_at", "timestamp"),
+    ApiColumn("updated_at", "updated_at", "timestamp"),
+    ApiColumn("closed_at", "closed_at", "timestamp"),
+    ApiColumn("body", "body"),
+)
+_PULL = ApiColumn("pull_request", "pull_request")
+_TABLES: dict[str, tuple[str, tuple[ApiColumn, ...]]] = {
+    "issues": ("issues", (*_ISSUE_COLUMNS, _PULL)),
+    "pull_requests": (
+        "issues",
+        (*_ISSUE_COLUMNS, _PULL, ApiColumn("merged_at", "pull_request.merged_at", "timestamp")),
+    ),
+    "comments": (
+        "issues/comments",
+        (
+            ApiColumn("id", "id", "bigint"),
+            ApiColumn("issue_url", "issue_url"),
+            ApiColumn("author", "user.login"),
+            ApiColumn("body", "body"),
+            ApiColumn("created_at", "created_at", "timestamp"),
+            ApiColumn("updated_at", "updated_at", "timestamp"),
+        ),
+    ),
+}
+
+
+def loaded_columns(table: str) -> list[tuple[str, str]]:
+    """(name, Spark type) of the rows a table loads, in order."""
+    _, columns = _TABLES[table]
+    found = [(c.name, c.type) for c in columns if c.name != "pull_request"]
+    if table == "comments":
+        found.insert(2, ("issue_number", "int"))
+    return [*found, ("repo", "string")]
+
+
+class GithubTableSource:
+    has_cursors = True
+
+    def __init__(self, spec: PipelineSpec, config: GithubConfig, env: Mapping[str, str]) -> None:
+        self.spec, self.config, self.env = spec, config, env
+
+    @classmethod
+    def from_spec(
+        cls, root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
+    ) -> GithubTableSource:
+        assert isinstance(spec.source.config, GithubConfig)
+        return cls(spec, spec.source.config, env)
+
+    # ------------------------------------------------------------------ observing and planning
+
+    def observe(self, table: TableSpec, cursor: dict[str, Any] | None = None) -> SourceObservation:
+        """The columns the table loads; nothing is requested (what changed since the cursor
+        is only known by asking, which `apply` does)."""
+        return SourceObservation(
+            table.name,
+            columns=tuple(SourceColumn(n, t) for n, t in loaded_columns(table.name)),
+        )
+
+    def plan_batches(self, table: TableSpec, catalog: Catalog) -> TablePlan:
+        cursor = self.cursor(table)
+        where = f"pipeline `{self.spec.id}` (github {table.name})"
+        check_cursor_fits_mode(self.spec, cursor, where)
+        existing = [b for b in catalog.batches(self.spec.id) if b.table_name == table.name]
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        return plan_table(
+            self.spec,
+            table,
+            cursor,
+            catalog.get_cursor(self.spec.id, table.name),
+            existing,
+            lambda: CursorBounds(_CURSOR_TYPE, _EPOCH, now),
+            _no_fingerprint,
+        )
+
+    def cursor(self, table: TableSpec) -> CursorColumn:
+        incremental = incremental_of(self.spec, table)
+        assert incremental is not None  # the manifest's rules ask for it
+        return CursorColumn.resolve(incremental, _CURSOR_TYPE, f"github {table.name}")
+
+    def requests_per_read(self) -> int:
+        return len(self.config.repositories)
+
+    def refresh(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, spark: Any, batch: Batch) -> BatchRead:
+        from pyspark.sql import functions as F
+
+        if batch.kind != "chunk" or not batch.predicate:
+            raise HakiriError(
+                f"batch {batch.batch_id} of github {batch.table_name} has no updated_at range",
+                "run `hakiri apply` again: the planner makes a range for each batch",
+            )
+        chunk = CursorRange.from_predicate(batch.predicate)
+        path, columns = _TABLES[batch.table_name]
+        params = {"state": "all", "sort": "updated", "direction": "asc"}
+        if batch.table_name == "comments":
+            params = {"sort": "updated", "direction": "asc"}
+        params["per_page"] = str(self.config.per_page)
+        if chunk.lo is not None:
+            params["since"] = _iso(chunk.lo)
+        until = ("updated_at", _iso(chunk.hi)) if chunk.hi is not None else None
+        walks = [
+            Walk(f"/repos/{repo}/{path}", params, values={"repo": repo}, until=until)
+            for repo in self.config.repositories
+        ]
+        secret = self.config.token_secret
+        token = self.env.get(secret)
+        endpoint = Endpoint(
+            base_url=self.config.base_url,
+            paginator=LinkHeader(),
+            records="$",
+            columns=columns,
+            auth=BearerToken(secret) if token else None,
+            secrets={secret: token} if token else {},
+            headers={"X-GitHub-Api-Version": "2022-11-28"},
+        )
+        frame = read_walks(spark, endpoint, walks).where(_in_range(chunk))
+        if batch.table_name == "issues":
+            frame = frame.where(F.col("pull_request").isNull())
+        elif batch.table_name == "pull_requests":
+            frame = frame.where(F.col("pull_request").isNotNull())
+        else:
+            number = F.element_at(F.split(F.col("issue_url"), "/"), -1).cast("int")
+            frame = frame.withColumn("issue_number", number)
+        frame = frame.select(*[name for name, _ in loaded_columns(batch.table_name)])
+        label = f"github {batch.table_name} ({chunk.describe()})"
+        return BatchRead(frame, label=label, explain=task_error)
+
+
+def _in_range(chunk: CursorRange) -> Any:
+    from pyspark.sql import functions as F
+
+    column = F.col("updated_at")
+    condition = F.lit(True)
+    if chunk.lo is not None:
+        lo = F.lit(_wall_utc(chunk.lo)).cast("timestamp")
+        condition = condition & (column >= lo if chunk.lo_inclusive else column > lo)
+    if chunk.hi is not None:
+        hi = F.lit(_wall_utc(chunk.hi)).cast("timestamp")
+        condition = condition & (column <= hi if chunk.hi_inclusive else column < hi)
+    return condition
+
+
+def _iso(value: Any) -> str:
+    """A stored cursor value as GitHub writes times: 2024-01-01T00:00:00Z."""
+    moment = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _wall_utc(value: Any) -> str:
+    """A stored cursor value as UTC wall time (hakiri's sessions read timestamps in UTC)."""
+    return _iso(value).replace("T", " ").rstrip("Z")
+
+
+def _no_fingerprint() -> str:
+    raise AssertionError("a github table always reads past its updated_at cursor")
