@@ -9,7 +9,8 @@ pages followed by GitHub's Link header until a page passes the range's end; the 
 outside the range are dropped on the engine. GitHub lists pull requests among the issues:
 `issues` keeps those without a `pull_request` object, `pull_requests` those with one, both
 from the issues endpoint (the only one with `since`). The token comes from the variable
-`token_secret` names (GITHUB_TOKEN) and is never printed.
+`token_secret` names (GITHUB_TOKEN) and is never printed. `rate_budget` caps the
+requests of every task of the pipeline on this machine together (`rest.budget`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hakiri.errors import HakiriError
 from hakiri.sources.base import BatchRead, SourceColumn, SourceObservation, TablePlan
 from hakiri.sources.cursors import CursorColumn, CursorRange
 from hakiri.sources.postgres import CursorBounds
+from hakiri.sources.rest.budget import Rate, RateBudget
 from hakiri.sources.rest.client import BearerToken
 from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks, task_error
 from hakiri.sources.rest.paginate import LinkHeader
@@ -38,6 +40,9 @@ __all__ = ["GithubTableSource"]
 
 # The cursor's type, as the planner's cursors name it (a PostgreSQL type name).
 _CURSOR_TYPE = "timestamp with time zone"
+# A plan reads up to this long before it was made: GitHub stamps `updated_at` to the
+# second, so a change in the second a plan ends could come after the read and be missed.
+_SETTLE = dt.timedelta(seconds=1)
 # Where a backfill starts without `start_from`: before GitHub's first issue.
 _EPOCH = dt.datetime(2008, 1, 1, tzinfo=dt.UTC)
 
@@ -87,15 +92,27 @@ def loaded_columns(table: str) -> list[tuple[str, str]]:
 class GithubTableSource:
     has_cursors = True
 
-    def __init__(self, spec: PipelineSpec, config: GithubConfig, env: Mapping[str, str]) -> None:
-        self.spec, self.config, self.env = spec, config, env
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        config: GithubConfig,
+        env: Mapping[str, str],
+        budget: RateBudget | None = None,
+    ) -> None:
+        self.spec, self.config, self.env, self.budget = spec, config, env, budget
 
     @classmethod
     def from_spec(
         cls, root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
     ) -> GithubTableSource:
         assert isinstance(spec.source.config, GithubConfig)
-        return cls(spec, spec.source.config, env)
+        rate = spec.backfill.rate_budget if spec.backfill else None
+        budget = None
+        if rate is not None:  # one file per pipeline: every task of every run on this machine
+            path = root / ".hakiri" / "budgets" / f"{spec.id}.budget"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            budget = RateBudget(Rate.parse(rate), path)
+        return cls(spec, spec.source.config, env, budget)
 
     # ------------------------------------------------------------------ observing and planning
 
@@ -112,7 +129,7 @@ class GithubTableSource:
         where = f"pipeline `{self.spec.id}` (github {table.name})"
         check_cursor_fits_mode(self.spec, cursor, where)
         existing = [b for b in catalog.batches(self.spec.id) if b.table_name == table.name]
-        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0) - _SETTLE
         return plan_table(
             self.spec,
             table,
@@ -167,6 +184,7 @@ class GithubTableSource:
             auth=BearerToken(secret) if token else None,
             secrets={secret: token} if token else {},
             headers={"X-GitHub-Api-Version": "2022-11-28"},
+            budget=self.budget,
         )
         frame = read_walks(spark, endpoint, walks).where(_in_range(chunk))
         if batch.table_name == "issues":

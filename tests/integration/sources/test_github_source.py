@@ -20,7 +20,17 @@ pytestmark = pytest.mark.integration
 ENV = {"GITHUB_TOKEN": API_TOKEN}
 
 
-def _project(tmp_path: Path, pg_url: str, schema: str, api, destination: str) -> Project:
+def _project(
+    tmp_path: Path,
+    pg_url: str,
+    schema: str,
+    api,
+    destination: str,
+    *,
+    tables: str = '["issues", "pull_requests", "comments"]',
+    config: str = "",
+    body: str = "",
+) -> Project:
     repos = ", ".join(f'"{n}"' for n in sorted(api.dataset.repos))
     target = (
         '{ connector = "context" }'
@@ -40,13 +50,14 @@ def _project(tmp_path: Path, pg_url: str, schema: str, api, destination: str) ->
 
         [[pipeline]]
         id = "github-issues"
-        source = {{ connector = "github", config = {{ repos = [{repos}], base_url = "{api.url}" }} }}
-        tables = ["issues", "pull_requests", "comments"]
+        source = {{ connector = "github", config = {{ repos = [{repos}], base_url = "{api.url}"{config} }} }}
+        tables = {tables}
         schedule = "every 15m"
         incremental = "updated_at"
         destination = {target}
         load = {{ mode = "upsert", upsert_key = ["id"] }}
-        """),
+        """)
+        + textwrap.dedent(body),
     )
     return project
 
@@ -94,6 +105,7 @@ def test_the_github_pipeline_loads_every_record_then_only_what_changed(
 
     # GitHub stamps a change with the time it happened: now, after the last apply planned.
     changed = api_server.update_issues(12, at=int(time.time()))
+    time.sleep(2)  # a plan reads up to the second before it (changes that second may follow)
     api_server.clear_requests()
     again = project.cli("apply", "--json", env=ENV)
     assert again.exit_code == 0, again.output
@@ -114,3 +126,55 @@ def test_a_wrong_token_fails_in_one_line_with_the_token_masked(
     assert done.exit_code == 1
     assert wrong not in done.output and "Traceback" not in done.output
     assert "401" in done.output
+
+
+def test_a_rate_budget_holds_over_every_task_of_the_run(
+    tmp_path: Path, pg_url: str, pg_schema: str, api_server, spark
+) -> None:
+    """Three repositories read side by side, two issues a page: 45 requests, and never more
+    than the budget's 20 in any second on the server's clock."""
+    project = _project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        api_server,
+        "postgres",
+        tables='["issues"]',
+        config=", per_page = 2",
+        body='[pipeline.backfill]\nrate_budget = "20/s"\n',
+    )
+    done = project.cli("apply", "--json", env=ENV)
+    assert done.exit_code == 0, done.output
+    times = sorted(r.at for r in api_server.requests)
+    assert len(times) >= 45
+    # at most 20 in any second (0.1 s for each request's trip from the grant to the server)
+    busiest = max(sum(1 for t in times[i:] if t < start + 0.9) for i, start in enumerate(times))
+    assert busiest <= 20
+    assert times[-1] - times[0] >= (len(times) - 20) / 20 * 0.9
+
+
+def test_a_429_with_retry_after_is_waited_out(
+    tmp_path: Path, pg_url: str, pg_schema: str, api_server, spark
+) -> None:
+    project = _project(tmp_path, pg_url, pg_schema, api_server, "postgres", tables='["issues"]')
+    api_server.throttle(times=1, retry_after=2)
+    done = project.cli("apply", "--json", env=ENV)
+    assert done.exit_code == 0, done.output
+    throttled = [r for r in api_server.requests if r.status == 429]
+    [first] = throttled
+    after = min(r.at for r in api_server.requests if r.status == 200 and r.path == first.path)
+    assert after - first.at >= 2.0
+    loaded = dict(project.query(f'SELECT id, title FROM "{pg_schema}".issues'))
+    assert loaded == _expected(api_server)["issues"]
+
+
+def test_the_json_form_of_the_manifest_is_the_same_pipeline(
+    tmp_path: Path, pg_url: str, pg_schema: str, api_server
+) -> None:
+    project = _project(tmp_path, pg_url, pg_schema, api_server, "postgres")
+    moved = project.cli("pipeline", "convert", "github-issues", "--to", "json")
+    assert moved.exit_code == 0, moved.output
+    document = json.loads((project.root / "pipelines" / "github-issues.json").read_text())
+    assert document["source"]["connector"] == "github"
+    assert document["incremental"] == "updated_at"
+    assert project.cli("validate").exit_code == 0
