@@ -25,7 +25,7 @@ from hakiri.sources.base import BatchRead, SourceColumn, SourceObservation, Tabl
 from hakiri.sources.cursors import CursorColumn, CursorRange
 from hakiri.sources.postgres import CursorBounds
 from hakiri.sources.rest.budget import Rate, RateBudget
-from hakiri.sources.rest.client import BearerToken
+from hakiri.sources.rest.client import BearerToken, RestClient
 from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks, task_error
 from hakiri.sources.rest.paginate import LinkHeader
 from hakiri.sources.table_batches import check_cursor_fits_mode, incremental_of, plan_table
@@ -43,7 +43,8 @@ _CURSOR_TYPE = "timestamp with time zone"
 # A plan reads up to this long before it was made: GitHub stamps `updated_at` to the
 # second, so a change in the second a plan ends could come after the read and be missed.
 _SETTLE = dt.timedelta(seconds=1)
-# Where a backfill starts without `start_from`: before GitHub's first issue.
+_HEADERS = {"X-GitHub-Api-Version": "2022-11-28"}
+# Where a backfill starts without `start_from` or `window`: before GitHub's first issue.
 _EPOCH = dt.datetime(2008, 1, 1, tzinfo=dt.UTC)
 
 _ISSUE_COLUMNS = (
@@ -129,15 +130,48 @@ class GithubTableSource:
         where = f"pipeline `{self.spec.id}` (github {table.name})"
         check_cursor_fits_mode(self.spec, cursor, where)
         existing = [b for b in catalog.batches(self.spec.id) if b.table_name == table.name]
+        state = catalog.get_cursor(self.spec.id, table.name)
         now = dt.datetime.now(dt.UTC).replace(microsecond=0) - _SETTLE
+        backfill = self.spec.backfill
+        first = state is None or state.get("planned_to") is None
+        low = _EPOCH
+        if first and backfill and backfill.window and backfill.start_from is None:
+            # Windows from 2008 would be mostly empty chunks: start at the oldest record.
+            low = self._oldest(table.name) or now
         return plan_table(
             self.spec,
             table,
             cursor,
-            catalog.get_cursor(self.spec.id, table.name),
+            state,
             existing,
-            lambda: CursorBounds(_CURSOR_TYPE, _EPOCH, now),
+            lambda: CursorBounds(_CURSOR_TYPE, low, now),
             _no_fingerprint,
+        )
+
+    def _oldest(self, table: str) -> dt.datetime | None:
+        """The earliest `updated_at` of the table in any repository: one request each (a
+        windowed backfill's first plan)."""
+        path, _ = _TABLES[table]
+        params = {"sort": "updated", "direction": "asc", "per_page": "1"}
+        if table != "comments":
+            params["state"] = "all"
+        found = []
+        with self._client() as client:
+            for repo in self.config.repositories:
+                records = client.get(f"/repos/{repo}/{path}", params).json()
+                if isinstance(records, list) and records and records[0].get("updated_at"):
+                    found.append(dt.datetime.fromisoformat(str(records[0]["updated_at"])))
+        return min(found) if found else None
+
+    def _client(self) -> RestClient:
+        secret = self.config.token_secret
+        token = self.env.get(secret)
+        return RestClient(
+            self.config.base_url,
+            auth=BearerToken(secret) if token else None,
+            secrets={secret: token} if token else {},
+            headers=_HEADERS,
+            budget=self.budget,
         )
 
     def cursor(self, table: TableSpec) -> CursorColumn:
@@ -183,7 +217,7 @@ class GithubTableSource:
             columns=columns,
             auth=BearerToken(secret) if token else None,
             secrets={secret: token} if token else {},
-            headers={"X-GitHub-Api-Version": "2022-11-28"},
+            headers=_HEADERS,
             budget=self.budget,
         )
         frame = read_walks(spark, endpoint, walks).where(_in_range(chunk))

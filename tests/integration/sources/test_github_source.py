@@ -6,12 +6,16 @@ for what changed since the last one (`since`) and upserts exactly those rows."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
+from hakiri.engine.crash import CRASH_EXIT_CODE
 from tests.conftest import API_TOKEN
 from tests.support.project import Project
 
@@ -178,3 +182,42 @@ def test_the_json_form_of_the_manifest_is_the_same_pipeline(
     assert document["source"]["connector"] == "github"
     assert document["incremental"] == "updated_at"
     assert project.cli("validate").exit_code == 0
+
+
+def test_a_windowed_backfill_starts_at_the_oldest_record_and_resumes_after_a_kill(
+    tmp_path: Path, pg_url: str, pg_schema: str, api_server, spark
+) -> None:
+    """window = "180d": the first chunk starts at the oldest issue (one request per
+    repository asks for it), not in 2008. An apply killed while its second chunk commits
+    leaves two chunks loaded; the next apply reads neither again and the target is exact."""
+    project = _project(
+        tmp_path,
+        pg_url,
+        pg_schema,
+        api_server,
+        "postgres",
+        tables='["issues"]',
+        body='[pipeline.backfill]\nwindow = "180d"\n',
+    )
+    oldest = min(i.updated_at for r in api_server.dataset.repos.values() for i in r.issues)
+    first_since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(oldest))
+    second_since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(oldest + 180 * 86_400))
+
+    killed = subprocess.run(
+        [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(project.root)],
+        env={**os.environ, **ENV, "HAKIRI_CRASH_AT": "after_dest_commit:2"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == CRASH_EXIT_CODE, killed.stderr
+    read = {r.query.get("since") for r in api_server.requests if "since" in r.query}
+    assert {first_since, second_since} <= read
+
+    api_server.clear_requests()
+    again = project.cli("apply", "--json", env=ENV)
+    assert again.exit_code == 0, again.output
+    resumed = {r.query.get("since") for r in api_server.requests if "since" in r.query}
+    assert resumed and not resumed & {first_since, second_since}
+    loaded = dict(project.query(f'SELECT id, title FROM "{pg_schema}".issues'))
+    assert loaded == _expected(api_server)["issues"]
