@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hakiri.errors import HakiriError, HookError
 from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
-from hakiri.spec.modes import LoadStrategy, registered_modes
+from hakiri.spec.modes import WRITE_PRIMITIVES, LoadStrategy, registered_modes
 from hakiri.spec.pipeline import PipelineSpec
 
 __all__ = ["CONTEXT", "POSTGRES", "Capabilities", "check_replay", "refusals"]
@@ -36,12 +36,10 @@ class Capabilities:
         return [name for name, s in registered_modes().items() if self.can_write(s)]
 
 
-# Every primitive of `ModeWriter` (cdc_mirror needs none: its gate refuses on every kind).
-ALL_PRIMITIVES = frozenset(
-    {"insert", "replace", "swap", "merge", "history", "replace_window", "insert_past_watermark"}
-)
-POSTGRES = Capabilities("postgres", ALL_PRIMITIVES, 63, replay=True, sql_hooks=True)
-CONTEXT = Capabilities("context", ALL_PRIMITIVES, None, replay=False, sql_hooks=False)
+# Both offer every primitive of `ModeWriter` (cdc_mirror needs none: its gate refuses on
+# every kind).
+POSTGRES = Capabilities("postgres", WRITE_PRIMITIVES, 63, replay=True, sql_hooks=True)
+CONTEXT = Capabilities("context", WRITE_PRIMITIVES, None, replay=False, sql_hooks=False)
 
 NO_SQL_HOOKS = (
     "sql and refresh_mat_view hooks need a PostgreSQL destination; the context store has no "

@@ -152,27 +152,24 @@ class GithubTableSource:
         """The earliest `updated_at` of the table in any repository: one request each (a
         windowed backfill's first plan)."""
         path, _ = _TABLES[table]
-        params = {"sort": "updated", "direction": "asc", "per_page": "1"}
-        if table != "comments":
-            params["state"] = "all"
+        params = _sorted_by_update(table, per_page=1)
+        auth, secrets = self._auth()
         found = []
-        with self._client() as client:
+        with RestClient(
+            self.config.base_url, auth=auth, secrets=secrets, headers=_HEADERS, budget=self.budget
+        ) as client:
             for repo in self.config.repositories:
                 records = client.get(f"/repos/{repo}/{path}", params).json()
                 if isinstance(records, list) and records and records[0].get("updated_at"):
                     found.append(dt.datetime.fromisoformat(str(records[0]["updated_at"])))
         return min(found) if found else None
 
-    def _client(self) -> RestClient:
+    def _auth(self) -> tuple[BearerToken | None, dict[str, str]]:
+        """The bearer token from `token_secret`'s variable; none without it (GitHub then
+        answers unauthenticated requests, 60 an hour)."""
         secret = self.config.token_secret
         token = self.env.get(secret)
-        return RestClient(
-            self.config.base_url,
-            auth=BearerToken(secret) if token else None,
-            secrets={secret: token} if token else {},
-            headers=_HEADERS,
-            budget=self.budget,
-        )
+        return (BearerToken(secret), {secret: token}) if token else (None, {})
 
     def cursor(self, table: TableSpec) -> CursorColumn:
         incremental = incremental_of(self.spec, table)
@@ -180,7 +177,9 @@ class GithubTableSource:
         return CursorColumn.resolve(incremental, _CURSOR_TYPE, f"github {table.name}")
 
     def requests_per_read(self) -> int:
-        return len(self.config.repositories)
+        # A read's requests are its pages, counted where they are made: each engine task takes
+        # them from the pipeline's shared budget (`rest.budget`), not from the engine's.
+        return 0
 
     def refresh(self) -> None:
         pass
@@ -197,10 +196,7 @@ class GithubTableSource:
             )
         chunk = CursorRange.from_predicate(batch.predicate)
         path, columns = _TABLES[batch.table_name]
-        params = {"state": "all", "sort": "updated", "direction": "asc"}
-        if batch.table_name == "comments":
-            params = {"sort": "updated", "direction": "asc"}
-        params["per_page"] = str(self.config.per_page)
+        params = _sorted_by_update(batch.table_name, per_page=self.config.per_page)
         if chunk.lo is not None:
             params["since"] = _iso(chunk.lo)
         until = ("updated_at", _iso(chunk.hi)) if chunk.hi is not None else None
@@ -208,15 +204,14 @@ class GithubTableSource:
             Walk(f"/repos/{repo}/{path}", params, values={"repo": repo}, until=until)
             for repo in self.config.repositories
         ]
-        secret = self.config.token_secret
-        token = self.env.get(secret)
+        auth, secrets = self._auth()
         endpoint = Endpoint(
             base_url=self.config.base_url,
             paginator=LinkHeader(),
             records="$",
             columns=columns,
-            auth=BearerToken(secret) if token else None,
-            secrets={secret: token} if token else {},
+            auth=auth,
+            secrets=secrets,
             headers=_HEADERS,
             budget=self.budget,
         )
@@ -231,6 +226,14 @@ class GithubTableSource:
         frame = frame.select(*[name for name, _ in loaded_columns(batch.table_name)])
         label = f"github {batch.table_name} ({chunk.describe()})"
         return BatchRead(frame, label=label, explain=task_error)
+
+
+def _sorted_by_update(table: str, *, per_page: int) -> dict[str, str]:
+    """A table's endpoint params: every state, oldest update first."""
+    params = {"sort": "updated", "direction": "asc", "per_page": str(per_page)}
+    if table != "comments":
+        params["state"] = "all"
+    return params
 
 
 def _in_range(chunk: CursorRange) -> Any:

@@ -12,6 +12,7 @@ from hakiri.spec.modes import (  # noqa: F401  (each registers its mode)
     upsert,
 )
 from hakiri.spec.modes.base import (
+    WRITE_PRIMITIVES,
     LoadStrategy,
     ModeFinding,
     ModeOptionError,
@@ -25,6 +26,7 @@ from hakiri.spec.modes.base import (
 )
 
 __all__ = [
+    "WRITE_PRIMITIVES",
     "LoadStrategy",
     "ModeFinding",
     "ModeOptionError",

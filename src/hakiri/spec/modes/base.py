@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 __all__ = [
+    "WRITE_PRIMITIVES",
     "LoadStrategy",
     "ModeFinding",
     "ModeOptionError",
@@ -118,6 +119,12 @@ class ModeWriter(Protocol):
     def insert_past_watermark(self) -> Written:
         """Insert the staged rows past the target's high-water mark; the mark after it."""
         ...
+
+
+# The primitives' names: what a strategy's `needs` may list, and a destination offers.
+WRITE_PRIMITIVES = frozenset(
+    name for name, value in vars(ModeWriter).items() if callable(value) and name[0] != "_"
+)
 
 
 class ModeOptionError(ValueError):
@@ -261,6 +268,12 @@ def register_mode(strategy: LoadStrategy) -> LoadStrategy:
     """Make `strategy` a load mode the manifest can name; refused for a name taken."""
     if strategy.name in _REGISTRY:
         raise ValueError(f"load mode {strategy.name!r} is registered already")
+    unknown = sorted(set(strategy.needs) - WRITE_PRIMITIVES)
+    if unknown:  # no destination would ever offer it: the mode could never load
+        raise ValueError(
+            f"load mode {strategy.name!r} needs {unknown}, which are not write primitives "
+            f"({', '.join(sorted(WRITE_PRIMITIVES))})"
+        )
     _REGISTRY[strategy.name] = strategy
     return strategy
 
