@@ -324,6 +324,25 @@ class PipelineRunner:
         done = self._recognise_committed([b for b in pending if b.batch_id in added], outcome)
         return bool(set(added) - done)
 
+    def _continue_walks(self, outcome: Outcome) -> bool:
+        """A source that walks pages in order (`rest`) knows its next batch only once the
+        previous one committed: plan it now, so one run walks to the last page. A saved
+        plan is executed as planned: its next apply continues. True when batches were added."""
+        following = getattr(self.source, "next_batches", None)
+        if following is None or self.controls.planned is not None:
+            return False
+        added: list[str] = []
+        for table in self.spec.table_specs():
+            plan = following(table, self.catalog)
+            if plan.batches:
+                self.catalog.add_batches(self.spec.id, plan.batches)
+                added += [b.batch_id for b in plan.batches]
+                for b in plan.batches:
+                    self._steps.append(EnqueueStep(table=table.name, batches=[batch_ref(b)]))
+        pending = self.catalog.batches(self.spec.id, status=BatchStatus.PENDING)
+        done = self._recognise_committed([b for b in pending if b.batch_id in added], outcome)
+        return bool(set(added) - done)
+
     def _set_phase(self, phase: Phase) -> None:
         if self.catalog.pipeline_state(self.spec.id) is None:
             self.catalog.record_applied(
@@ -443,7 +462,9 @@ class PipelineRunner:
                     batch = self.catalog.claim_batch(
                         self.spec.id, self.holder, controls.claim_ttl, run_id=run_id
                     )
-                    if batch is None and self._replan_retired(outcome):
+                    if batch is None and (
+                        self._replan_retired(outcome) or self._continue_walks(outcome)
+                    ):
                         batch = self.catalog.claim_batch(
                             self.spec.id, self.holder, controls.claim_ttl, run_id=run_id
                         )

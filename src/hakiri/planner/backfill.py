@@ -145,6 +145,12 @@ def parallelism_warnings(
             f"backfill.parallelism = {n} has no effect with mode '{mode.value}': the table is "
             "loaded whole, as one batch"
         ]
+    if (table.incremental or spec.incremental) is None and spec.source.connector == "rest":
+        return [
+            f"backfill.parallelism = {n} does not apply to {table.name}: without an "
+            "incremental cursor its pages are walked in order (an opaque page token cannot "
+            "be followed in parallel), one batch of pages at a time"
+        ]
     if (table.incremental or spec.incremental) is None:
         return [
             f"backfill.parallelism = {n} has no effect on {table.name}: without an incremental "

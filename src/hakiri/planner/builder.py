@@ -56,6 +56,7 @@ from hakiri.planner.transforms import OutputSchema, transform_schema
 from hakiri.planner.types import destination_type, source_type_as_spark
 from hakiri.sources.cursors import CursorRange, cursor_kind_of
 from hakiri.sources.file_batches import snapshot_files
+from hakiri.sources.rest_source import WalkPart
 from hakiri.spec.fingerprint import normalized_hash, normalized_spec, read_today, spec_hash
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns
@@ -213,11 +214,11 @@ def _loads_table(t: TableObservation, loads: Sequence[str]) -> bool:
 
 def batch_ref(batch: NewBatch) -> BatchRef:
     """A batch as a plan step names it."""
-    described = (
-        CursorRange.from_predicate(batch.predicate).describe()
-        if batch.kind == "chunk" and batch.predicate
-        else None
-    )
+    described = None
+    if batch.kind == "chunk" and batch.predicate:
+        described = CursorRange.from_predicate(batch.predicate).describe()
+    elif batch.kind == "walk" and batch.predicate:
+        described = WalkPart.of(batch).describe()
     return BatchRef(
         id=batch.batch_id,
         table=batch.table_name,

@@ -131,9 +131,14 @@ class PendingWork(_Frozen):
 class BatchRef(_Frozen):
     id: str = Field(description="The batch id: deterministic, also the destination ledger's key.")
     table: str
-    kind: str = Field(description="'file', 'snapshot' (the whole table) or 'chunk' (a range).")
+    kind: str = Field(
+        description="'file', 'snapshot' (the whole table), 'chunk' (a range) or 'walk' (pages "
+        "of an API, in order)."
+    )
     file: str | None = Field(None, description="File batches: the file.")
-    range: str | None = Field(None, description="Chunks: the cursor range they read.")
+    range: str | None = Field(
+        None, description="Chunks: the cursor range they read; walks: the pages they read."
+    )
     bytes: int | None = None
 
 

@@ -24,10 +24,11 @@ from hakiri.errors import HakiriError
 from hakiri.sources.base import BatchRead, SourceColumn, SourceObservation, TablePlan
 from hakiri.sources.cursors import CursorColumn, CursorRange
 from hakiri.sources.postgres import CursorBounds
-from hakiri.sources.rest.budget import Rate, RateBudget
+from hakiri.sources.rest.budget import RateBudget, pipeline_budget
 from hakiri.sources.rest.client import BearerToken, RestClient
 from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks, task_error
 from hakiri.sources.rest.paginate import LinkHeader
+from hakiri.sources.rest.ranges import api_time, in_range, settled_now
 from hakiri.sources.table_batches import check_cursor_fits_mode, incremental_of, plan_table
 from hakiri.spec.pipeline import GithubConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
@@ -40,9 +41,6 @@ __all__ = ["GithubTableSource"]
 
 # The cursor's type, as the planner's cursors name it (a PostgreSQL type name).
 _CURSOR_TYPE = "timestamp with time zone"
-# A plan reads up to this long before it was made: GitHub stamps `updated_at` to the
-# second, so a change in the second a plan ends could come after the read and be missed.
-_SETTLE = dt.timedelta(seconds=1)
 _HEADERS = {"X-GitHub-Api-Version": "2022-11-28"}
 # Where a backfill starts without `start_from` or `window`: before GitHub's first issue.
 _EPOCH = dt.datetime(2008, 1, 1, tzinfo=dt.UTC)
@@ -108,12 +106,7 @@ class GithubTableSource:
     ) -> GithubTableSource:
         assert isinstance(spec.source.config, GithubConfig)
         rate = spec.backfill.rate_budget if spec.backfill else None
-        budget = None
-        if rate is not None:  # one file per pipeline: every task of every run on this machine
-            path = root / ".hakiri" / "budgets" / f"{spec.id}.budget"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            budget = RateBudget(Rate.parse(rate), path)
-        return cls(spec, spec.source.config, env, budget)
+        return cls(spec, spec.source.config, env, pipeline_budget(root, spec.id, rate))
 
     # ------------------------------------------------------------------ observing and planning
 
@@ -131,7 +124,7 @@ class GithubTableSource:
         check_cursor_fits_mode(self.spec, cursor, where)
         existing = [b for b in catalog.batches(self.spec.id) if b.table_name == table.name]
         state = catalog.get_cursor(self.spec.id, table.name)
-        now = dt.datetime.now(dt.UTC).replace(microsecond=0) - _SETTLE
+        now = settled_now()
         backfill = self.spec.backfill
         first = state is None or state.get("planned_to") is None
         low = _EPOCH
@@ -198,8 +191,8 @@ class GithubTableSource:
         path, columns = _TABLES[batch.table_name]
         params = _sorted_by_update(batch.table_name, per_page=self.config.per_page)
         if chunk.lo is not None:
-            params["since"] = _iso(chunk.lo)
-        until = ("updated_at", _iso(chunk.hi)) if chunk.hi is not None else None
+            params["since"] = api_time(chunk.lo)
+        until = ("updated_at", api_time(chunk.hi)) if chunk.hi is not None else None
         walks = [
             Walk(f"/repos/{repo}/{path}", params, values={"repo": repo}, until=until)
             for repo in self.config.repositories
@@ -215,7 +208,7 @@ class GithubTableSource:
             headers=_HEADERS,
             budget=self.budget,
         )
-        frame = read_walks(spark, endpoint, walks).where(_in_range(chunk))
+        frame = read_walks(spark, endpoint, walks).where(in_range(chunk, "updated_at"))
         if batch.table_name == "issues":
             frame = frame.where(F.col("pull_request").isNull())
         elif batch.table_name == "pull_requests":
@@ -234,33 +227,6 @@ def _sorted_by_update(table: str, *, per_page: int) -> dict[str, str]:
     if table != "comments":
         params["state"] = "all"
     return params
-
-
-def _in_range(chunk: CursorRange) -> Any:
-    from pyspark.sql import functions as F
-
-    column = F.col("updated_at")
-    condition = F.lit(True)
-    if chunk.lo is not None:
-        lo = F.lit(_wall_utc(chunk.lo)).cast("timestamp")
-        condition = condition & (column >= lo if chunk.lo_inclusive else column > lo)
-    if chunk.hi is not None:
-        hi = F.lit(_wall_utc(chunk.hi)).cast("timestamp")
-        condition = condition & (column <= hi if chunk.hi_inclusive else column < hi)
-    return condition
-
-
-def _iso(value: Any) -> str:
-    """A stored cursor value as GitHub writes times: 2024-01-01T00:00:00Z."""
-    moment = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _wall_utc(value: Any) -> str:
-    """A stored cursor value as UTC wall time (hakiri's sessions read timestamps in UTC)."""
-    return _iso(value).replace("T", " ").rstrip("Z")
 
 
 def _no_fingerprint() -> str:

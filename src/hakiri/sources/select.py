@@ -8,16 +8,20 @@ from pathlib import Path
 from hakiri.sources.base import Source
 from hakiri.sources.file_source import FileSource
 from hakiri.sources.github_source import GithubTableSource
+from hakiri.sources.rest_source import RestTableSource
 from hakiri.sources.table_source import TableSource
 from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ProjectFile
 
 __all__ = ["has_cursors", "source_for"]
 
-_SOURCES: dict[str, type[FileSource] | type[TableSource] | type[GithubTableSource]] = {
+_SOURCES: dict[
+    str, type[FileSource] | type[TableSource] | type[GithubTableSource] | type[RestTableSource]
+] = {
     "files": FileSource,
     "postgres": TableSource,
     "github": GithubTableSource,
+    "rest": RestTableSource,
 }
 
 

@@ -14,6 +14,7 @@ from hakiri.spec.hooks import HooksSpec, SqlHook
 from hakiri.spec.load import LoadMode, LoadSpec, ModeName, load_option
 from hakiri.spec.modes import ModeOptionError
 from hakiri.spec.quality import QuarantineSpec, ValidateSpec
+from hakiri.spec.rest import RestConfig
 from hakiri.spec.schedule import parse_schedule
 from hakiri.spec.transforms import TransformStep
 
@@ -276,8 +277,13 @@ class GithubSource(SpecModel):
     config: GithubConfig
 
 
+class RestSource(SpecModel):
+    connector: Literal["rest"]
+    config: RestConfig
+
+
 SourceSpec = Annotated[
-    FilesSource | PostgresSource | GithubSource, Field(discriminator="connector")
+    FilesSource | PostgresSource | GithubSource | RestSource, Field(discriminator="connector")
 ]
 
 # ---------------------------------------------------------------- destinations
@@ -454,6 +460,40 @@ class PipelineSpec(SpecModel):
                     "the github connector reads `{table}` past its `updated_at` cursor",
                     {"table": table.name, "hint": 'set incremental = "updated_at"'},
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _rest_tables_and_secrets(self) -> Self:
+        """A rest table is one of its endpoints; its auth's secret is one the pipeline
+        declares; its cursor is a time."""
+        if not isinstance(self.source, RestSource):
+            return self
+        config = self.source.config
+        for table in self.table_specs():
+            if table.name not in config.endpoints:
+                raise PydanticCustomError(
+                    "rest_table",
+                    "the rest source has no endpoint `{table}`",
+                    {
+                        "table": table.name,
+                        "hint": f"add [pipeline.source.config.endpoints.{table.name}], or use "
+                        + ", ".join(sorted(config.endpoints)),
+                    },
+                )
+            cursor = table.incremental or self.incremental
+            if isinstance(cursor, IncrementalSpec) and cursor.kind is CursorKind.NUMERIC:
+                raise PydanticCustomError(
+                    "rest_cursor",
+                    "a rest table reads past a time field, and `{table}`'s cursor is numeric",
+                    {"table": table.name, "hint": "use a field that holds ISO 8601 times"},
+                )
+        auth = config.auth
+        if auth is not None and auth.secret not in self.secrets:
+            raise PydanticCustomError(
+                "rest_secret",
+                "the rest source's auth reads the secret {secret}, which `secrets` does not list",
+                {"secret": auth.secret, "hint": f'add secrets = ["{auth.secret}"]'},
+            )
         return self
 
     @model_validator(mode="after")

@@ -31,7 +31,30 @@ _DECIMAL = re.compile(r"^decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
 
 def spark_to_delta(spark_type: str) -> str | None:
-    normalized = spark_type.strip().lower()
+    """Spark's name of a type as Delta names it ('bigint' -> 'long'); nested types are
+    spelled as `inspect.type_name` writes a Delta schema's ('struct<id:long,tags:array<string>>'),
+    so a struct read again compares equal to the one the table holds."""
+    text = spark_type.strip()
+    lowered = text.lower()
+    if lowered.startswith("array<") and lowered.endswith(">"):
+        element = spark_to_delta(text[6:-1])
+        return None if element is None else f"array<{element}>"
+    if lowered.startswith("map<") and lowered.endswith(">"):
+        parts = _split_top_level(text[4:-1])
+        kinds = [spark_to_delta(p) for p in parts]
+        if len(kinds) != 2 or None in kinds:
+            return None
+        return f"map<{kinds[0]},{kinds[1]}>"
+    if lowered.startswith("struct<") and lowered.endswith(">"):
+        fields = []
+        for part in _split_top_level(text[7:-1]):
+            name, colon, kind = part.partition(":")
+            field_type = spark_to_delta(kind) if colon else None
+            if not name.strip() or field_type is None:
+                return None
+            fields.append(f"{name.strip().strip('`')}:{field_type}")
+        return f"struct<{','.join(fields)}>" if fields else None
+    normalized = lowered
     match = _DECIMAL.match(normalized)
     if match:
         return f"decimal({match.group(1)},{match.group(2)})"

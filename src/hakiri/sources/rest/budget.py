@@ -135,3 +135,13 @@ class RateBudget:
         os.pwrite(fd, _HEADER.pack(_MAGIC, self.rate.requests, self.rate.seconds, 0), 0)
         os.ftruncate(fd, _HEADER.size + self.rate.requests * _SLOT.size)  # zeros: long ago
         return 0
+
+
+def pipeline_budget(root: Path, pipeline_id: str, rate: str | None) -> RateBudget | None:
+    """The budget every task of a pipeline's runs on this machine takes from (one file per
+    pipeline, under the project's .hakiri directory); None without `rate_budget`."""
+    if rate is None:
+        return None
+    path = root / ".hakiri" / "budgets" / f"{pipeline_id}.budget"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return RateBudget(Rate.parse(rate), path)

@@ -16,11 +16,14 @@ what the engine reports back into the client's one-line hakiri error, secrets ma
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hakiri import errors
@@ -35,7 +38,16 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-__all__ = ["ApiColumn", "Endpoint", "Walk", "read_walks", "task_error"]
+__all__ = [
+    "ApiColumn",
+    "Endpoint",
+    "Walk",
+    "read_children",
+    "read_walks",
+    "record_end",
+    "recorded_end",
+    "task_error",
+]
 
 # A hakiri error raised in a task crosses the engine as this line (the engines report a
 # task's failure as text): its class, reason, hint and status, as JSON.
@@ -82,12 +94,15 @@ class Walk:
     # (JSON path, ISO time): an endpoint sorted by that field, ascending, is walked only up
     # to the first page whose last record is past the time (the chunk's end).
     until: tuple[str, str] | None = None
+    pages: int | None = None  # read at most this many pages (None: to the last one)
+    # Where the task records the position after its last page ({"following": position or
+    # null}), so the next batch of an opaque walk starts there (`record_end`).
+    end_file: str | None = None
 
 
 def read_walks(spark: Any, endpoint: Endpoint, walks: Sequence[Walk]) -> DataFrame:
     """The records of every walk as one lazy DataFrame of `endpoint.columns` (then the
     walks' `values` columns), typed; one task per walk."""
-    from pyspark.sql import functions as F
 
     if not walks:
         raise ValueError("read_walks needs at least one walk")
@@ -96,8 +111,21 @@ def read_walks(spark: Any, endpoint: Endpoint, walks: Sequence[Walk]) -> DataFra
     text_schema = ", ".join(f"{quoted_name(n)} string" for n in names)
     numbers = spark.range(0, len(walks), 1, len(walks))
     rows = numbers.mapInArrow(_reader(endpoint, tuple(walks), names), text_schema)
-    typed = [F.col(quoted_name(c.name)).cast(c.type).alias(c.name) for c in endpoint.columns]
-    return rows.select(*typed, *[quoted_name(n) for n in extra])
+    return rows.select(*_typed(endpoint.columns), *[quoted_name(n) for n in extra])
+
+
+def _typed(columns: Sequence[ApiColumn]) -> list[Any]:
+    """Text columns as their types: JSON text parsed for structs, arrays and maps, other
+    types cast (as declared columns of a CSV are)."""
+    from pyspark.sql import functions as F
+
+    found = []
+    for column in columns:
+        text = F.col(quoted_name(column.name))
+        nested = column.type.lstrip().lower().startswith(("struct", "array", "map"))
+        value = F.from_json(text, column.type) if nested else text.cast(column.type)
+        found.append(value.alias(column.name))
+    return found
 
 
 def _value_names(walks: Sequence[Walk]) -> list[str]:
@@ -115,16 +143,8 @@ def _reader(
     as one Arrow batch of text columns."""
 
     def read(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        try:
+        with _carried():
             yield from pages(numbers)
-        except HakiriError as exc:
-            carried = {
-                "type": type(exc).__name__,
-                "reason": exc.reason,
-                "hint": exc.hint,
-                "status": getattr(exc, "status", None),
-            }
-            raise RuntimeError(_TASK_ERROR + json.dumps(carried)) from None
 
     def pages(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -139,33 +159,156 @@ def _reader(
             return pa.RecordBatch.from_pydict(columns, schema=schema)
 
         records = JsonPath.parse(endpoint.records)
-        with RestClient(
-            endpoint.base_url,
-            auth=endpoint.auth,
-            secrets=endpoint.secrets,
-            headers=endpoint.headers,
-            timeout=endpoint.timeout,
-            retry=endpoint.retry,
-            budget=endpoint.budget,
-        ) as client:
+        with _client(endpoint) as client:
             for batch in numbers:
                 for number in batch.column(0).to_pylist():
                     walk = walks[number]
                     start = PagePosition.from_json(walk.start) if walk.start else None
-                    for page in walk_pages(
-                        client,
-                        walk.path,
-                        dict(walk.params),
-                        endpoint.paginator,
-                        records,
-                        start=start,
+                    following = start
+                    for read_pages, page in enumerate(
+                        walk_pages(
+                            client,
+                            walk.path,
+                            dict(walk.params),
+                            endpoint.paginator,
+                            records,
+                            start=start,
+                        ),
+                        start=1,
                     ):
+                        following = page.following
                         if page.records:
                             yield batch_of(page.records, walk)
                         if _past(walk, page.records):
                             break  # sorted by `until`'s field: later pages are past it too
+                        if walk.pages is not None and read_pages >= walk.pages:
+                            break
+                    if walk.end_file is not None:
+                        record_end(walk.end_file, following)
 
     return read
+
+
+def record_end(path: str, following: PagePosition | None) -> None:
+    """Write where a walk stopped, durably and whole (a reader sees the old file or the new
+    one, never half of one)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"following": following.to_json() if following else None})
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with open(temporary, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, target)
+
+
+def recorded_end(path: str) -> tuple[bool, dict[str, Any] | None]:
+    """(found, following) of a walk's end file; following None: the walk reached its end."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False, None
+    following = json.loads(text).get("following")
+    return True, following
+
+
+def read_children(
+    spark: Any,
+    endpoint: Endpoint,
+    parents: DataFrame,
+    path: str,
+    values: Mapping[str, str],
+    params: Mapping[str, str],
+    tasks: int,
+) -> DataFrame:
+    """The records of a child endpoint, fetched once per parent row (one walk each, its
+    path filled from the parent's columns: 'issues/{number}/comments'), in `tasks` engine
+    tasks; each row also gets `values` (name -> parent column). Parents whose path fields
+    are NULL have no children."""
+    from pyspark.sql import functions as F
+
+    pieces = re.split(r"\{([^{}]+)\}", path)
+    target = F.concat(
+        *[
+            F.lit(piece) if i % 2 == 0 else F.col(quoted_name(piece)).cast("string")
+            for i, piece in enumerate(pieces)
+            if i % 2 == 1 or piece
+        ]
+    )
+    described = parents.select(
+        target.alias(_PATH),
+        *[F.col(quoted_name(field)).cast("string").alias(name) for name, field in values.items()],
+    ).where(F.col(_PATH).isNotNull())
+    names = [c.name for c in endpoint.columns] + list(values)
+    text_schema = ", ".join(f"{quoted_name(n)} string" for n in names)
+    rows = described.repartition(max(1, tasks)).mapInArrow(
+        _child_reader(endpoint, dict(params), names, list(values)), text_schema
+    )
+    typed = _typed(endpoint.columns)
+    kinds = dict(parents.dtypes)
+    copied = [F.col(quoted_name(n)).cast(kinds[f]).alias(n) for n, f in values.items()]
+    return rows.select(*typed, *copied)
+
+
+_PATH = "_hakiri_path"
+
+
+def _child_reader(
+    endpoint: Endpoint, params: dict[str, str], names: list[str], value_names: list[str]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def read(parents: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        with _carried():
+            yield from pages(parents)
+
+    def pages(parents: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        schema = pa.schema([(n, pa.string()) for n in names])
+        paths = [(c.name, JsonPath.parse(c.path)) for c in endpoint.columns]
+        records = JsonPath.parse(endpoint.records)
+        with _client(endpoint) as client:
+            for batch in parents:
+                for parent in batch.to_pylist():
+                    for page in walk_pages(
+                        client, parent[_PATH], params, endpoint.paginator, records
+                    ):
+                        if not page.records:
+                            continue
+                        found = page.records
+                        columns = {n: [_text(p.first(r)) for r in found] for n, p in paths}
+                        for name in value_names:
+                            columns[name] = [parent[name]] * len(found)
+                        yield pa.RecordBatch.from_pydict(columns, schema=schema)
+
+    return read
+
+
+def _client(endpoint: Endpoint) -> RestClient:
+    return RestClient(
+        endpoint.base_url,
+        auth=endpoint.auth,
+        secrets=endpoint.secrets,
+        headers=endpoint.headers,
+        timeout=endpoint.timeout,
+        retry=endpoint.retry,
+        budget=endpoint.budget,
+    )
+
+
+@contextlib.contextmanager
+def _carried() -> Iterator[None]:
+    """A hakiri error raised in a task, as the one line `task_error` rebuilds it from."""
+    try:
+        yield
+    except HakiriError as exc:
+        carried = {
+            "type": type(exc).__name__,
+            "reason": exc.reason,
+            "hint": exc.hint,
+            "status": getattr(exc, "status", None),
+        }
+        raise RuntimeError(_TASK_ERROR + json.dumps(carried)) from None
 
 
 def _past(walk: Walk, found: list[dict[str, Any]]) -> bool:

@@ -15,6 +15,7 @@ resumes there, asking for no page before it.
     next_token   a token in the body, sent back as a query param   position: token
     offset       offset/limit params, until a short page or total  position: offset
     page_number  page params, until an empty page or total pages   position: page
+    single_page  one response holds every record
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "PagePosition",
     "PageRequest",
     "Paginator",
+    "SinglePage",
     "parse_link_header",
     "walk_pages",
 ]
@@ -240,8 +242,27 @@ class PageNumber(Paginator):
         return PagePosition("page", page + 1)
 
 
+@dataclass(frozen=True)
+class SinglePage(Paginator):
+    """The endpoint answers every record in one response."""
+
+    kind: ClassVar[str] = "single_page"
+
+    def request(self, path: str, params: Params, position: PagePosition | None) -> PageRequest:
+        return PageRequest(path, dict(params))
+
+    def following(
+        self,
+        position: PagePosition | None,
+        response: RestResponse,
+        body: Any,
+        records: list[dict[str, Any]],
+    ) -> PagePosition | None:
+        return None
+
+
 PAGINATORS: dict[str, type[Paginator]] = {
-    p.kind: p for p in (LinkHeader, NextUrl, NextToken, Offset, PageNumber)
+    p.kind: p for p in (LinkHeader, NextUrl, NextToken, Offset, PageNumber, SinglePage)
 }
 
 
