@@ -491,7 +491,7 @@ def _merged(a: Any, b: Any) -> Any:
         return {k: _merged(a.get(k, _NULL), b.get(k, _NULL)) for k in keys}
     if isinstance(a, list) and isinstance(b, list):
         return [_merged(a[0], b[0])]
-    if {a, b} == {"bigint", "double"}:
+    if isinstance(a, str) and isinstance(b, str) and {a, b} == {"bigint", "double"}:
         return "double"
     return "string"
 

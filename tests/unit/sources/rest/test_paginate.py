@@ -186,7 +186,21 @@ def test_a_token_that_does_not_move_is_refused_rather_than_walked_forever(
 
 
 def test_paginators_are_known_by_their_manifest_names() -> None:
-    assert set(PAGINATORS) == {"link_header", "next_url", "next_token", "offset", "page_number"}
+    from typing import get_args
+
+    from hakiri.spec.rest import RestPaginator
+
+    union, _ = get_args(RestPaginator)
+    in_manifest = {get_args(m.model_fields["type"].annotation)[0] for m in get_args(union)}
+    assert set(PAGINATORS) == in_manifest
+    assert in_manifest == {
+        "link_header",
+        "next_url",
+        "next_token",
+        "offset",
+        "page_number",
+        "single_page",
+    }
 
 
 def test_link_headers_are_read_as_rfc_8288_writes_them() -> None:
