@@ -212,8 +212,9 @@ class RestTableSource:
                     f"pipeline `{self.spec.id}`: where batch {latest.batch_id} of "
                     f"{table.name} stopped walking pages was not recorded "
                     f"({self._end_file(latest.batch_id)})",
-                    "the engine's tasks record it in the project's .hakiri directory: run "
-                    "with an engine on this machine (engine = 'local' or 'sail')",
+                    "the engine's tasks record it in the project's .hakiri directory, so they "
+                    "must run on this machine: engine = 'sail', or 'spark' with a local[...] "
+                    "master",
                 )
             if following is not None:
                 more = WalkPart(part.walk, part.segment + 1, following, pages)

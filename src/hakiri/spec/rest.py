@@ -164,7 +164,7 @@ class RestEndpoint(SpecModel):
         "from the first page when absent.",
     )
     parent: Name | None = Field(
-        None, description="An endpoint fetched once per record of this one."
+        None, description="The endpoint whose records this one is fetched for, once per record."
     )
     parent_columns: dict[Name, Name] = Field(
         default_factory=dict, description="Columns copied from the parent record: name -> field."

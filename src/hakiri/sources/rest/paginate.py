@@ -13,7 +13,7 @@ resumes there, asking for no page before it.
     link_header  the Link header's rel="next" URL (GitHub)         position: url
     next_url     a URL in the body (`links.next`)                  position: url
     next_token   a token in the body, sent back as a query param   position: token
-    offset       offset/limit params, until a short page or total  position: offset
+    offset       offset/limit params, until an empty page or total position: offset
     page_number  page params, until an empty page or total pages   position: page
     single_page  one response holds every record
 """
