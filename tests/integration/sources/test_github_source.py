@@ -221,3 +221,40 @@ def test_a_windowed_backfill_starts_at_the_oldest_record_and_resumes_after_a_kil
     assert resumed and not resumed & {first_since, second_since}
     loaded = dict(project.query(f'SELECT id, title FROM "{pg_schema}".issues'))
     assert loaded == _expected(api_server)["issues"]
+
+
+def test_after_500_issues_change_the_next_apply_asks_only_for_them(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    """1,500 issues and pull requests in 3 repositories; the server changes 500 of them.
+    The next apply's requests all carry `since` (the end of the last plan), there are as
+    many as the changed records fill pages of 100 in each repository (for each of the two
+    tables that read the issues endpoint), and it upserts exactly the 500."""
+    from tests.support.api_server import ApiServer
+    from tests.support.github_dataset import GitHubDataset
+
+    dataset = GitHubDataset.generate(repos=3, issues=1500, comments=30, seed=5)
+    with ApiServer(dataset, token=API_TOKEN) as api:
+        project = _project(
+            tmp_path, pg_url, pg_schema, api, "postgres", tables='["issues", "pull_requests"]'
+        )
+        first = project.cli("apply", "--json", env=ENV)
+        assert first.exit_code == 0, first.output
+        changed = api.update_issues(500, at=int(time.time()))
+        time.sleep(2)  # a plan reads up to the second before it
+        api.clear_requests()
+        again = project.cli("apply", "--json", env=ENV)
+        assert again.exit_code == 0, again.output
+        [outcome] = json.loads(again.stdout)
+        assert outcome["rows"] == 500
+        per_repo = {name: 0 for name in api.dataset.repos}
+        for name, _ in changed:
+            per_repo[name] += 1
+        pages = sum(-(-n // 100) for n in per_repo.values())
+        asked = [r for r in api.requests if r.path.endswith("/issues")]
+        assert len(asked) == 2 * pages
+        assert all("since" in r.query for r in asked)
+        expected = _expected(api)
+        for table in ("issues", "pull_requests"):
+            loaded = dict(project.query(f'SELECT id, title FROM "{pg_schema}".{table}'))
+            assert loaded == expected[table]

@@ -291,3 +291,45 @@ def test_manifest_mistakes_are_one_line_each(
     (secretless.root / "hakiri.toml").write_text(text)
     done = secretless.cli("validate")
     assert done.exit_code == 1 and "API_TOKEN" in done.output and "secrets" in done.output
+
+
+def test_a_walk_killed_with_sigkill_resumes_after_its_last_committed_batch(
+    tmp_path: Path, pg_url: str, pg_schema: str, api_server, spark
+) -> None:
+    """A real SIGKILL at a moment the test does not choose precisely: once the server has
+    answered a fifth page, two batches of two pages have committed (a walk asks for a page
+    only after the batch before it committed). The next apply starts past them, fetches at
+    most the killed batch's pages a second time, and the target is exact."""
+    repo = _repo(api_server)
+    project = _project(
+        tmp_path, pg_url, pg_schema, api_server, _OPAQUE.replace("REPO", repo), "postgres"
+    )
+    path = f"/shapes/{repo}/cursor"
+    api_server.slow(0.3, times=1000, path=path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(project.root)],
+        env={**os.environ, **ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while len(api_server.requests_to(path)) < 5:
+            assert process.poll() is None, "the apply ended before it could be killed"
+            assert time.monotonic() < deadline, "the walk never reached its fifth page"
+            time.sleep(0.05)
+        process.kill()
+    finally:
+        process.wait(timeout=60)
+    assert process.returncode == -9
+    first = [r.query.get("cursor") for r in api_server.requests_to(path)]
+    api_server.clear_requests()
+
+    again = project.cli("apply", "--json", env=ENV)
+    assert again.exit_code == 0, again.output
+    resumed = [r.query.get("cursor") for r in api_server.requests_to(path)]
+    assert resumed[0] is not None and resumed[0] not in first[:4]
+    assert len(set(first) & set(resumed)) <= 2  # the pages of the batch the kill stopped
+    issues = api_server.dataset.repos[repo].issues
+    assert len(set(first) | set(resumed)) == -(-len(issues) // 4)  # every page read
+    assert _loaded(project, "postgres", "issues", "title") == {i.id: i.title for i in issues}
