@@ -150,7 +150,7 @@ class RestTableSource:
         endpoint = self._endpoint(table.name)
         declared = declared_columns(endpoint)
         if declared is None:
-            return SourceObservation(table.name, notes=("columns from the data",))
+            return SourceObservation(table.name)
         columns = [SourceColumn(c.name, c.type) for c in declared]
         columns += [SourceColumn(name, "string") for name in endpoint.parent_columns]
         return SourceObservation(table.name, columns=tuple(columns))
