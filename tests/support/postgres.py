@@ -182,7 +182,9 @@ class TestPostgres:
             port = _free_port()
             options = (
                 f"-c listen_addresses=127.0.0.1 -p {port} -k {self.base_dir} "
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                # change data capture tests decode logical replication slots
+                "-c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20"
             )
             pg_ctl = self.bin_dir / "pg_ctl"
             data = self.base_dir / "data"
