@@ -1,0 +1,1 @@
+"""Change data capture: decoding a database's own change stream into row changes."""
