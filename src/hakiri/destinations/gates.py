@@ -1,5 +1,5 @@
-"""Refusals every destination makes before it writes anything: a mode that cannot load in
-this runtime (cdc_mirror's gate), and the empty-source guard.
+"""Refusals every destination makes before it writes anything: a mode the destination
+cannot write (cdc_mirror into the context store), and the empty-source guard.
 
 Shared by every destination kind, so a load mode is refused with the same words whichever
 store the rows were going to; the words are the mode's (`spec.modes`).
@@ -7,16 +7,22 @@ store the rows were going to; the words are the mode's (`spec.modes`).
 
 from __future__ import annotations
 
-from hakiri.errors import EmptySource
+from hakiri.destinations.capabilities import Capabilities
+from hakiri.errors import EmptySource, LoadError
 from hakiri.spec.load import LoadSpec
-from hakiri.spec.modes.cdc_mirror import CDC_DOCS, STREAMING_ENV
 
-__all__ = ["CDC_DOCS", "STREAMING_ENV", "check_empty_source", "check_mode_available"]
+__all__ = ["check_empty_source", "check_mode_available"]
 
 
-def check_mode_available(load: LoadSpec) -> None:
-    """A gated mode (cdc_mirror) refuses, never silently doing nothing."""
+def check_mode_available(load: LoadSpec, capabilities: Capabilities) -> None:
+    """A mode the destination has no primitives for refuses (plan and apply refuse it
+    first; this is the last line, for a destination used directly)."""
     load.strategy.refuse(load)
+    if not capabilities.can_write(load.strategy):
+        raise LoadError(
+            f"load mode {load.mode} is not supported by the {capabilities.kind} destination",
+            "pick another load mode (docs/load-modes.md lists each destination's)",
+        )
 
 
 def check_empty_source(load: LoadSpec, rows: int, qualified: str) -> None:

@@ -70,10 +70,13 @@ class SchemaGuard:
         # scd2's validity columns, upsert's deleted_at: columns of the target like the source's.
         frame = shape_for_load(frame, self.spec.load, request.batch_time)
         target = destination.target_columns(request)
+        # cdc_mirror's op: staged to tell the write what to do, never a column of the target.
+        control = set(self.spec.load.strategy.control_columns)
+        fields = [f for f in frame.schema.fields if f.name not in control]
         if target is None:  # the first load creates the target with the batch's columns
             columns = [
                 Column(name=f.name, type=destination_type(f.dataType.simpleString(), self.kind))
-                for f in frame.schema.fields
+                for f in fields
             ]
             self._step(EvolveStep(table=table, create=True, columns=columns))
             return frame
@@ -81,7 +84,11 @@ class SchemaGuard:
         self._check_key(table, where)
         if guessed:
             frame = settle_unvalued(frame, target, guessed, self.kind)
-        source = [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
+        source = [
+            (f.name, f.dataType.simpleString())
+            for f in frame.schema.fields
+            if f.name not in control
+        ]
         events = self.catalog.schema_events(self.spec.id)
         try:
             decision = decide(

@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hakiri.sources.base import Source
+from hakiri.sources.cdc_source import CdcSource
 from hakiri.sources.file_source import FileSource
 from hakiri.sources.github_source import GithubTableSource
 from hakiri.sources.rest_source import RestTableSource
 from hakiri.sources.table_source import TableSource
-from hakiri.spec.pipeline import PipelineSpec
+from hakiri.spec.pipeline import PipelineSpec, PostgresSourceConfig
 from hakiri.spec.project import ProjectFile
 
 __all__ = ["has_cursors", "source_for"]
@@ -28,6 +29,9 @@ _SOURCES: dict[
 def source_for(
     root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
 ) -> Source:
+    config = spec.source.config
+    if isinstance(config, PostgresSourceConfig) and config.cdc is not None:
+        return CdcSource.from_spec(root, settings, spec, env)
     return _SOURCES[spec.source.connector].from_spec(root, settings, spec, env)
 
 

@@ -114,9 +114,6 @@ class LoadSpec(SpecModel):
         None,
         description="Column whose high-water mark filters rows for mode = 'incremental_watermark'.",
     )
-    cdc_source: str | None = Field(
-        None, description="Change stream to mirror for mode = 'cdc_mirror'."
-    )
     key: Annotated[list[Name], Field(min_length=1)] | Literal["row_hash"] | None = Field(
         None,
         description="scd2: the columns that identify a record across its versions, or "

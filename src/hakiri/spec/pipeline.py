@@ -220,6 +220,30 @@ class _ConnectionRef(SpecModel):
         return self
 
 
+_PG_NAME = r"^[a-z_][a-z0-9_]{0,62}$"
+
+
+class CdcConfig(SpecModel):
+    """`cdc = { slot = "…", publication = "…" }`: read the tables' changes from PostgreSQL's
+    logical decoding (pgoutput), after a snapshot of them (`load.mode = "cdc_mirror"`)."""
+
+    slot: Annotated[str, Field(pattern=_PG_NAME)] | None = Field(
+        None,
+        description="The logical replication slot (created on the first apply, or adopted "
+        "when it exists and is idle); hakiri_<pipeline id> when absent.",
+    )
+    publication: Annotated[str, Field(pattern=_PG_NAME)] | None = Field(
+        None,
+        description="The publication of the pipeline's tables (created on the first apply "
+        "when missing); hakiri_<pipeline id> when absent.",
+    )
+    max_lag_bytes: int | None = Field(
+        None,
+        ge=1,
+        description="Alert when the slot retains more WAL than this (bytes behind the server).",
+    )
+
+
 class PostgresSourceConfig(_ConnectionRef):
     schema_name: Name = Field(
         "public", alias="schema", description="Schema the source tables live in."
@@ -229,6 +253,9 @@ class PostgresSourceConfig(_ConnectionRef):
         None, description="Numeric/date column used to split reads into parallel partitions."
     )
     num_partitions: int = Field(1, ge=1, le=256)
+    cdc: CdcConfig | None = Field(
+        None, description="Mirror the tables' changes (logical decoding) with mode cdc_mirror."
+    )
 
 
 class PostgresSource(SpecModel):

@@ -152,7 +152,7 @@ def test_cdc_mirror_without_source_is_caught_in_json_too(project, cli) -> None:
     )
     result = cli("validate")
     assert result.exit_code == 1
-    assert "load mode 'cdc_mirror' requires `cdc_source`" in result.stderr
+    assert "load mode 'cdc_mirror' requires `upsert_key`" in result.stderr
 
 
 def test_syntax_errors_name_the_line(project, cli) -> None:

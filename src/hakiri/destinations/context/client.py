@@ -150,7 +150,7 @@ class ContextDestination:
         `.../quarantine/`: two writes, both from the rules' cached evaluation.
 
         incremental_watermark filters here: only rows past the current mark are staged."""
-        check_mode_available(request.load)
+        check_mode_available(request.load, CONTEXT)
         _refuse_unsupported(request)
         location = self._location(request.target_table, "target table")
         frame, quarantine = rows.split()
@@ -271,7 +271,7 @@ class ContextDestination:
         location = self._location(request.target_table, "target table")
         area = staging_area(self.store, staged.staging_table)
         try:
-            check_mode_available(request.load)
+            check_mode_available(request.load, CONTEXT)
             check_empty_source(request.load, staged.rows, str(location))
             _refuse_unsupported(request)
             if is_committed(location, request):

@@ -178,7 +178,7 @@ class PostgresDestination:
         target stores as text is staged as NULL. The COPY writer sorts rows and violations in
         the one pass that reads them; the JDBC writer writes the two from the rules' cached
         evaluation."""
-        check_mode_available(request.load)
+        check_mode_available(request.load, POSTGRES)
         schema = self._schema(request)
         check_identifier(request.target_table, "target table")
         keep = request.quarantine is not None
@@ -482,7 +482,7 @@ class PostgresDestination:
     ) -> LoadResult:
         schema = self._schema(request)
         try:
-            check_mode_available(request.load)
+            check_mode_available(request.load, POSTGRES)
             check_empty_source(request.load, staged.rows, f"{schema}.{request.target_table}")
             return self._retrying(lambda: self._commit_once(staged, request, schema, checkpoint))
         except BaseException:
@@ -548,8 +548,13 @@ class PostgresDestination:
                 "apply the pipeline first; replay adds quarantined rows to an existing target",
             )
         if created:
+            control = set(request.load.strategy.control_columns)  # cdc_mirror's op
             target_columns = create_target(
-                conn, schema, table, staging_obs.columns, request.load.primary_key()
+                conn,
+                schema,
+                table,
+                [c for c in staging_obs.columns if c.name not in control],
+                request.load.primary_key(),
             )
         else:
             target_columns = target_obs.columns

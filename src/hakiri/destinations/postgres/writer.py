@@ -14,6 +14,7 @@ from hakiri.destinations.postgres.load_modes import (
     load_upsert,
     refuse_repeated_keys,
 )
+from hakiri.destinations.postgres.mirror import load_mirror
 from hakiri.destinations.postgres.swap import load_blue_green
 from hakiri.spec.modes import Written
 
@@ -76,3 +77,7 @@ class PostgresWriter:
     def insert_past_watermark(self) -> Written:
         rows, mark = load_incremental_watermark(self.ctx)
         return Written(rows, watermark=mark)
+
+    def mirror(self, key: Sequence[str]) -> Written:
+        rows, deleted = load_mirror(self.ctx, key)
+        return Written(rows, deleted)

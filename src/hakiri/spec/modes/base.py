@@ -44,7 +44,6 @@ class LoadSpec(Protocol):
 
     upsert_key: list[str] | None
     watermark_column: str | None
-    cdc_source: str | None
     key: list[str] | str | None
     track: list[str] | None
     change_time_column: str | None
@@ -120,6 +119,12 @@ class ModeWriter(Protocol):
         """Insert the staged rows past the target's high-water mark; the mark after it."""
         ...
 
+    def mirror(self, key: Sequence[str]) -> Written:
+        """Apply the staged net changes by `key` (cdc_mirror): a row whose op is 'd' deletes
+        its key, the others replace or insert it; a column the row lists as unchanged keeps
+        the target's value."""
+        ...
+
 
 # The primitives' names: what a strategy's `needs` may list, and a destination offers.
 WRITE_PRIMITIVES = frozenset(
@@ -178,6 +183,9 @@ class LoadStrategy:
     destructive: ClassVar[bool] = False
     # The SQL post hooks run inside the commit (blue_green: inside the swap).
     post_hook_in_commit: ClassVar[bool] = False
+    # Columns of the staged rows that tell the write what to do and never reach the target
+    # (cdc_mirror's op): the schema guard leaves them out of the target's columns.
+    control_columns: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------ the manifest
 

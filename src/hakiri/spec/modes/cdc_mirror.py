@@ -1,44 +1,59 @@
-"""cdc_mirror: mirror a change stream. Gated: it runs on the streaming runtime, which is not
-here yet, so every load refuses with the reason, never silently doing nothing."""
+"""cdc_mirror: the target follows a PostgreSQL table's changes, read from logical decoding
+(`sources.cdc_source`): a snapshot of the table first, then its inserts, updates and
+deletes in commit order, by the table's primary key (`upsert_key`).
+
+A batch is a range of the server's WAL (or a snapshot chunk). Its staged rows are the net
+effect of the range's changes on each key, with two control columns that never reach the
+target: `_hakiri_cdc_op` ('u': the key's row is this one; 'd': the key is gone) and
+`_hakiri_cdc_unchanged` (a JSON list of the columns whose large values the WAL left out,
+which keep the target's value). The range's end is the batch id, kept in the destination's
+ledger with the rows, so a range is applied once whatever crashes."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
-from hakiri.errors import LoadError
-from hakiri.spec.modes.base import LoadStrategy, Written, register_mode
+from hakiri.spec.modes.base import LoadStrategy, ModeOptionError, Written, register_mode
 
 if TYPE_CHECKING:
-    from hakiri.spec.modes.base import LoadSpec, ModeWriter
+    from hakiri.spec.modes.base import LoadSpec, ModeWriter, PipelineSpec
 
-STREAMING_ENV = "HAKIRI_STREAMING_ENABLED"
+OP_COLUMN = "_hakiri_cdc_op"
+UNCHANGED_COLUMN = "_hakiri_cdc_unchanged"
 CDC_DOCS = "docs/cdc.md"
 
 
 class CdcMirror(LoadStrategy):
     name = "cdc_mirror"
-    summary = "mirror a change stream (gated: needs the streaming runtime)"
-    required = ("cdc_source", "cdc_mirror needs the change stream to mirror")
-    options = ("cdc_source",)
+    summary = "mirror a PostgreSQL table's changes (logical decoding) by its primary key"
+    needs = ("mirror",)
+    required = (
+        "upsert_key",
+        "cdc_mirror applies each change by the table's primary key: name it in upsert_key",
+    )
+    options = ("upsert_key",)
+    ordered = True  # WAL ranges apply in order, one at a time
+    destructive = True
+    control_columns: ClassVar[tuple[str, ...]] = (OP_COLUMN, UNCHANGED_COLUMN)
 
-    def refuse(self, load: LoadSpec, env: Mapping[str, str] = os.environ) -> None:
-        if env.get(STREAMING_ENV, "").strip().lower() != "true":
-            raise LoadError(
-                "load mode cdc_mirror: streaming disabled",
-                f"cdc_mirror runs on the streaming runtime: set {STREAMING_ENV}=true to enable "
-                f"it (see {CDC_DOCS})",
+    def check_pipeline(self, spec: PipelineSpec) -> None:
+        config = getattr(spec.source, "config", None)
+        if getattr(spec.source, "connector", None) != "postgres" or config.cdc is None:
+            raise ModeOptionError(
+                "load mode cdc_mirror reads the changes of a PostgreSQL source, and this "
+                "pipeline's source has no `cdc`",
+                'use a postgres source with config.cdc = { slot = "…", publication = "…" } '
+                f"(see {CDC_DOCS})",
+                at="source",
             )
-        raise LoadError(
-            "load mode cdc_mirror: Debezium connector not configured for cdc_source "
-            f"{load.cdc_source!r}",
-            f"configure a Debezium connector for that change stream, see {CDC_DOCS}",
-        )
+
+    def merge_key(self, load: LoadSpec) -> list[str] | None:
+        return list(load.upsert_key) if load.upsert_key else None
 
     def write(self, load: LoadSpec, writer: ModeWriter) -> Written:
-        self.refuse(load)
-        raise AssertionError("unreachable: refuse() always raises")
+        key = self.merge_key(load)
+        assert key is not None  # required by the manifest
+        return writer.mirror(key)
 
 
 register_mode(CdcMirror())

@@ -1,0 +1,226 @@
+"""A range of a table's changes, read and reduced in the engine.
+
+One engine task peeks the slot's changes (`pg_logical_slot_peek_binary_changes`, pgoutput,
+the pipeline's publication) up to the range's end, decodes them (`pgoutput.Decoder`) and
+keeps this table's, committed inside the range, as events: the row after the change (op
+'u') or the key that went away (op 'd'; a primary-key update is both), with the change's
+commit LSN and order. Peeking leaves the slot where it was: it moves only after the target
+committed (`slot.advance_slot`), so a crash reads the range again.
+
+The engine then reduces the events to the net effect on each key (`net_changes`): the last
+event wins, and a large value the WAL left out of an update (unchanged TOAST) is taken
+from the key's earlier event in the range that had it, or else left to the target.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from hakiri.errors import HakiriError, SourceDataError
+from hakiri.guards.spark_types import quoted_name
+from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["net_changes", "read_changes", "task_error"]
+
+_LSN = "_hakiri_cdc_lsn"
+_SEQ = "_hakiri_cdc_seq"
+_ROWS_PER_BATCH = 20_000
+_TASK_ERROR = "hakiri-cdc-error:"
+# PostgreSQL writes a UTC offset as +00; Spark's cast wants +00:00.
+_SHORT_OFFSET = re.compile(r"([+-]\d\d)$")
+
+
+def read_changes(
+    spark: Any,
+    url: str,
+    slot: str,
+    publication: str,
+    table: tuple[str, str],
+    lsn_range: tuple[int, int],
+    columns: Sequence[tuple[str, str]],
+    key: Sequence[str],
+) -> DataFrame:
+    """The net changes of `table` committed in `lsn_range` ([start, end)), as rows of
+    `columns` (name, Spark type) with the op and unchanged control columns."""
+    from pyspark.sql import functions as F
+
+    names = [name for name, _ in columns]
+    wide = [OP_COLUMN, _LSN, _SEQ, UNCHANGED_COLUMN, *names]
+    text = ", ".join(f"{quoted_name(n)} string" for n in wide)
+    task = _decode(url, slot, publication, table, lsn_range, names, list(key))
+    events = spark.range(0, 1, 1, 1).mapInArrow(task, text)
+    typed = events.select(
+        F.col(OP_COLUMN),
+        F.col(_LSN).cast("bigint").alias(_LSN),
+        F.col(_SEQ).cast("bigint").alias(_SEQ),
+        F.col(UNCHANGED_COLUMN),
+        *[F.col(quoted_name(n)).cast(kind).alias(n) for n, kind in columns],
+    )
+    return net_changes(typed, columns, key)
+
+
+def net_changes(
+    events: DataFrame, columns: Sequence[tuple[str, str]], key: Sequence[str]
+) -> DataFrame:
+    """One row per key: its last event, unchanged values carried from the key's earlier
+    events in the range where they were present."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keys = [F.col(quoted_name(k)) for k in key]
+    ordered = Window.partitionBy(*keys).orderBy(F.col(_LSN), F.col(_SEQ))
+    so_far = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    unchanged = F.from_json(F.col(UNCHANGED_COLUMN), "array<string>")
+    out: list[Any] = []
+    still: list[Any] = []
+    for name, kind in columns:
+        column = F.col(quoted_name(name))
+        if name in key or kind not in ("string", "binary"):  # only varlena values are TOASTed
+            out.append(column.alias(name))
+            continue
+        present = F.coalesce(~F.array_contains(unchanged, name), F.lit(True))
+        carried = F.last(F.when(present, F.struct(column.alias("v"))), ignorenulls=True).over(
+            so_far
+        )
+        out.append(F.when(present, column).otherwise(carried.getField("v")).alias(name))
+        still.append(F.when(~present & carried.isNull(), F.lit(json.dumps(name))))
+    listed = F.concat_ws(",", *still) if still else F.lit("")
+    left_out = F.when(listed != "", F.concat(F.lit("["), listed, F.lit("]")))
+    latest = Window.partitionBy(*keys).orderBy(F.col(_LSN).desc(), F.col(_SEQ).desc())
+    reduced = events.select(
+        *out,
+        F.col(OP_COLUMN),
+        left_out.cast("string").alias(UNCHANGED_COLUMN),
+        F.row_number().over(latest).alias("_hakiri_cdc_rank"),
+    )
+    return reduced.where(F.col("_hakiri_cdc_rank") == 1).drop("_hakiri_cdc_rank")
+
+
+def _decode(
+    url: str,
+    slot: str,
+    publication: str,
+    table: tuple[str, str],
+    lsn_range: tuple[int, int],
+    names: list[str],
+    key: list[str],
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        for _ in batches:  # the one input row says only that this task runs
+            pass
+        try:
+            yield from _events(url, slot, publication, table, lsn_range, names, key)
+        except HakiriError as exc:
+            carried = {"type": type(exc).__name__, "reason": exc.reason, "hint": exc.hint}
+            raise RuntimeError(_TASK_ERROR + json.dumps(carried)) from None
+
+    return task
+
+
+def _events(
+    url: str,
+    slot: str,
+    publication: str,
+    table: tuple[str, str],
+    lsn_range: tuple[int, int],
+    names: list[str],
+    key: list[str],
+) -> Iterator[Any]:
+    import psycopg
+    import pyarrow as pa
+
+    from hakiri.sources.cdc.pgoutput import UNCHANGED, Decoder, lsn_text
+
+    start, end = lsn_range
+    wide = [OP_COLUMN, _LSN, _SEQ, UNCHANGED_COLUMN, *names]
+    schema = pa.schema([(n, pa.string()) for n in wide])
+    found: dict[str, list[Any]] = {n: [] for n in wide}
+
+    def add(op: str, lsn: int, seq: int, values: dict[str, Any]) -> None:
+        left_out = [n for n in names if values.get(n) is UNCHANGED]
+        found[OP_COLUMN].append(op)
+        found[_LSN].append(str(lsn))
+        found[_SEQ].append(str(seq))
+        found[UNCHANGED_COLUMN].append(json.dumps(left_out) if left_out else None)
+        for n in names:
+            value = values.get(n)
+            found[n].append(None if value is None or value is UNCHANGED else _spark_text(value))
+
+    decoder = Decoder()
+    with psycopg.connect(url) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        conn.execute("SET DateStyle = 'ISO'")
+        conn.execute("SET extra_float_digits = 3")
+        with conn.cursor(name="hakiri_cdc_peek") as cursor:
+            cursor.itersize = 5_000
+            cursor.execute(
+                "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
+                "'proto_version', '1', 'publication_names', %s)",
+                (slot, lsn_text(end), publication),
+            )
+            for (data,) in cursor:
+                for change in decoder.feed(bytes(data)):
+                    relation = change.relation
+                    if (relation.schema, relation.name) != table:
+                        continue
+                    if not start <= change.commit_lsn < end:
+                        continue
+                    where = f"{table[0]}.{table[1]} at {lsn_text(change.commit_lsn)}"
+                    if change.op == "truncate":
+                        raise SourceDataError(
+                            f"{where}: TRUNCATE is not mirrored yet",
+                            "drop the pipeline's replication slot and apply again: a new "
+                            "snapshot of the table is taken",
+                        )
+                    seq = change.seq * 2
+                    new, old = change.new or {}, change.old or {}
+                    if change.op == "delete":
+                        add("d", change.commit_lsn, seq, old)
+                    elif (
+                        change.op == "update" and old and any(old.get(k) != new.get(k) for k in key)
+                    ):
+                        if any(v is UNCHANGED for v in new.values()):
+                            raise SourceDataError(
+                                f"{where}: a primary-key update left a large value out of the "
+                                "WAL, and the old row it belongs to is deleted by the update",
+                                f"ALTER TABLE {table[0]}.{table[1]} REPLICA IDENTITY FULL",
+                            )
+                        add("d", change.commit_lsn, seq, old)
+                        add("u", change.commit_lsn, seq + 1, new)
+                    else:
+                        add("u", change.commit_lsn, seq, new)
+                    if len(found[OP_COLUMN]) >= _ROWS_PER_BATCH:
+                        yield pa.RecordBatch.from_pydict(found, schema=schema)
+                        found = {n: [] for n in wide}
+    if found[OP_COLUMN]:
+        yield pa.RecordBatch.from_pydict(found, schema=schema)
+
+
+def _spark_text(value: str) -> str:
+    """PostgreSQL's text of a value as Spark's cast reads it (UTC offsets written whole)."""
+    if len(value) > 19 and value[10] == " " and _SHORT_OFFSET.search(value):
+        return value + ":00"
+    return value
+
+
+def task_error(exc: BaseException) -> HakiriError | None:
+    """The hakiri error the decoding task raised, rebuilt from the engine's report."""
+    from hakiri import errors
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        found = re.search(re.escape(_TASK_ERROR) + r"(\{.*?\})(?:\s|$)", str(seen))
+        if found:
+            carried = json.loads(found.group(1))
+            kind = getattr(errors, str(carried.get("type")), None)
+            if not (isinstance(kind, type) and issubclass(kind, HakiriError)):
+                kind = errors.SourceDataError
+            return kind(str(carried.get("reason")), carried.get("hint"))
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -1,0 +1,243 @@
+"""A PostgreSQL source with `cdc`: the tables' snapshot, then their changes from logical
+decoding, for load mode cdc_mirror (`spec.modes.cdc_mirror`).
+
+Batches per table, in order (the mode loads one at a time):
+
+- `cdc-snapshot:<table>:<n>`: the table's rows, read after the slot exists. The slot is
+  created (with the publication) by the first snapshot read; every row a snapshot reads is
+  as it was at or after the slot's start, so applying the changes from that start brings
+  the target to the source's state: a change the snapshot already holds writes the same
+  row again. No exported snapshot has to stay open for the whole backfill, so a killed
+  backfill resumes at its next batch.
+- `cdc:<table>:<start>:<end>`: the changes committed in [start, end) of the WAL. The first
+  range starts where the slot does, each next one where the last committed one ended, and
+  ends where the server's WAL is flushed when it is planned. The range is the batch id,
+  kept in the destination's ledger with the rows: a range is applied once.
+
+Before it reads a range, a batch moves the slot to the lowest end every table of the
+pipeline has committed (planned with it), so the server recycles WAL no table still
+needs. A slot that is gone (dropped by hand) means changes were lost: the next plan takes
+a new snapshot of every table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hakiri.catalog.records import BatchStatus, NewBatch
+from hakiri.errors import HakiriError
+from hakiri.sources.base import BatchRead, SourceObservation, TablePlan
+from hakiri.sources.cdc.pgoutput import lsn_text
+from hakiri.sources.cdc.slot import (
+    advance_slot,
+    ensure_publication,
+    ensure_slot,
+    flushed_lsn,
+    primary_key_of,
+    slot_state,
+)
+from hakiri.sources.postgres import inspect_postgres_table
+from hakiri.spec.connections import postgres_url
+from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
+from hakiri.spec.pipeline import CdcConfig, PipelineSpec, PostgresSourceConfig, TableSpec
+from hakiri.spec.project import ProjectFile
+
+if TYPE_CHECKING:
+    from hakiri.catalog.records import Batch
+    from hakiri.catalog.store import Catalog
+
+__all__ = ["CdcSource", "cdc_names"]
+
+_SNAPSHOT = "cdc-snapshot"
+_CHANGES = "cdc"
+
+
+def cdc_names(spec: PipelineSpec, cdc: CdcConfig) -> tuple[str, str]:
+    """(slot, publication): as configured, else hakiri_<pipeline id>."""
+    default = "hakiri_" + "".join(c if c.isalnum() else "_" for c in spec.id.lower())
+    return cdc.slot or default[:63], cdc.publication or default[:63]
+
+
+class CdcSource:
+    has_cursors = True
+
+    def __init__(
+        self,
+        settings: ProjectFile,
+        spec: PipelineSpec,
+        config: PostgresSourceConfig,
+        env: Mapping[str, str],
+    ) -> None:
+        assert config.cdc is not None
+        self.settings, self.spec, self.config, self.env = settings, spec, config, env
+        self.slot, self.publication = cdc_names(spec, config.cdc)
+        self._url: str | None = None
+
+    @classmethod
+    def from_spec(
+        cls, root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
+    ) -> CdcSource:
+        assert isinstance(spec.source.config, PostgresSourceConfig)
+        return cls(settings, spec, spec.source.config, env)
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            self._url = postgres_url(self.settings, self.config, self.env)
+        return self._url
+
+    # ------------------------------------------------------------------ observing and planning
+
+    def observe(self, table: TableSpec, cursor: dict[str, Any] | None = None) -> SourceObservation:
+        return inspect_postgres_table(self.url, self.config.schema_name, table.name, None, None)
+
+    def plan_batches(self, table: TableSpec, catalog: Catalog) -> TablePlan:
+        everything = catalog.batches(self.spec.id)
+        mine = [b for b in everything if b.table_name == table.name]
+        unfinished = [b for b in mine if b.status.unfinished]
+        if unfinished:
+            return TablePlan(notes=[f"{table.name}: {len(unfinished)} batch(es) to finish"])
+        self._check_key(table.name)
+        snapshots = [b for b in mine if b.kind == _SNAPSHOT]
+        state = slot_state(self.url, self.slot)
+        if not snapshots or (state is None and _loaded_since(snapshots, mine)):
+            # First, or the slot is gone (changes after its end were lost): a snapshot.
+            return TablePlan(
+                batches=[_snapshot_batch(table.name, len(snapshots))],
+                planning=not snapshots,
+            )
+        if state is None:  # the snapshot is queued, and its read creates the slot
+            return TablePlan()
+        latest = _number(max(snapshots, key=_number))
+        start = _applied_end(mine, latest) or state.confirmed_flush
+        assert start is not None
+        end = flushed_lsn(self.url)
+        if end <= start:
+            return TablePlan()
+        release = self._release(everything)
+        return TablePlan(batches=[_changes_batch(table.name, latest, start, end, release)])
+
+    def _release(self, everything: list[Batch]) -> int | None:
+        """The lowest range end every table of the pipeline has committed; None while a
+        table has none (it still needs the slot's changes from its start)."""
+        ends = []
+        for table in self.spec.table_specs():
+            mine = [b for b in everything if b.table_name == table.name]
+            snapshots = [b for b in mine if b.kind == _SNAPSHOT]
+            if not snapshots:
+                return None
+            end = _applied_end(mine, _number(max(snapshots, key=_number)))
+            if end is None:
+                return None
+            ends.append(end)
+        return min(ends) if ends else None
+
+    def _check_key(self, table: str) -> None:
+        key = self.spec.load.upsert_key or []
+        found = primary_key_of(self.url, self.config.schema_name, table)
+        if sorted(found) != sorted(key):
+            raise HakiriError(
+                f"cdc_mirror applies the changes of {self.config.schema_name}.{table} by "
+                f"upsert_key ({', '.join(key)}), and its primary key is "
+                + (f"({', '.join(found)})" if found else "missing"),
+                "set upsert_key to the table's primary key"
+                if found
+                else f"add one: ALTER TABLE {table} ADD PRIMARY KEY (…)",
+            )
+
+    def cursor(self, table: TableSpec) -> None:
+        return None
+
+    def requests_per_read(self) -> int:
+        return 1
+
+    def refresh(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, spark: Any, batch: Batch) -> BatchRead:
+        from pyspark.sql import functions as F
+
+        from hakiri.sources.cdc.changes import read_changes, task_error
+        from hakiri.sources.table_reader import read_table
+        from hakiri.spark.pg_reader import columns_of, spark_type
+
+        schema, name = self.config.schema_name, batch.table_name
+        label = f"{schema}.{name}"
+        if batch.kind == _SNAPSHOT:
+            tables = [(schema, t.name) for t in self.spec.table_specs()]
+            ensure_publication(self.url, self.publication, tables)
+            ensure_slot(self.url, self.slot)
+            frame = read_table(spark, self.url, self.config, name, None).select(
+                "*",
+                F.lit("u").alias(OP_COLUMN),
+                F.lit(None).cast("string").alias(UNCHANGED_COLUMN),
+            )
+            return BatchRead(frame, label=f"{label} (snapshot)")
+        if batch.kind != _CHANGES or not batch.predicate:
+            raise HakiriError(
+                f"batch {batch.batch_id} of {label} is neither a snapshot nor a WAL range",
+                "run `hakiri apply` again: the planner makes one of them for each batch",
+            )
+        span = json.loads(batch.predicate)
+        start, end, release = span["start"], span["end"], span.get("release")
+        ensure_slot(self.url, self.slot)  # refuses a slot another consumer holds
+        if release is not None:
+            advance_slot(self.url, self.slot, release)
+        columns = [(c, spark_type(kind)) for c, kind in columns_of(self.url, schema, name)]
+        frame = read_changes(
+            spark,
+            self.url,
+            self.slot,
+            self.publication,
+            (schema, name),
+            (start, end),
+            columns,
+            self.spec.load.upsert_key or [],
+        )
+        shown = f"{label} (changes {lsn_text(start)} to {lsn_text(end)})"
+        return BatchRead(frame, label=shown, explain=task_error)
+
+
+def _snapshot_batch(table: str, n: int) -> NewBatch:
+    return NewBatch(f"{_SNAPSHOT}:{table}:{n}", table, _SNAPSHOT, predicate=json.dumps({"n": n}))
+
+
+def _changes_batch(
+    table: str, snapshot: int, start: int, end: int, release: int | None
+) -> NewBatch:
+    predicate = json.dumps(
+        {"snapshot": snapshot, "start": start, "end": end, "release": release}, sort_keys=True
+    )
+    return NewBatch(
+        f"{_CHANGES}:{table}:{lsn_text(start)}:{lsn_text(end)}",
+        table,
+        _CHANGES,
+        predicate=predicate,
+    )
+
+
+def _number(snapshot: Batch) -> int:
+    return int(json.loads(snapshot.predicate or "{}").get("n", 0))
+
+
+def _applied_end(batches: list[Batch], snapshot: int) -> int | None:
+    """The end of the last committed range read after snapshot number `snapshot`."""
+    ends = [
+        json.loads(b.predicate)["end"]
+        for b in batches
+        if b.kind == _CHANGES
+        and b.predicate
+        and b.status is BatchStatus.COMMITTED
+        and json.loads(b.predicate).get("snapshot") == snapshot
+    ]
+    return max(ends) if ends else None
+
+
+def _loaded_since(snapshots: list[Batch], batches: list[Batch]) -> bool:
+    """Did a snapshot commit? (Then a missing slot was dropped after it.)"""
+    return any(b.status is BatchStatus.COMMITTED for b in snapshots)
