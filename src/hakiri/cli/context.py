@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.spec.sizes import byte_size
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -74,7 +75,7 @@ def tables(project: ProjectDir = Path("."), as_json: JsonFlag = False) -> None:
                 str(t["version"]),
                 f"{t['rows']:,}" if t["rows"] is not None else "-",
                 str(t["files"]),
-                _size(t["size_bytes"]),
+                byte_size(t["size_bytes"]),
                 _when(t["last_commit_at"]),
                 Text(t["last_operation"] or ""),
             )
@@ -219,17 +220,6 @@ def _shown(path: str) -> str:
         return str(Path(path).relative_to(Path.cwd()))
     except ValueError:
         return path
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def _when(iso: str | None) -> str:

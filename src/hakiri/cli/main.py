@@ -14,6 +14,7 @@ from hakiri import __version__
 from hakiri.cli import (
     apply,
     backfill,
+    cdc,
     context,
     engine,
     pipeline,
@@ -108,6 +109,7 @@ app.add_typer(
 app.add_typer(pipeline.app, name="pipeline", help="Create, convert and edit pipeline manifests.")
 app.add_typer(context.app, name="context", help="Read and maintain the Delta context store.")
 app.add_typer(backfill.app, name="backfill", help="Rewind and inspect backfills of table sources.")
+app.add_typer(cdc.app, name="cdc", help="The replication slot of a cdc_mirror pipeline.")
 app.add_typer(engine.app, name="engine", help="Show or stop hakiri's local Spark Connect server.")
 
 

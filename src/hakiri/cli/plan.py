@@ -10,6 +10,7 @@ import typer
 
 from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
 from hakiri.planner.model import Action, EnqueueStep, LoadStep, PipelinePlan, PlanDocument
+from hakiri.spec.sizes import byte_size
 
 _MARK = {
     Action.ADD: ("+", "green"),
@@ -153,7 +154,7 @@ def _pipeline(p: PipelinePlan) -> None:
         if work.new_files or work.changed_files:
             parts.append(
                 f"{len(work.new_files)} new, {len(work.changed_files)} changed file(s), "
-                f"{_size(work.bytes)}"
+                f"{byte_size(work.bytes)}"
             )
         elif work.new_batches:
             rows = f", ~{work.estimated_rows:,} row(s)" if work.estimated_rows else ""
@@ -181,6 +182,8 @@ def _pipeline(p: PipelinePlan) -> None:
         if isinstance(step, LoadStep):
             at_once = f", {step.parallelism} at a time" if step.parallelism > 1 else ""
             err.print(f"    [cyan]load[/cyan] {len(step.batches)} batch(es){at_once}")
+    if p.cdc is not None:
+        err.print(f"    [cyan]cdc[/cyan] {escape(p.cdc.describe())}")
     for warning in p.warnings:
         err.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
     for error in p.errors:
@@ -189,12 +192,3 @@ def _pipeline(p: PipelinePlan) -> None:
 
 def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _size(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"

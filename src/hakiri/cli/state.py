@@ -63,6 +63,8 @@ def status(
             err.print(f"    {escape(retired['status'])}: {escape(retired['reason'] or '')}")
         for table, cursor in item["cursors"].items():
             err.print(f"    cursor {escape(table)}: {escape(_cursor_text(cursor))}")
+        if item.get("cdc"):
+            err.print(f"    cdc {escape(_cdc_text(item['cdc']))}")
         for run in item["last_runs"]:
             err.print("  " + _run_line(run))
 
@@ -124,3 +126,11 @@ def _run_line(run: dict[str, Any]) -> str:
         f"{run['started_at'][:19].replace('T', ' ')}  {run['run_id'][:12]}  {run['pipeline_id']:<20} "
         f"{run['status']:<8} {rows:>12}  {duration}{error}"
     )
+
+
+def _cdc_text(lag: dict[str, Any]) -> str:
+    from hakiri.sources.cdc.lag import CdcLag
+
+    if "error" in lag:
+        return f"lag unknown: {lag['error']}"
+    return CdcLag.model_validate(lag).describe()

@@ -219,6 +219,7 @@ class PipelineRunner:
             self.catalog.finish_run(requested, RunStatus.SUCCESS, row_count=0)
             outcome.run_id = self.run_id = requested
         self._advance_cursors()
+        self._watch_cdc_lag()
         if outcome.status != "failed":
             left = self.catalog.batch_counts(self.spec.id)
             outcome.remaining = left.pending + left.failed
@@ -230,6 +231,24 @@ class PipelineRunner:
             outcome.spec_recorded = state is None or state.spec_hash != spec_hash(self.spec)
             self.catalog.record_applied(
                 self.spec.id, normalized_spec(self.spec), spec_hash(self.spec), phase
+            )
+
+    def _watch_cdc_lag(self) -> None:
+        """A cdc_mirror pipeline's lag as a metric; past `max_lag_bytes`, an alert (once)."""
+        lag_of = getattr(self.source, "lag", None)
+        if lag_of is None:
+            return
+        try:
+            lag = lag_of(self.catalog)
+        except HakiriError:
+            return  # the source is unreachable: the run's own error says so
+        self.metrics.cdc_lag(lag.behind_seconds, lag.retained_bytes)
+        if lag.over_limit:
+            self._alert_once(
+                "cdc_lag",
+                f"pipeline {self.spec.id}: replication slot {lag.slot} retains more WAL than "
+                f"max_lag_bytes = {lag.max_lag_bytes}; apply it, or drop the slot "
+                f"(`hakiri cdc drop-slot {self.spec.id}`) if the mirror is abandoned",
             )
 
     def _executed(self) -> list[dict[str, Any]]:

@@ -33,6 +33,22 @@ class RunMetrics:
             description="from a chunk's planning (its row in the catalog) to its commit",
         )
 
+    def cdc_lag(self, seconds: float | None, retained_bytes: int | None) -> None:
+        """A cdc_mirror pipeline's lag behind its source's WAL, as its run ends."""
+        instruments = meter()
+        if seconds is not None:
+            instruments.create_gauge(
+                "hakiri.cdc.lag",
+                unit="s",
+                description="how old the newest change a cdc_mirror target may lack is",
+            ).set(seconds, self._pipeline)
+        if retained_bytes is not None:
+            instruments.create_gauge(
+                "hakiri.cdc.retained",
+                unit="By",
+                description="WAL the source server keeps for a cdc_mirror pipeline's slot",
+            ).set(retained_bytes, self._pipeline)
+
     def chunk_committed(self, rows: int, quarantined: int, lag_seconds: float | None) -> None:
         self._rows_loaded.add(rows, self._pipeline)
         self._rows_quarantined.add(quarantined, self._pipeline)

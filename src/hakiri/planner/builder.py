@@ -147,6 +147,12 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     errors = list(obs.errors)
     for kind in dict.fromkeys(t.target.kind for t in obs.tables):
         errors += [e.reason for e in refusals(spec, kind_of(kind).capabilities)]
+    if obs.cdc is not None and obs.cdc.over_limit:
+        warnings.append(
+            f"replication slot {obs.cdc.slot} retains more WAL than max_lag_bytes "
+            f"({obs.cdc.describe()}): apply, or drop the slot (`hakiri cdc drop-slot "
+            f"{spec.id}`) if the mirror is abandoned"
+        )
     if obs.skipped:
         steps = []
         warnings.append("enabled = false: apply skips it unless it is named (hakiri apply ID)")
@@ -176,6 +182,7 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         steps=steps,
         warnings=warnings,
         errors=errors,
+        cdc=obs.cdc,
     )
 
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hakiri.sources.cdc.lag import CdcLag
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -218,6 +220,7 @@ class PipelinePlan(_Frozen):
     errors: list[str] = Field(
         default_factory=list, description="Why (part of) this pipeline could not be planned."
     )
+    cdc: CdcLag | None = Field(None, description="cdc_mirror pipelines: the lag behind the WAL.")
 
 
 class Summary(_Frozen):

@@ -13,6 +13,7 @@ from typing import Any
 from hakiri.catalog.records import Batch, PipelineState
 from hakiri.destinations.base import TargetObservation
 from hakiri.sources.base import SourceObservation, TablePlan
+from hakiri.sources.cdc.lag import CdcLag
 from hakiri.spec.connections import Target
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
@@ -46,3 +47,4 @@ class PipelineObservation:
     errors: tuple[str, ...] = ()  # one line each: an unreachable source or target, ...
     has_cursors: bool = False  # a table source: chunks may load in parallel
     skipped: bool = False  # disabled and not named: apply leaves it alone
+    cdc: CdcLag | None = None  # cdc_mirror: the lag behind the source's WAL

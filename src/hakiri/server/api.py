@@ -35,6 +35,7 @@ from hakiri.server.api_models import (
     RunRequested,
 )
 from hakiri.server.state import TOKEN_ENV, ServeState
+from hakiri.services.cdc import lag_reader
 from hakiri.services.quality import alert_json
 from hakiri.services.status import pipeline_statuses, recent_runs
 
@@ -156,7 +157,9 @@ def readyz(state: State) -> JSONResponse:
 @router.get("/v1/pipelines", response_model=list[PipelineStatus], responses=_errors(503))
 def list_pipelines(state: State) -> list[dict[str, Any]]:
     """Every pipeline of the manifests, then those only the catalog remembers (retired)."""
-    return pipeline_statuses(state.catalog, state.project().pipelines)
+    project = state.project()
+    lag_of = lag_reader(project, state.catalog, state.env)
+    return pipeline_statuses(state.catalog, project.pipelines, lag_of=lag_of)
 
 
 @router.get(
@@ -164,7 +167,9 @@ def list_pipelines(state: State) -> list[dict[str, Any]]:
 )
 def get_pipeline(pipeline_id: PipelineId, state: State) -> dict[str, Any]:
     """One pipeline's phase, chunks, pace, cursors and last runs."""
-    [status] = pipeline_statuses(state.catalog, state.project().pipelines, [pipeline_id])
+    project = state.project()
+    lag_of = lag_reader(project, state.catalog, state.env)
+    [status] = pipeline_statuses(state.catalog, project.pipelines, [pipeline_id], lag_of=lag_of)
     return status
 
 

@@ -122,6 +122,12 @@ class PipelineStatus(Document):
     )
     last_runs: list[RunDocument] = Field(description="Up to 5, newest first.")
     cursors: dict[str, dict[str, Any]] = Field(description="Table -> cursor state.")
+    cdc: dict[str, Any] | None = Field(
+        None,
+        description="cdc_mirror pipelines: the lag behind the source's WAL (slot, applied_to, "
+        "behind_bytes, behind_seconds, retained_bytes), or {error} when the source cannot "
+        "be asked.",
+    )
 
 
 class AlertDocument(Document):

@@ -28,6 +28,7 @@ class ServeState:
         self._project = project
         self._lock = threading.Lock()
         self.catalog = catalog
+        self.env = env
         self.token: str | None = env.get(TOKEN_ENV) or None
         self.spark_up = spark_up
         self.reload_error: str | None = None

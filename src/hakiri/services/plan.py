@@ -35,6 +35,7 @@ from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.saved import SavedPlan, observed, stale_reason
 from hakiri.services.runtime import LazySpark, destination_for
 from hakiri.sources.base import Source
+from hakiri.sources.cdc.lag import CdcLag
 from hakiri.sources.select import source_for
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.interpolate import mask_url
@@ -247,9 +248,22 @@ class _Observer:
                     tuple(dict.fromkeys(errors[spec.id])),
                     has_cursors=source.has_cursors,
                     skipped=not applied_now(spec, named),
+                    cdc=self._cdc_lag(source, errors[spec.id]),
                 )
             )
         return observations
+
+    def _cdc_lag(self, source: Any, errors: list[str]) -> CdcLag | None:
+        """A cdc_mirror source's lag behind the WAL; None for other sources."""
+        lag = getattr(source, "lag", None)
+        if lag is None:
+            return None
+        try:
+            found: CdcLag = lag(self.catalog)
+        except HakiriError as exc:
+            errors.append(exc.reason)
+            return None
+        return found
 
     def _engine_refusals(self, spec: PipelineSpec, kinds: Sequence[str]) -> list[str]:
         """What the project's engine cannot do of what the pipeline asks (`spark.engines`)."""

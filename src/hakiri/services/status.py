@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,10 +76,15 @@ def pipeline_status(
     env: Mapping[str, str] | None = None,
     now: datetime | None = None,
 ) -> list[dict[str, Any]]:
-    """`pipeline_statuses` of the project at `root`."""
-    specs, catalog = _open(root, os.environ if env is None else env)
-    with catalog:
-        return pipeline_statuses(catalog, specs, ids, now)
+    """`pipeline_statuses` of the project at `root`, with cdc_mirror pipelines' lag."""
+    from hakiri.services.cdc import lag_reader
+
+    env = os.environ if env is None else env
+    project = load_project(root, env)
+    url = catalog_url(project.root, project.settings.catalog.url, env)
+    with Catalog.open(url, migrate=False) as catalog:
+        lag_of = lag_reader(project, catalog, env)
+        return pipeline_statuses(catalog, dict(project.pipelines), ids, now, lag_of)
 
 
 def pipeline_statuses(
@@ -87,6 +92,7 @@ def pipeline_statuses(
     specs: Mapping[str, PipelineSpec],
     ids: Sequence[str] = (),
     now: datetime | None = None,
+    lag_of: Callable[[PipelineSpec], dict[str, Any] | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Per pipeline: phase, chunks, throughput and ETA, rate budget, last runs, cursors.
 
@@ -98,7 +104,11 @@ def pipeline_statuses(
          "eta_seconds": int | null, "started_at", "rate_budget": "60/min" | null,
          "last_error": {"run_id", "at", "kind", "message"} | null,
          "retired": [{"batch_id", "file", "status", "reason"}],
-         "warnings": [...], "last_runs": [...], "cursors": {table: cursor state}}
+         "warnings": [...], "last_runs": [...], "cursors": {table: cursor state},
+         "cdc": {slot, applied_to, behind_bytes, behind_seconds, retained_bytes, …} | null}
+
+    `cdc` is a cdc_mirror pipeline's lag behind its source's WAL, asked of the source
+    when `lag_of` is given (`services.cdc.lag_reader`); null for other pipelines.
 
     `chunks` counts the pipeline's batches (chunks of table sources, files, snapshots)
     without older generations: a chunk a rewind re-added at a higher generation counts
@@ -132,7 +142,13 @@ def pipeline_statuses(
             f"no pipeline {', '.join(f'`{i}`' for i in unknown)}",
             "`hakiri validate` lists the pipelines",
         )
-    return [_status(catalog, pid, specs.get(pid), now) for pid in (ids or known)]
+    found = []
+    for pid in ids or known:
+        status = _status(catalog, pid, specs.get(pid), now)
+        spec = specs.get(pid)
+        status["cdc"] = lag_of(spec) if lag_of is not None and spec is not None else None
+        found.append(status)
+    return found
 
 
 def _status(

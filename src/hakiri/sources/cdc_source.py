@@ -22,6 +22,7 @@ a new snapshot of every table.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from hakiri.catalog.records import BatchStatus, NewBatch
 from hakiri.errors import HakiriError
 from hakiri.sources.base import BatchRead, SourceObservation, TablePlan
+from hakiri.sources.cdc.lag import CdcLag
 from hakiri.sources.cdc.pgoutput import lsn_text
 from hakiri.sources.cdc.slot import (
     advance_slot,
@@ -41,7 +43,7 @@ from hakiri.sources.cdc.slot import (
 )
 from hakiri.sources.postgres import inspect_postgres_table
 from hakiri.spec.connections import postgres_url
-from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
+from hakiri.spec.modes.cdc_mirror import OP_COLUMN, SNAPSHOT_BATCH, UNCHANGED_COLUMN
 from hakiri.spec.pipeline import CdcConfig, PipelineSpec, PostgresSourceConfig, TableSpec
 from hakiri.spec.project import ProjectFile
 
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CdcSource", "cdc_names"]
 
-_SNAPSHOT = "cdc-snapshot"
+_SNAPSHOT = SNAPSHOT_BATCH.rstrip(":")
 _CHANGES = "cdc"
 
 
@@ -147,6 +149,39 @@ class CdcSource:
                 if found
                 else f"add one: ALTER TABLE {table} ADD PRIMARY KEY (…)",
             )
+
+    def lag(self, catalog: Catalog) -> CdcLag:
+        """How far the targets are behind the server's WAL (read-only)."""
+        state = slot_state(self.url, self.slot)
+        limit = self.config.cdc.max_lag_bytes if self.config.cdc else None
+        if state is None:
+            return CdcLag(slot=self.slot, slot_exists=False, max_lag_bytes=limit)
+        flushed = flushed_lsn(self.url)
+        retained = flushed - state.restart_lsn if state.restart_lsn is not None else None
+        everything = catalog.batches(self.spec.id)
+        applied = self._release(everything)
+        if applied is None:
+            return CdcLag(
+                slot=self.slot, slot_exists=True, retained_bytes=retained, max_lag_bytes=limit
+            )
+        planned = [
+            b.created_at
+            for b in everything
+            if b.kind == _CHANGES and b.predicate and json.loads(b.predicate)["end"] == applied
+        ]
+        seconds = None
+        if planned and planned[0] is not None:
+            moment = planned[0] if planned[0].tzinfo else planned[0].replace(tzinfo=dt.UTC)
+            seconds = max(0.0, (dt.datetime.now(dt.UTC) - moment).total_seconds())
+        return CdcLag(
+            slot=self.slot,
+            slot_exists=True,
+            applied_to=lsn_text(applied),
+            behind_bytes=max(0, flushed - applied),
+            behind_seconds=seconds,
+            retained_bytes=retained,
+            max_lag_bytes=limit,
+        )
 
     def cursor(self, table: TableSpec) -> None:
         return None

@@ -2,8 +2,9 @@
 
 The staging table holds one row per changed key (`sources.cdc.changes`), with the op and
 the columns the WAL left out (a TOASTed value an update did not touch). Three statements,
-in an order that needs no conflict handling: delete the keys that are gone, update the
-keys the target has (an unchanged column keeps its value), insert the others."""
+in an order that needs no conflict handling: delete the keys that are gone (for a
+snapshot batch, every key it lacks), update the keys the target has (an unchanged column
+keeps its value), insert the others."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from psycopg import sql
 
 from hakiri.destinations.postgres.load_modes import LoadContext
 from hakiri.errors import LoadError
-from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
+from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN, is_snapshot
 
 __all__ = ["load_mirror"]
 
@@ -37,6 +38,12 @@ def load_mirror(ctx: LoadContext, key: Sequence[str]) -> tuple[int, int]:
             ctx.target, ctx.staging_table, op, same_key
         )
     ).rowcount
+    if is_snapshot(ctx.request.batch_id):  # the whole table: a key it lacks is gone
+        deleted += ctx.conn.execute(
+            sql.SQL("DELETE FROM {} AS t WHERE NOT EXISTS (SELECT 1 FROM {} AS s WHERE {})").format(
+                ctx.target, ctx.staging_table, same_key
+            )
+        ).rowcount
     values = [c for c in columns if c not in key]
     updated = 0
     if values:

@@ -7,7 +7,8 @@ effect of the range's changes on each key, with two control columns that never r
 target: `_hakiri_cdc_op` ('u': the key's row is this one; 'd': the key is gone) and
 `_hakiri_cdc_unchanged` (a JSON list of the columns whose large values the WAL left out,
 which keep the target's value). The range's end is the batch id, kept in the destination's
-ledger with the rows, so a range is applied once whatever crashes."""
+ledger with the rows, so a range is applied once whatever crashes. A snapshot batch
+(`SNAPSHOT_BATCH`) replaces the target: the keys it lacks are deleted too."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     from hakiri.spec.modes.base import LoadSpec, ModeWriter, PipelineSpec
 
 OP_COLUMN = "_hakiri_cdc_op"
+# A snapshot batch's id starts so: its rows are the whole table, so the target's rows
+# whose key it lacks are deleted (they went while no change was being read).
+SNAPSHOT_BATCH = "cdc-snapshot:"
 UNCHANGED_COLUMN = "_hakiri_cdc_unchanged"
 CDC_DOCS = "docs/cdc.md"
 
@@ -57,3 +61,7 @@ class CdcMirror(LoadStrategy):
 
 
 register_mode(CdcMirror())
+
+
+def is_snapshot(batch_id: str) -> bool:
+    return batch_id.startswith(SNAPSHOT_BATCH)

@@ -1,0 +1,171 @@
+"""Operating a cdc_mirror pipeline on real processes: plan and `hakiri cdc lag` show the
+lag, `status` too; past max_lag_bytes plan warns and apply alerts; `hakiri cdc drop-slot`
+releases the slot and the next apply takes a new snapshot; a column added to the source
+reaches the target."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.support.project import Project
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def mirrored(tmp_path: Path, pg_url: str, pg_schema: str) -> Iterator[Project]:
+    """A source table `items` in pg_schema, mirrored into <pg_schema>_m by pipeline `m`
+    (max_lag_bytes = 1: any retained WAL is over it); slot and publication dropped after."""
+    s = pg_schema
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, name text)").format(
+                sql.Identifier(s, "items")
+            )
+        )
+        conn.execute(
+            sql.SQL("INSERT INTO {} SELECT g, 'n' || g FROM generate_series(1, 20) g").format(
+                sql.Identifier(s, "items")
+            )
+        )
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(f"{s}_m")))
+    project = Project(tmp_path, pg_url, s)
+    project.write(
+        "hakiri.toml",
+        textwrap.dedent(f"""
+        [project]
+        name = "cdc"
+
+        [connections.db]
+        type = "postgres"
+        url = "{pg_url}"
+
+        [[pipeline]]
+        id = "m"
+        tables = ["items"]
+        load = {{ mode = "cdc_mirror", upsert_key = ["id"] }}
+        destination = {{ connector = "postgres", config = {{ connection = "db", schema = "{s}_m" }} }}
+
+        [pipeline.source]
+        connector = "postgres"
+        config = {{ connection = "db", schema = "{s}", cdc = {{ slot = "s_{s}", publication = "p_{s}", max_lag_bytes = 1 }} }}
+        """),
+    )
+    try:
+        yield project
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (f"s_{s}",),
+            )
+            conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(f"p_{s}")))
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(f"{s}_m")))
+
+
+def _run(pg_url: str, *statements: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True, options="-c synchronous_commit=on") as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def _same(project: Project) -> bool:
+    s = project.schema
+    source = project.query(f'SELECT * FROM "{s}".items ORDER BY id')
+    target = project.query(f'SELECT * FROM "{s}_m".items ORDER BY id')
+    return source == target
+
+
+def test_lag_is_shown_and_a_slot_over_its_limit_warns_and_alerts(
+    mirrored: Project, pg_url: str, spark
+) -> None:
+    project, s = mirrored, mirrored.schema
+    before = project.cli("plan", "--json")
+    [pipeline] = json.loads(before.stdout)["pipelines"]
+    assert pipeline["cdc"]["slot_exists"] is False
+    assert "does not exist yet" in project.cli("plan").output
+
+    assert project.cli("apply").exit_code == 0
+    _run(pg_url, f"UPDATE \"{s}\".items SET name = name || '!' WHERE id <= 5")
+    assert project.cli("apply").exit_code == 0
+    assert _same(project)
+
+    lag = project.cli("cdc", "lag", "m", "--json")
+    assert lag.exit_code == 0, lag.output
+    found = json.loads(lag.stdout)
+    assert found["slot"] == f"s_{s}" and found["applied_to"] is not None
+    assert 0 <= found["behind_seconds"] < 60 and found["retained_bytes"] > 1
+    status = json.loads(project.cli("status", "m", "--json").stdout)
+    assert status["cdc"]["applied_to"] == found["applied_to"]
+
+    plan = project.cli("plan")
+    assert "retains more WAL than max_lag_bytes" in plan.output
+    alerts = json.loads(project.cli("alerts", "--json").stdout)
+    assert [a["kind"] for a in alerts].count("cdc_lag") == 1
+
+
+def test_a_dropped_slot_is_released_and_the_next_apply_takes_a_new_snapshot(
+    mirrored: Project, pg_url: str, spark
+) -> None:
+    project, s = mirrored, mirrored.schema
+    assert project.cli("apply").exit_code == 0
+    dropped = project.cli("cdc", "drop-slot", "m", "--json")
+    assert dropped.exit_code == 0, dropped.output
+    assert json.loads(dropped.stdout) == {"pipeline_id": "m", "slot": f"s_{s}", "dropped": True}
+    gone = project.query("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", f"s_{s}")
+    assert gone == [(0,)]
+    # Changes while no slot exists are lost to decoding; the new snapshot has them.
+    _run(pg_url, f'DELETE FROM "{s}".items WHERE id > 15', f"UPDATE \"{s}\".items SET name = 'x'")
+    plan = json.loads(project.cli("plan", "--json").stdout)["pipelines"][0]
+    [enqueue] = [step for step in plan["steps"] if step["step"] == "enqueue"]
+    assert [b["kind"] for b in enqueue["batches"]] == ["cdc-snapshot"]
+    assert project.cli("apply").exit_code == 0
+    assert _same(project)
+    again = project.cli("cdc", "drop-slot", "m", "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["dropped"] is True
+    assert json.loads(project.cli("cdc", "drop-slot", "m", "--json").stdout)["dropped"] is False
+
+
+def test_a_column_added_to_the_source_reaches_the_target(
+    mirrored: Project, pg_url: str, spark
+) -> None:
+    project, s = mirrored, mirrored.schema
+    assert project.cli("apply").exit_code == 0
+    _run(
+        pg_url,
+        f'ALTER TABLE "{s}".items ADD COLUMN colour text',
+        f"INSERT INTO \"{s}\".items VALUES (100, 'new', 'red')",
+        f"UPDATE \"{s}\".items SET colour = 'blue' WHERE id = 1",
+    )
+    done = project.cli("apply")
+    assert done.exit_code == 0, done.output
+    assert _same(project)
+
+
+def test_a_pipeline_that_reads_no_change_stream_is_refused_by_cdc_commands(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    project = Project(tmp_path, pg_url, pg_schema)
+    project.write(
+        "hakiri.toml",
+        """
+        [project]
+        name = "x"
+
+        [[pipeline]]
+        id = "files"
+        source = { connector = "files", config = { path = "data/*.csv" } }
+        tables = ["t"]
+        """,
+    )
+    done = project.cli("cdc", "lag", "files")
+    assert done.exit_code == 1 and "reads no change stream" in done.output
+    assert "Traceback" not in done.output
