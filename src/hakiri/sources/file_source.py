@@ -12,7 +12,7 @@ nothing changed while Spark read it. A file that changed or vanished raises
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,6 +126,11 @@ class FileSource:
         read = read_files(spark, self.root, config, files, file_hashes=named)
         frame = read.frame
         evidence = not (read.empty and config.columns is None)
+        if config.changes == "debezium" and evidence:  # events, reduced to changed rows
+            from hakiri.sources.cdc.debezium import debezium_changes
+
+            where = batch.file_path or batch.table_name
+            frame = debezium_changes(frame, self.spec.load.upsert_key or [], where)
         if config.provenance and evidence:
             frame = with_provenance(frame, self.root, files, batch.batch_id)
         guessing = config.columns is None and config.format != "parquet"
@@ -142,12 +147,12 @@ class FileSource:
             empty=read.empty,
             evidence=evidence,
             inferred=tuple(
-                (name, type_) for name, type_ in read.frame.dtypes if name not in PROVENANCE_COLUMNS
+                (name, type_) for name, type_ in frame.dtypes if name not in PROVENANCE_COLUMNS
             )
-            if guessing
+            if guessing and config.changes is None
             else (),
             taken_at=_taken_at(stamps),
-            explain=read.explain,
+            explain=_explained_changes(read.explain) if config.changes else read.explain,
         )
 
     def _full(self, path: str) -> Path:
@@ -218,3 +223,16 @@ def _refuse_on(spark: Any, capability: str, table: str) -> None:
     refused = refusal_message(engine_of_session(spark), capability, table)
     if refused is not None:
         raise SourceDataError(*refused)
+
+
+def _explained_changes(
+    explain: Callable[[BaseException], Exception | None],
+) -> Callable[[BaseException], Exception | None]:
+    """A change event the engine refused (a truncate) first, then what the reader explains."""
+    from hakiri.sources.cdc.changes import task_error
+
+    def explained(exc: BaseException) -> Exception | None:
+        return task_error(exc) or explain(exc)
+
+    return explained
+

@@ -27,6 +27,11 @@ class FilesConfig(SpecModel):
         description="File or glob, relative to the project directory, e.g. 'data/orders/*.csv'.",
     )
     format: Literal["csv", "json", "jsonl", "parquet"] = "csv"
+    changes: Literal["debezium"] | None = Field(
+        None,
+        description="The files hold change events, not rows: 'debezium' (Debezium's "
+        "envelope, JSON Lines), for load mode cdc_mirror.",
+    )
     header: bool = Field(True, description="csv: the first line holds column names.")
     delimiter: str = Field(",", min_length=1, max_length=1)
     encoding: str = "utf-8"
@@ -181,6 +186,7 @@ class FilesConfig(SpecModel):
 
 # Keys that mean something to these formats only (the other formats store types or quoting).
 _FORMAT_ONLY: dict[str, tuple[str, ...]] = {
+    "changes": ("json", "jsonl"),
     "column_names": ("csv",),
     "null_value": ("csv",),
     "nan_value": ("csv",),
@@ -487,6 +493,19 @@ class PipelineSpec(SpecModel):
                     "the github connector reads `{table}` past its `updated_at` cursor",
                     {"table": table.name, "hint": 'set incremental = "updated_at"'},
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _change_files_are_mirrored(self) -> Self:
+        """Change events are not rows: only cdc_mirror loads them."""
+        config = self.source.config
+        if isinstance(config, FilesConfig) and config.changes and self.load.mode != "cdc_mirror":
+            raise load_option(
+                f"the files hold {config.changes} change events, and load mode "
+                f"{self.load.mode} would load the events as rows",
+                'set mode = "cdc_mirror" (with upsert_key), or remove `changes`',
+                at="mode",
+            )
         return self
 
     @model_validator(mode="after")

@@ -26,12 +26,19 @@ from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["net_changes", "read_changes", "task_error"]
+__all__ = [
+    "LSN_COLUMN",
+    "SEQ_COLUMN",
+    "TASK_ERROR",
+    "net_changes",
+    "read_changes",
+    "task_error",
+]
 
-_LSN = "_hakiri_cdc_lsn"
-_SEQ = "_hakiri_cdc_seq"
+LSN_COLUMN = "_hakiri_cdc_lsn"  # an event's place: its commit's WAL position
+SEQ_COLUMN = "_hakiri_cdc_seq"  # and its order within it
 _ROWS_PER_BATCH = 20_000
-_TASK_ERROR = "hakiri-cdc-error:"
+TASK_ERROR = "hakiri-cdc-error:"
 # PostgreSQL writes a UTC offset as +00; Spark's cast wants +00:00.
 _SHORT_OFFSET = re.compile(r"([+-]\d\d)$")
 
@@ -51,14 +58,14 @@ def read_changes(
     from pyspark.sql import functions as F
 
     names = [name for name, _ in columns]
-    wide = [OP_COLUMN, _LSN, _SEQ, UNCHANGED_COLUMN, *names]
+    wide = [OP_COLUMN, LSN_COLUMN, SEQ_COLUMN, UNCHANGED_COLUMN, *names]
     text = ", ".join(f"{quoted_name(n)} string" for n in wide)
     task = _decode(url, slot, publication, table, lsn_range, names, list(key))
     events = spark.range(0, 1, 1, 1).mapInArrow(task, text)
     typed = events.select(
         F.col(OP_COLUMN),
-        F.col(_LSN).cast("bigint").alias(_LSN),
-        F.col(_SEQ).cast("bigint").alias(_SEQ),
+        F.col(LSN_COLUMN).cast("bigint").alias(LSN_COLUMN),
+        F.col(SEQ_COLUMN).cast("bigint").alias(SEQ_COLUMN),
         F.col(UNCHANGED_COLUMN),
         *[F.col(quoted_name(n)).cast(kind).alias(n) for n, kind in columns],
     )
@@ -74,7 +81,7 @@ def net_changes(
     from pyspark.sql import functions as F
 
     keys = [F.col(quoted_name(k)) for k in key]
-    ordered = Window.partitionBy(*keys).orderBy(F.col(_LSN), F.col(_SEQ))
+    ordered = Window.partitionBy(*keys).orderBy(F.col(LSN_COLUMN), F.col(SEQ_COLUMN))
     so_far = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     unchanged = F.from_json(F.col(UNCHANGED_COLUMN), "array<string>")
     out: list[Any] = []
@@ -92,7 +99,7 @@ def net_changes(
         still.append(F.when(~present & carried.isNull(), F.lit(json.dumps(name))))
     listed = F.concat_ws(",", *still) if still else F.lit("")
     left_out = F.when(listed != "", F.concat(F.lit("["), listed, F.lit("]")))
-    latest = Window.partitionBy(*keys).orderBy(F.col(_LSN).desc(), F.col(_SEQ).desc())
+    latest = Window.partitionBy(*keys).orderBy(F.col(LSN_COLUMN).desc(), F.col(SEQ_COLUMN).desc())
     reduced = events.select(
         *out,
         F.col(OP_COLUMN),
@@ -118,7 +125,7 @@ def _decode(
             yield from _events(url, slot, publication, table, lsn_range, names, key)
         except HakiriError as exc:
             carried = {"type": type(exc).__name__, "reason": exc.reason, "hint": exc.hint}
-            raise RuntimeError(_TASK_ERROR + json.dumps(carried)) from None
+            raise RuntimeError(TASK_ERROR + json.dumps(carried)) from None
 
     return task
 
@@ -138,15 +145,15 @@ def _events(
     from hakiri.sources.cdc.pgoutput import UNCHANGED, Decoder, lsn_text
 
     start, end = lsn_range
-    wide = [OP_COLUMN, _LSN, _SEQ, UNCHANGED_COLUMN, *names]
+    wide = [OP_COLUMN, LSN_COLUMN, SEQ_COLUMN, UNCHANGED_COLUMN, *names]
     schema = pa.schema([(n, pa.string()) for n in wide])
     found: dict[str, list[Any]] = {n: [] for n in wide}
 
     def add(op: str, lsn: int, seq: int, values: dict[str, Any]) -> None:
         left_out = [n for n in names if values.get(n) is UNCHANGED]
         found[OP_COLUMN].append(op)
-        found[_LSN].append(str(lsn))
-        found[_SEQ].append(str(seq))
+        found[LSN_COLUMN].append(str(lsn))
+        found[SEQ_COLUMN].append(str(seq))
         found[UNCHANGED_COLUMN].append(json.dumps(left_out) if left_out else None)
         for n in names:
             value = values.get(n)
@@ -215,7 +222,7 @@ def task_error(exc: BaseException) -> HakiriError | None:
 
     seen: BaseException | None = exc
     while seen is not None:
-        found = re.search(re.escape(_TASK_ERROR) + r"(\{.*?\})(?:\s|$)", str(seen))
+        found = re.search(re.escape(TASK_ERROR) + r"(\{.*?\})(?:\s|$)", str(seen))
         if found:
             carried = json.loads(found.group(1))
             kind = getattr(errors, str(carried.get("type")), None)

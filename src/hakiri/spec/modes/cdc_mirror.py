@@ -42,14 +42,17 @@ class CdcMirror(LoadStrategy):
 
     def check_pipeline(self, spec: PipelineSpec) -> None:
         config = getattr(spec.source, "config", None)
-        if getattr(spec.source, "connector", None) != "postgres" or config.cdc is None:
-            raise ModeOptionError(
-                "load mode cdc_mirror reads the changes of a PostgreSQL source, and this "
-                "pipeline's source has no `cdc`",
-                'use a postgres source with config.cdc = { slot = "…", publication = "…" } '
-                f"(see {CDC_DOCS})",
-                at="source",
-            )
+        connector = getattr(spec.source, "connector", None)
+        if connector == "postgres" and config.cdc is not None:
+            return
+        if connector == "files" and config.changes is not None:
+            return
+        raise ModeOptionError(
+            "load mode cdc_mirror reads a change stream, and this pipeline's source has none",
+            'use a postgres source with config.cdc = { slot = "…", publication = "…" }, or '
+            f'files of change events (changes = "debezium"); see {CDC_DOCS}',
+            at="source",
+        )
 
     def merge_key(self, load: LoadSpec) -> list[str] | None:
         return list(load.upsert_key) if load.upsert_key else None
