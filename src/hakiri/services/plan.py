@@ -259,7 +259,7 @@ class _Observer:
         if lag is None:
             return None
         try:
-            found: CdcLag = lag(self.catalog)
+            found: CdcLag = lag(self.catalog, count_pending=True)
         except HakiriError as exc:
             errors.append(exc.reason)
             return None

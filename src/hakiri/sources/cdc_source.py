@@ -38,6 +38,7 @@ from hakiri.sources.cdc.slot import (
     ensure_publication,
     ensure_slot,
     flushed_lsn,
+    pending_changes,
     primary_key_of,
     slot_state,
 )
@@ -150,8 +151,9 @@ class CdcSource:
                 else f"add one: ALTER TABLE {table} ADD PRIMARY KEY (…)",
             )
 
-    def lag(self, catalog: Catalog) -> CdcLag:
-        """How far the targets are behind the server's WAL (read-only)."""
+    def lag(self, catalog: Catalog, *, count_pending: bool = False) -> CdcLag:
+        """How far the targets are behind the server's WAL (read-only); `count_pending`
+        has the server decode the slot's WAL to count the changes not applied (plan)."""
         state = slot_state(self.url, self.slot)
         limit = self.config.cdc.max_lag_bytes if self.config.cdc else None
         if state is None:
@@ -173,9 +175,15 @@ class CdcSource:
         if planned and planned[0] is not None:
             moment = planned[0] if planned[0].tzinfo else planned[0].replace(tzinfo=dt.UTC)
             seconds = max(0.0, (dt.datetime.now(dt.UTC) - moment).total_seconds())
+        pending = (
+            pending_changes(self.url, self.slot, self.publication, applied)
+            if count_pending
+            else None
+        )
         return CdcLag(
             slot=self.slot,
             slot_exists=True,
+            pending_changes=pending,
             applied_to=lsn_text(applied),
             behind_bytes=max(0, flushed - applied),
             behind_seconds=seconds,

@@ -235,4 +235,3 @@ def _explained_changes(
         return task_error(exc) or explain(exc)
 
     return explained
-

@@ -106,8 +106,10 @@ def test_lag_is_shown_and_a_slot_over_its_limit_warns_and_alerts(
     status = json.loads(project.cli("status", "m", "--json").stdout)
     assert status["cdc"]["applied_to"] == found["applied_to"]
 
+    _run(pg_url, f'DELETE FROM "{s}".items WHERE id IN (7, 8)')
     plan = project.cli("plan")
     assert "retains more WAL than max_lag_bytes" in plan.output
+    assert "2 change(s) pending" in plan.output
     alerts = json.loads(project.cli("alerts", "--json").stdout)
     assert [a["kind"] for a in alerts].count("cdc_lag") == 1
 

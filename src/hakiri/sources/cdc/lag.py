@@ -31,6 +31,11 @@ class CdcLag(BaseModel):
         None, description="WAL the server keeps for the slot (from its restart position)."
     )
     max_lag_bytes: int | None = Field(None, description="config.cdc.max_lag_bytes, if set.")
+    pending_changes: int | None = Field(
+        None,
+        description="plan: row changes of the pipeline's tables not applied yet (decoded by "
+        "the server; null while an apply reads the slot, and outside plan).",
+    )
 
     @property
     def over_limit(self) -> bool:
@@ -46,7 +51,12 @@ class CdcLag(BaseModel):
         if self.applied_to is None:
             return f"slot {self.slot}: the snapshot is not loaded yet"
         seconds = f", {self.behind_seconds:.0f} s" if self.behind_seconds is not None else ""
+        pending = (
+            f"; {self.pending_changes} change(s) pending"
+            if self.pending_changes is not None
+            else ""
+        )
         return (
             f"slot {self.slot}: applied to {self.applied_to}, {byte_size(self.behind_bytes)} of WAL "
-            f"behind{seconds}; {byte_size(self.retained_bytes)} retained"
+            f"behind{seconds}; {byte_size(self.retained_bytes)} retained{pending}"
         )

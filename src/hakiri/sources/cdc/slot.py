@@ -28,6 +28,7 @@ __all__ = [
     "ensure_publication",
     "ensure_slot",
     "flushed_lsn",
+    "pending_changes",
     "primary_key_of",
     "slot_state",
 ]
@@ -162,3 +163,21 @@ def primary_key_of(url: str, schema: str, table: str) -> list[str]:
             (sql.Identifier(schema, table).as_string(conn),),
         ).fetchall()
     return [r[0] for r in rows]
+
+
+def pending_changes(url: str, name: str, publication: str, after: int) -> int | None:
+    """Row changes (inserts, updates, deletes) of the publication's tables in the WAL the
+    slot holds past `after`, decoded by the server without moving the slot; None while
+    another process reads the slot (an apply)."""
+    with _connect(url) as conn:
+        try:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "
+                "'proto_version', '1', 'publication_names', %s) "
+                "WHERE lsn >= %s::pg_lsn AND get_byte(data, 0) IN (73, 85, 68)",  # I U D
+                (name, publication, lsn_text(after)),
+            ).fetchone()
+        except psycopg.errors.ObjectInUse:
+            return None
+    assert row is not None
+    return int(row[0])
