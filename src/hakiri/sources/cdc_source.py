@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hakiri.catalog.records import BatchStatus, NewBatch
@@ -43,7 +42,7 @@ from hakiri.sources.cdc.slot import (
     slot_state,
 )
 from hakiri.sources.postgres import inspect_postgres_table
-from hakiri.spec.connections import postgres_url
+from hakiri.sources.table_source import TableSource
 from hakiri.spec.modes.cdc_mirror import OP_COLUMN, SNAPSHOT_BATCH, UNCHANGED_COLUMN
 from hakiri.spec.pipeline import CdcConfig, PipelineSpec, PostgresSourceConfig, TableSpec
 from hakiri.spec.project import ProjectFile
@@ -64,8 +63,9 @@ def cdc_names(spec: PipelineSpec, cdc: CdcConfig) -> tuple[str, str]:
     return cdc.slot or default[:63], cdc.publication or default[:63]
 
 
-class CdcSource:
-    has_cursors = True
+class CdcSource(TableSource):
+    """A PostgreSQL source read through its replication slot (the module doc); its
+    connection, `from_spec` and `url` are the table source's."""
 
     def __init__(
         self,
@@ -74,23 +74,9 @@ class CdcSource:
         config: PostgresSourceConfig,
         env: Mapping[str, str],
     ) -> None:
+        super().__init__(settings, spec, config, env)
         assert config.cdc is not None
-        self.settings, self.spec, self.config, self.env = settings, spec, config, env
         self.slot, self.publication = cdc_names(spec, config.cdc)
-        self._url: str | None = None
-
-    @classmethod
-    def from_spec(
-        cls, root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
-    ) -> CdcSource:
-        assert isinstance(spec.source.config, PostgresSourceConfig)
-        return cls(settings, spec, spec.source.config, env)
-
-    @property
-    def url(self) -> str:
-        if self._url is None:
-            self._url = postgres_url(self.settings, self.config, self.env)
-        return self._url
 
     # ------------------------------------------------------------------ observing and planning
 
@@ -191,22 +177,18 @@ class CdcSource:
             max_lag_bytes=limit,
         )
 
-    def cursor(self, table: TableSpec) -> None:
+    def cursor(self, table: TableSpec, bounds: Any = None) -> None:
+        """No cursor column: the slot's WAL positions order the batches."""
         return None
-
-    def requests_per_read(self) -> int:
-        return 1
-
-    def refresh(self) -> None:
-        pass
 
     # ------------------------------------------------------------------ reading
 
     def read(self, spark: Any, batch: Batch) -> BatchRead:
         from pyspark.sql import functions as F
 
-        from hakiri.sources.cdc.changes import read_changes, task_error
+        from hakiri.sources.cdc.changes import read_changes
         from hakiri.sources.table_reader import read_table
+        from hakiri.sources.task_errors import task_error
         from hakiri.spark.pg_reader import columns_of, spark_type
 
         schema, name = self.config.schema_name, batch.table_name

@@ -229,7 +229,7 @@ def _explained_changes(
     explain: Callable[[BaseException], Exception | None],
 ) -> Callable[[BaseException], Exception | None]:
     """A change event the engine refused (a truncate) first, then what the reader explains."""
-    from hakiri.sources.cdc.changes import task_error
+    from hakiri.sources.task_errors import task_error
 
     def explained(exc: BaseException) -> Exception | None:
         return task_error(exc) or explain(exc)

@@ -26,10 +26,11 @@ from hakiri.sources.cursors import CursorColumn, CursorRange
 from hakiri.sources.postgres import CursorBounds
 from hakiri.sources.rest.budget import RateBudget, pipeline_budget
 from hakiri.sources.rest.client import BearerToken, RestClient
-from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks, task_error
+from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks
 from hakiri.sources.rest.paginate import LinkHeader
 from hakiri.sources.rest.ranges import api_time, in_range, settled_now
 from hakiri.sources.table_batches import check_cursor_fits_mode, incremental_of, plan_table
+from hakiri.sources.task_errors import task_error
 from hakiri.spec.pipeline import GithubConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 

@@ -49,7 +49,6 @@ from hakiri.sources.rest.engine_read import (
     read_children,
     read_walks,
     recorded_end,
-    task_error,
 )
 from hakiri.sources.rest.paginate import (
     LinkHeader,
@@ -65,6 +64,7 @@ from hakiri.sources.rest.paginate import (
 from hakiri.sources.rest.ranges import api_time, in_range, settled_now
 from hakiri.sources.rest.select import JsonPath
 from hakiri.sources.table_batches import check_cursor_fits_mode, incremental_of, plan_table
+from hakiri.sources.task_errors import task_error
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 from hakiri.spec.rest import (

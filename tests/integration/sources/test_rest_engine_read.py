@@ -11,8 +11,9 @@ import pytest
 
 from hakiri.errors import SourceRefused
 from hakiri.sources.rest.client import BearerToken, RetryPolicy
-from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks, task_error
+from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks
 from hakiri.sources.rest.paginate import LinkHeader
+from hakiri.sources.task_errors import task_error
 from tests.conftest import API_TOKEN
 
 pytestmark = pytest.mark.integration

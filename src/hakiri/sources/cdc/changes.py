@@ -19,8 +19,9 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hakiri.errors import HakiriError, SourceDataError
+from hakiri.errors import SourceDataError
 from hakiri.guards.spark_types import quoted_name
+from hakiri.sources.task_errors import carried
 from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
 
 if TYPE_CHECKING:
@@ -29,16 +30,13 @@ if TYPE_CHECKING:
 __all__ = [
     "LSN_COLUMN",
     "SEQ_COLUMN",
-    "TASK_ERROR",
     "net_changes",
     "read_changes",
-    "task_error",
 ]
 
 LSN_COLUMN = "_hakiri_cdc_lsn"  # an event's place: its commit's WAL position
 SEQ_COLUMN = "_hakiri_cdc_seq"  # and its order within it
 _ROWS_PER_BATCH = 20_000
-TASK_ERROR = "hakiri-cdc-error:"
 # PostgreSQL writes a UTC offset as +00; Spark's cast wants +00:00.
 _SHORT_OFFSET = re.compile(r"([+-]\d\d)$")
 
@@ -121,11 +119,8 @@ def _decode(
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         for _ in batches:  # the one input row says only that this task runs
             pass
-        try:
+        with carried():
             yield from _events(url, slot, publication, table, lsn_range, names, key)
-        except HakiriError as exc:
-            carried = {"type": type(exc).__name__, "reason": exc.reason, "hint": exc.hint}
-            raise RuntimeError(TASK_ERROR + json.dumps(carried)) from None
 
     return task
 
@@ -214,20 +209,3 @@ def _spark_text(value: str) -> str:
     if len(value) > 19 and value[10] == " " and _SHORT_OFFSET.search(value):
         return value + ":00"
     return value
-
-
-def task_error(exc: BaseException) -> HakiriError | None:
-    """The hakiri error the decoding task raised, rebuilt from the engine's report."""
-    from hakiri import errors
-
-    seen: BaseException | None = exc
-    while seen is not None:
-        found = re.search(re.escape(TASK_ERROR) + r"(\{.*?\})(?:\s|$)", str(seen))
-        if found:
-            carried = json.loads(found.group(1))
-            kind = getattr(errors, str(carried.get("type")), None)
-            if not (isinstance(kind, type) and issubclass(kind, HakiriError)):
-                kind = errors.SourceDataError
-            return kind(str(carried.get("reason")), carried.get("hint"))
-        seen = seen.__cause__ or seen.__context__
-    return None

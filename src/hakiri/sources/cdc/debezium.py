@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from hakiri.errors import SourceDataError
 from hakiri.guards.spark_types import quoted_name
-from hakiri.sources.cdc.changes import LSN_COLUMN, SEQ_COLUMN, TASK_ERROR, net_changes
+from hakiri.sources.cdc.changes import LSN_COLUMN, SEQ_COLUMN, net_changes
+from hakiri.sources.task_errors import carried_text
 from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
 
 if TYPE_CHECKING:
@@ -51,18 +52,17 @@ def debezium_changes(frame: DataFrame, key: Sequence[str], where: str) -> DataFr
         )
     op = F.col("op")
     deleted = op == "d"
-    refused = json.dumps(
-        {
-            "type": "SourceDataError",
-            "reason": f"{where}: a truncate (or unknown) change event is not mirrored",
-            "hint": "take a new snapshot of the table (files with op = 'r'), or remove the "
-            "event from the file",
-        }
+    refused = carried_text(
+        SourceDataError(
+            f"{where}: a truncate (or unknown) change event is not mirrored",
+            "take a new snapshot of the table (files with op = 'r'), or remove the event "
+            "from the file",
+        )
     )
     checked_op = (
         F.when(op.isin("c", "r", "u"), F.lit("u"))
         .when(deleted, F.lit("d"))
-        .otherwise(F.raise_error(F.lit(TASK_ERROR + refused)))
+        .otherwise(F.raise_error(F.lit(refused)))
     )
     values, unavailable = [], []
     for name, kind in columns:

@@ -16,7 +16,6 @@ what the engine reports back into the client's one-line hakiri error, secrets ma
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -26,13 +25,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hakiri import errors
-from hakiri.errors import HakiriError
 from hakiri.guards.spark_types import quoted_name
 from hakiri.sources.rest.budget import RateBudget
 from hakiri.sources.rest.client import Auth, RestClient, RetryPolicy
 from hakiri.sources.rest.paginate import PagePosition, Paginator, walk_pages
 from hakiri.sources.rest.select import JsonPath
+from hakiri.sources.task_errors import carried
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,12 +44,7 @@ __all__ = [
     "read_walks",
     "record_end",
     "recorded_end",
-    "task_error",
 ]
-
-# A hakiri error raised in a task crosses the engine as this line (the engines report a
-# task's failure as text): its class, reason, hint and status, as JSON.
-_TASK_ERROR = "hakiri-task-error:"
 
 
 @dataclass(frozen=True)
@@ -143,7 +136,7 @@ def _reader(
     as one Arrow batch of text columns."""
 
     def read(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        with _carried():
+        with carried():
             yield from pages(numbers)
 
     def pages(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -258,7 +251,7 @@ def _child_reader(
     endpoint: Endpoint, params: dict[str, str], names: list[str], value_names: list[str]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def read(parents: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        with _carried():
+        with carried():
             yield from pages(parents)
 
     def pages(parents: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -296,21 +289,6 @@ def _client(endpoint: Endpoint) -> RestClient:
     )
 
 
-@contextlib.contextmanager
-def _carried() -> Iterator[None]:
-    """A hakiri error raised in a task, as the one line `task_error` rebuilds it from."""
-    try:
-        yield
-    except HakiriError as exc:
-        carried = {
-            "type": type(exc).__name__,
-            "reason": exc.reason,
-            "hint": exc.hint,
-            "status": getattr(exc, "status", None),
-        }
-        raise RuntimeError(_TASK_ERROR + json.dumps(carried)) from None
-
-
 def _past(walk: Walk, found: list[dict[str, Any]]) -> bool:
     """Is the last record of a page past the walk's `until` (so no later page is needed)?"""
     if walk.until is None or not found:
@@ -332,27 +310,3 @@ def _text(value: Any) -> str | None:
     if isinstance(value, dict | list):
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return str(value)
-
-
-def task_error(exc: BaseException) -> HakiriError | None:
-    """The hakiri error a read's task raised, rebuilt from the engine's report of the task's
-    failure (`exc`, or the error it was raised from: a destination's staging write may have
-    put its own words on it); None when the failure was not one."""
-    found = None
-    seen: BaseException | None = exc
-    while seen is not None and found is None:
-        found = re.search(re.escape(_TASK_ERROR) + r"(\{.*?\})(?:\s|$)", str(seen))
-        seen = seen.__cause__ or seen.__context__
-    if found is None:
-        return None
-    try:
-        carried = json.loads(found.group(1))
-    except ValueError:
-        return None
-    kind = getattr(errors, str(carried.get("type")), None)
-    if not (isinstance(kind, type) and issubclass(kind, HakiriError)):
-        kind = errors.SourceUnreachable
-    reason, hint = str(carried.get("reason")), carried.get("hint")
-    if issubclass(kind, errors.SourceRefused):
-        return kind(reason, hint, status=int(carried.get("status") or 0))
-    return kind(reason, hint)
