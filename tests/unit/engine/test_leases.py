@@ -68,8 +68,11 @@ def test_a_pipeline_lease_that_ran_out_is_taken_over(files: Bench) -> None:
 
 
 def test_a_claim_left_by_a_crashed_run_is_taken_back_only_once_it_expires(files: Bench) -> None:
+    # Long enough for the next apply to start while the claim holds on a busy machine.
+    ttl = 3.0
     with crashing_at("after_stage"), pytest.raises(SimulatedCrash):
-        files.apply(RunControls(claim_ttl=0.5))
+        files.apply(RunControls(claim_ttl=ttl))
+    crashed = time.monotonic()
 
     # Its holder may still be working (it is not known to be dead): the claim is left alone.
     early = files.apply()
@@ -78,7 +81,7 @@ def test_a_claim_left_by_a_crashed_run_is_taken_back_only_once_it_expires(files:
         [held] = catalog.batches("p", status=BatchStatus.PROCESSING)
     assert held.file_path == "data/a.csv"
 
-    time.sleep(0.6)
+    time.sleep(max(0.0, crashed + ttl + 0.1 - time.monotonic()))
     late = files.apply()
 
     assert late.status == "success" and late.batches == 1
