@@ -36,12 +36,10 @@ class Capabilities:
         return [name for name, s in registered_modes().items() if self.can_write(s)]
 
 
-# PostgreSQL offers every primitive of `ModeWriter`; the context store all but `mirror`
-# (cdc_mirror into Delta is not built yet: refused by plan and apply, never half-done).
+# Both offer every primitive of `ModeWriter`, so both load every mode (cdc_mirror's `mirror`:
+# PostgreSQL's three statements, the context store's one Delta MERGE).
 POSTGRES = Capabilities("postgres", WRITE_PRIMITIVES, 63, replay=True, sql_hooks=True)
-CONTEXT = Capabilities(
-    "context", WRITE_PRIMITIVES - {"mirror"}, None, replay=False, sql_hooks=False
-)
+CONTEXT = Capabilities("context", WRITE_PRIMITIVES, None, replay=False, sql_hooks=False)
 
 NO_SQL_HOOKS = (
     "sql and refresh_mat_view hooks need a PostgreSQL destination; the context store has no "

@@ -30,10 +30,17 @@ DUPLICATE_EXAMPLES = 3  # repeated key values quoted in the refusal
 
 
 def check_upsert_key(
-    load: LoadSpec, staged: Sequence[str], target: Sequence[str] | None, where: str
+    load: LoadSpec,
+    staged: Sequence[str],
+    target: Sequence[str] | None,
+    where: str,
+    *,
+    key_only: bool = False,
 ) -> tuple[str, ...]:
     """The upsert key, when it is set, in the target (if there is one) and among the staged
-    columns, and not every column of the table (there would be nothing to update).
+    columns, and not every column of the table (there would be nothing to update), unless
+    `key_only`: a write that also deletes by key (cdc_mirror) mirrors a table of key columns
+    only, as PostgreSQL's does.
 
     A batch of key columns only is fine when the target has more columns (the source
     stopped sending them): new keys are inserted with NULL there, matched rows stay."""
@@ -56,7 +63,7 @@ def check_upsert_key(
                 "column in the pipeline's transforms",
             )
     columns = staged if target is None else target
-    if all(name in key for name in columns):
+    if not key_only and all(name in key for name in columns):
         raise LoadError(
             f"upsert_key {list(key)} covers every loaded column of {where}: nothing to update",
             "use load mode 'append', or load more columns",

@@ -1,5 +1,5 @@
 """Refusals every destination makes before it writes anything: a mode the destination
-cannot write (cdc_mirror into the context store), and the empty-source guard.
+cannot write (it lacks a write primitive the mode needs), and the empty-source guard.
 
 Shared by every destination kind, so a load mode is refused with the same words whichever
 store the rows were going to; the words are the mode's (`spec.modes`).

@@ -31,12 +31,16 @@ from hakiri.destinations.base import (
     TargetColumn,
 )
 from hakiri.destinations.kinds import kind_of
+from hakiri.errors import LoadError
 from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode, LoadSpec
 from tests.support.fake_destination import FakeDestination
 
 KINDS = ["postgres", "context", "fake"]
 ORDERS = "id bigint, name string"
+# The modes every kind loads the same FIRST and SECOND rows with. cdc_mirror stages other
+# rows (a change stream's net changes, with its control columns): it has tests of its own
+# below, driven by those staged rows, as a batch of the stream would stage them.
 MODES = {
     "append": {},
     "truncate": {},
@@ -307,3 +311,74 @@ def test_evolve_adds_a_column_null_in_the_rows_there_are(harness: Harness) -> No
     staged = harness.stage([(3, "edsger", "e@utexas.edu")], request, f"{ORDERS}, email string")
     harness.destination.commit(staged, request, lambda point: None)
     assert harness.rows()[-1] == (3, "edsger", "e@utexas.edu")
+
+
+# ---------------------------------------------------------------- cdc_mirror
+
+NOTES = "id bigint, name string, note string"
+CHANGES = f"{NOTES}, _hakiri_cdc_op string, _hakiri_cdc_unchanged string"
+
+
+def _mirror_request(harness: Harness, batch: str) -> LoadRequest:
+    return harness.request(mode="cdc_mirror", batch=batch, upsert_key=["id"])
+
+
+def _refused_by_the_fake(harness: Harness) -> bool:
+    """The fake writes by insert, replace and merge only (no engine test needs a change
+    stream): it refuses cdc_mirror out loud, and that refusal is what it is held to."""
+    if not isinstance(harness.destination, FakeDestination):
+        return False
+    with pytest.raises(LoadError, match="the fake destination writes by"):
+        harness.stage([(1, "ada", None, "u", None)], _mirror_request(harness, "c-1"), CHANGES)
+    return True
+
+
+def test_cdc_mirror_deletes_updates_and_inserts_by_key_keeping_unchanged_values(
+    harness: Harness,
+) -> None:
+    if _refused_by_the_fake(harness):
+        return
+    seed = harness.request(batch="seed")
+    harness.destination.commit(
+        harness.stage([(1, "ada", "n1"), (2, "grace", "n2"), (3, "edsger", "n3")], seed, NOTES),
+        seed,
+        lambda point: None,
+    )
+    request = _mirror_request(harness, "changes-1")
+    changes = [
+        (1, None, None, "d", None),  # gone
+        (2, "grace hopper", None, "u", '["note"]'),  # updated; its note left out of the WAL
+        (4, "barbara", "n4", "u", None),  # new
+        (5, None, None, "d", None),  # gone, and never loaded
+    ]
+
+    result = harness.destination.commit(
+        harness.stage(changes, request, CHANGES), request, lambda point: None
+    )
+
+    assert (result.rows_loaded, result.rows_deleted) == (2, 1)
+    after = [(2, "grace hopper", "n2"), (3, "edsger", "n3"), (4, "barbara", "n4")]
+    assert harness.rows() == after
+    columns = harness.destination.target_columns(request)
+    assert columns is not None and [c.name for c in columns] == ["id", "name", "note"]
+    # The same range again (a crash after the commit): the ledger has it, nothing is applied.
+    again = harness.destination.commit(
+        harness.stage(changes, request, CHANGES), request, lambda point: None
+    )
+    assert again.already_committed and harness.rows() == after
+
+
+def test_cdc_mirror_creates_the_target_without_its_control_columns(harness: Harness) -> None:
+    if _refused_by_the_fake(harness):
+        return
+    request = _mirror_request(harness, "snapshot-1")
+    staged = harness.stage(
+        [(1, "ada", "n1", "u", None), (2, None, None, "d", None)], request, CHANGES
+    )
+
+    result = harness.destination.commit(staged, request, lambda point: None)
+
+    assert result.created_target and (result.rows_loaded, result.rows_deleted) == (1, 0)
+    assert harness.rows() == [(1, "ada", "n1")]
+    columns = harness.destination.target_columns(request)
+    assert columns is not None and [c.name for c in columns] == ["id", "name", "note"]

@@ -1,13 +1,16 @@
-"""cdc_mirror from PostgreSQL's logical decoding into PostgreSQL: a snapshot, then inserts,
-updates (of the key, and leaving a TOASTed value out of the WAL), deletes and a transaction
-over two tables, each target equal to its source after every apply."""
+"""cdc_mirror from PostgreSQL's logical decoding into PostgreSQL and into the context store
+(Delta): a snapshot, then inserts, updates (of the key, and leaving a TOASTed value out of
+the WAL), deletes and a transaction over two tables, each target equal to its source after
+every apply."""
 
 from __future__ import annotations
 
 import json
 import textwrap
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -56,8 +59,15 @@ def source(pg_url: str, pg_schema: str) -> Iterator[str]:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(f"{pg_schema}_m")))
 
 
-def _project(tmp_path: Path, pg_url: str, schema: str) -> Project:
+_DESTINATIONS = {
+    "postgres": '{{ connector = "postgres", config = {{ connection = "db", schema = "{schema}_m" }} }}',
+    "context": '{{ connector = "context" }}',
+}
+
+
+def _project(tmp_path: Path, pg_url: str, schema: str, destination: str) -> Project:
     project = Project(tmp_path, pg_url, schema)
+    target = _DESTINATIONS[destination].format(schema=schema)
     project.write(
         "hakiri.toml",
         textwrap.dedent(f"""
@@ -72,7 +82,7 @@ def _project(tmp_path: Path, pg_url: str, schema: str) -> Project:
         id = "mirror"
         tables = ["orders", "lines"]
         load = {{ mode = "cdc_mirror", upsert_key = ["id"] }}
-        destination = {{ connector = "postgres", config = {{ connection = "db", schema = "{schema}_m" }} }}
+        destination = {target}
 
         [pipeline.source]
         connector = "postgres"
@@ -90,12 +100,20 @@ def _run(pg_url: str, *statements: str) -> None:
             conn.execute(statement)
 
 
-def _differences(pg_url: str, schema: str) -> dict[str, int]:
-    """Rows in one of source and target and not the other, per table (EXCEPT ALL both ways)."""
+def _names(table: str) -> list[str]:
+    return [part.split()[0] for part in _TABLES[table].split(", ")]
+
+
+def _differences(project: Project, destination: str) -> dict[str, int]:
+    """Rows in one of source and target and not the other, per table (EXCEPT ALL both ways:
+    a multiset comparison)."""
+    if destination == "context":
+        return {table: _delta_differences(project, table) for table in _TABLES}
     found = {}
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        for table, columns in _TABLES.items():
-            names = ", ".join(part.split()[0] for part in columns.split(", "))
+    schema = project.schema
+    with psycopg.connect(project.pg_url, autocommit=True) as conn:
+        for table in _TABLES:
+            names = ", ".join(_names(table))
             source = f'SELECT {names} FROM "{schema}".{table}'
             target = f'SELECT {names} FROM "{schema}_m".{table}'
             row = conn.execute(
@@ -107,8 +125,41 @@ def _differences(pg_url: str, schema: str) -> dict[str, int]:
     return found
 
 
+def _delta_differences(project: Project, table: str) -> int:
+    """`_differences` for a Delta table of the context store: the source's rows (psycopg)
+    and the table's (delta-rs) as multisets of tuples, counted both ways."""
+    names = _names(table)
+    source = Counter(
+        project.query(
+            sql.SQL("SELECT {} FROM {}").format(
+                sql.SQL(", ").join(map(sql.Identifier, names)),
+                sql.Identifier(project.schema, table),
+            )
+        )
+    )
+    target = Counter(tuple(row[n] for n in names) for row in _delta_rows(project, table))
+    return sum((source - target).values()) + sum((target - source).values())
+
+
+def _delta_rows(project: Project, table: str) -> list[dict[str, Any]]:
+    from deltalake import DeltaTable
+
+    path = project.root / ".hakiri" / "context" / table
+    rows: list[dict[str, Any]] = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    return rows
+
+
+def _note_of_order_2(project: Project, destination: str) -> str | None:
+    if destination == "context":
+        [note] = [r["note"] for r in _delta_rows(project, "orders") if r["id"] == 2]
+        return note
+    [(note,)] = project.query(f'SELECT note FROM "{project.schema}_m".orders WHERE id = 2')
+    return note
+
+
+@pytest.mark.parametrize("destination", list(_DESTINATIONS))
 def test_a_snapshot_then_every_kind_of_change_mirrors_exactly(
-    tmp_path: Path, pg_url: str, source: str, spark
+    tmp_path: Path, pg_url: str, source: str, spark, destination: str
 ) -> None:
     s = source
     _run(
@@ -117,10 +168,10 @@ def test_a_snapshot_then_every_kind_of_change_mirrors_exactly(
         "FROM generate_series(1, 50) g",
         f"INSERT INTO {s}.lines SELECT g, 1 + g % 50, g FROM generate_series(1, 120) g",
     )
-    project = _project(tmp_path, pg_url, s)
+    project = _project(tmp_path, pg_url, s, destination)
     first = project.cli("apply", "--json")
     assert first.exit_code == 0, first.output
-    assert _differences(pg_url, s) == {"orders": 0, "lines": 0}
+    assert _differences(project, destination) == {"orders": 0, "lines": 0}
 
     _run(
         pg_url,
@@ -136,10 +187,8 @@ def test_a_snapshot_then_every_kind_of_change_mirrors_exactly(
     )
     again = project.cli("apply", "--json")
     assert again.exit_code == 0, again.output
-    assert _differences(pg_url, s) == {"orders": 0, "lines": 0}
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        note = conn.execute(f'SELECT note FROM "{s}_m".orders WHERE id = 2').fetchone()
-    assert note is not None and note[0] == _BIG  # the update left it out of the WAL
+    assert _differences(project, destination) == {"orders": 0, "lines": 0}
+    assert _note_of_order_2(project, destination) == _BIG  # the update left it out of the WAL
 
     quiet = project.cli("apply", "--json")
     assert quiet.exit_code == 0, quiet.output

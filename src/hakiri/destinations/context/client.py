@@ -5,10 +5,12 @@ them into the target table `<store>/<table>` with delta-spark, in the executors:
 commit per batch (append or overwrite by the DataFrame writer, upsert by Delta's MERGE).
 The driver only reads the log (delta-rs: the ledger, the table's columns). The commit, in order:
 
-    cdc_mirror's gate, the empty-source guard (before anything is read)
+    the mode's gate and the destination's capabilities, the empty-source guard (before
+    anything is read)
     -> the batch's app transaction id already in the table's log? drop staging, done
     -> the staged rows' columns against the table's (all of them, or some: a column the
-       source no longer sends stays in the table, NULL in the new rows); the load mode's checks
+       source no longer sends stays in the table, NULL in the new rows; the mode's control
+       columns, cdc_mirror's op, are no columns of the table); the load mode's checks
     -> dataset validators on the staged rows, read back by Spark (an `abort` that
        fails raises, and NOTHING is committed: neither the quarantine records nor the rows)
     -> the quarantine records: one commit to the quarantine table, with the batch's app id
@@ -28,10 +30,11 @@ Load modes: append (DataFrame writer, mode append); truncate and blue_green (mod
 here, the previous version stays readable by time travel); upsert (MERGE on the key);
 incremental_watermark (rows past the mark, filtered when staged, see `watermark`);
 scd2, upsert with `deletes` and replace_window (one MERGE each, see `history`);
-cdc_mirror is refused by the same gate as in PostgreSQL. A missing table is created from
-the staged rows, whatever the mode. `backup_before_load` needs no copy: the version before
-the load stays readable until it is vacuumed. Schema evolution (`evolve`) is one version
-of its own, committed before the batch's: see `evolve`.
+cdc_mirror (one MERGE applying the net changes by key, see `mirror`). A missing table is
+created from the staged rows (without a mode's control columns), whatever the mode.
+`backup_before_load` needs no copy: the version before the load stays readable until it
+is vacuumed. Schema evolution (`evolve`) is one version of its own, committed before the
+batch's: see `evolve`.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from hakiri.destinations.context.commit import (
     is_committed,
     open_table,
     staged_arrow_schema,
+    without_control_columns,
 )
 from hakiri.destinations.context.evolve import evolve_table
 from hakiri.destinations.context.history import (
@@ -77,6 +81,7 @@ from hakiri.destinations.context.history import (
     merge_upsert_with_deletes,
 )
 from hakiri.destinations.context.inspect import table_columns
+from hakiri.destinations.context.mirror import mirror_changes
 from hakiri.destinations.context.quarantine import quarantine_records, read_quarantined
 from hakiri.destinations.context.rs_commit import append_files, merge_files
 from hakiri.destinations.context.staging import (
@@ -309,11 +314,13 @@ class ContextDestination:
                 f"the staging area {area.root} of batch {request.batch_id} has no data files",
                 "it was emptied before the commit; apply again to re-stage the batch",
             )
-        schema = staged_arrow_schema(files)
+        load = request.load
+        schema = without_control_columns(
+            staged_arrow_schema(files), load.mode, load.strategy.control_columns, location
+        )
         table = open_table(location)
         if table is not None:
             check_staged_schema(table, schema, location)
-        load = request.load
         merge_key = None
         if load.strategy.merge_key(load) is not None:
             merge_key = self._check_upsert(files, schema, table, request, location)
@@ -353,6 +360,7 @@ class ContextDestination:
             schema.names,
             None if table is None else [c.name for c in table_columns(table)],
             str(location),
+            key_only="mirror" in request.load.strategy.needs,
         )
         self._check_unique_key(files, key, location, request.source_label)
         return key
@@ -483,8 +491,8 @@ class _DeltaWriter:
     """The load modes' write primitives (`spec.modes.ModeWriter`) on a Delta table: each ONE
     commit with the batch's transaction identity. Plain writes and key merges are committed
     by delta-rs on an engine whose Delta writer drops that identity; the history-keeping
-    merges (scd2, replace_window, deletes) by Spark (`merge.DeltaMerge`, which hands them to
-    delta-rs on an engine whose MERGE drops it)."""
+    merges (scd2, replace_window, deletes) and cdc_mirror's by Spark (`merge.DeltaMerge`,
+    which hands them to delta-rs on an engine whose MERGE drops it)."""
 
     def __init__(
         self,
@@ -534,6 +542,19 @@ class _DeltaWriter:
             self._spark(), load.location, load.files, key, request, self.metadata, update=update
         )
         return Written(rows)
+
+    def mirror(self, key: Sequence[str]) -> Written:
+        load = self.load
+        rows, deleted = mirror_changes(
+            self._spark(),
+            load.location,
+            load.files,
+            key,
+            self.request,
+            self.metadata,
+            load.table is not None,
+        )
+        return Written(rows, deleted)
 
     def history(self) -> Written:
         load = self.load

@@ -44,6 +44,7 @@ __all__ = [
     "open_table",
     "staged_arrow_schema",
     "user_metadata",
+    "without_control_columns",
 ]
 
 # Keys of a commit's custom metadata (shown by `hakiri context history`).
@@ -229,6 +230,23 @@ def check_staged_schema(table: DeltaTable, staged: pa.Schema, location: Path) ->
         + "; ".join(parts),
         _EVOLUTION_HINT,
     )
+
+
+def without_control_columns(
+    staged: pa.Schema, mode: str, control: Sequence[str], location: Path
+) -> pa.Schema:
+    """The staged columns that are the table's: without the load mode's control columns
+    (cdc_mirror's op), which tell the write what to do and must have been staged."""
+    import pyarrow as pa
+
+    missing = [name for name in control if name not in staged.names]
+    if missing:
+        raise LoadError(
+            f"load mode {mode}: the rows staged for {location} lack {', '.join(missing)}",
+            "they say what to do with each row and come from the mode's source: keep them "
+            "through the pipeline's transforms",
+        )
+    return pa.schema([field for field in staged if field.name not in control])
 
 
 def delta_uri(location: Path) -> str:

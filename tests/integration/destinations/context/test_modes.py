@@ -456,19 +456,99 @@ def test_columns_in_another_order_are_the_same_schema(
     assert table_rows(store / "orders") == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
 
 
-def test_cdc_mirror_is_refused_by_the_context_store(
+# ---------------------------------------------------------------- cdc_mirror
+
+CHANGES = "id bigint, name string, note string, _hakiri_cdc_op string, _hakiri_cdc_unchanged string"
+
+
+def test_cdc_mirror_deletes_updates_and_inserts_by_key_keeping_unchanged_values(
     dest: ContextDestination, store: Path, spark: SparkSession
 ) -> None:
-    """Not built for Delta yet: refused before anything is staged, never half-done."""
-    cdc = request("orders", "cdc_mirror", upsert_key=["id"])
-
-    with pytest.raises(LoadError) as at_stage:
-        dest.stage(RuleCheck.unchecked(frame(spark, ORDERS, [(1, "a")])), cdc)
-
-    assert at_stage.value.reason == (
-        "load mode cdc_mirror is not supported by the context destination"
+    """The staged net changes: key 1 gone, key 2 updated with its note left out of the WAL
+    (unchanged: the table keeps it), key 4 new, key 5 gone and never there; key 3 untouched.
+    One MERGE, one version, as PostgreSQL's one transaction."""
+    ddl = "id bigint, name string, note string"
+    load(dest, frame(spark, ddl, [(1, "a", "n1"), (2, "b", "n2"), (3, "c", "n3")]), request("t"))
+    changes = frame(
+        spark,
+        CHANGES,
+        [
+            (1, None, None, "d", None),
+            (2, "B", None, "u", '["note"]'),
+            (4, "d", "n4", "u", None),
+            (5, None, None, "d", None),
+        ],
     )
-    assert not (store / "orders").exists() and staging_dirs(store) == []
+    mirror = request("t", "cdc_mirror", batch="batch-2", upsert_key=["id"])
+
+    result = load(dest, changes, mirror)
+
+    assert table_rows(store / "t") == [
+        {"id": 2, "name": "B", "note": "n2"},
+        {"id": 3, "name": "c", "note": "n3"},
+        {"id": 4, "name": "d", "note": "n4"},
+    ]
+    assert (result.rows_loaded, result.rows_deleted) == (2, 1)
+    assert [c.name for c in inspect_context_target(store, "t").columns] == ["id", "name", "note"]
+    assert version_of(store / "t") == 1
+    merge = history_of(store / "t")[-1]
+    assert merge["operation"] == "MERGE" and merge["hakiri.batch_id"] == "batch-2"
+    assert staging_dirs(store) == []
+
+    again = load(dest, changes, mirror)  # the range read again after a crash: applied once
+
+    assert again.already_committed and version_of(store / "t") == 1
+
+
+def test_cdc_mirror_creates_a_missing_table_from_the_rows_without_control_columns(
+    dest: ContextDestination, store: Path, spark: SparkSession
+) -> None:
+    rows = [(1, "a", "n1", "u", None), (2, None, None, "d", None)]
+
+    result = load(dest, frame(spark, CHANGES, rows), request("t", "cdc_mirror", upsert_key=["id"]))
+
+    assert result.created_target and (result.rows_loaded, result.rows_deleted) == (1, 0)
+    assert table_rows(store / "t") == [{"id": 1, "name": "a", "note": "n1"}]
+    assert [c.name for c in inspect_context_target(store, "t").columns] == ["id", "name", "note"]
+
+
+def test_cdc_mirror_mirrors_a_table_of_key_columns_only(
+    dest: ContextDestination, store: Path, spark: SparkSession
+) -> None:
+    """Unlike upsert, nothing to update is no refusal: keys still come and go."""
+    ddl = "a bigint, b bigint, _hakiri_cdc_op string, _hakiri_cdc_unchanged string"
+    key = ["a", "b"]
+    load(dest, frame(spark, ddl, [(1, 1, "u", None), (1, 2, "u", None)]), request(
+        "links", "cdc_mirror", upsert_key=key
+    ))  # fmt: skip
+
+    result = load(
+        dest,
+        frame(spark, ddl, [(1, 1, "d", None), (1, 2, "u", None), (2, 1, "u", None)]),
+        request("links", "cdc_mirror", batch="batch-2", upsert_key=key),
+    )
+
+    assert table_rows(store / "links") == [{"a": 1, "b": 2}, {"a": 2, "b": 1}]
+    assert (result.rows_loaded, result.rows_deleted) == (1, 1)
+
+
+def test_cdc_mirror_refuses_rows_without_the_control_columns(
+    dest: ContextDestination, store: Path, spark: SparkSession
+) -> None:
+    load(dest, frame(spark, ORDERS, [(1, "a")]), request("orders"))
+
+    with pytest.raises(LoadError) as caught:
+        load(
+            dest,
+            frame(spark, ORDERS, [(1, "b")]),
+            request("orders", "cdc_mirror", batch="batch-2", upsert_key=["id"]),
+        )
+
+    assert caught.value.reason == (
+        f"load mode cdc_mirror: the rows staged for {store / 'orders'} lack _hakiri_cdc_op, "
+        "_hakiri_cdc_unchanged"
+    )
+    assert version_of(store / "orders") == 0 and staging_dirs(store) == []
 
 
 def test_a_table_name_that_is_not_one_directory_is_refused(
