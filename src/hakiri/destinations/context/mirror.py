@@ -7,7 +7,7 @@ columns of `spec.modes.cdc_mirror`: the op, and the columns whose values the WAL
 The MERGE does what PostgreSQL's three statements do (`postgres.mirror`): a matched 'd'
 deletes the key; a matched 'u' sets every other column to the staged value, except a column
 left out, which keeps the target's; an unmatched 'u' is inserted; an unmatched 'd' is nothing
-to do. The control columns never reach the table, not even when the batch creates it.
+to do; a snapshot batch also deletes the keys it lacks. The control columns never reach the table, not even when the batch creates it.
 
 Which columns were left out is a JSON list; the engine turns it into one flag per column in
 the MERGE's source, so the clauses are plain SQL that delta-spark and delta-rs both run.
@@ -27,7 +27,7 @@ from hakiri.destinations.context.txn import txn_session
 from hakiri.destinations.context.writes import write_frame
 from hakiri.errors import LoadError
 from hakiri.guards.spark_types import quoted_name
-from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
+from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN, is_snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,6 +87,8 @@ def mirror_changes(
         merge.when_not_matched_insert(
             {quoted_name(n): f"s.{quoted_name(n)}" for n in names}, condition=f"{op} = 'u'"
         )
+        if is_snapshot(request.batch_id):  # the whole table: a key it lacks is gone
+            merge.when_not_matched_by_source_delete()
         metrics = merge.execute()
     written = metrics.get("num_inserted_rows", 0) + metrics.get("num_updated_rows", 0)
     return written, metrics.get("num_deleted_rows", 0)

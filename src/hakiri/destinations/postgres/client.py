@@ -9,8 +9,8 @@ The commit, in order, inside one transaction on one connection:
     -> ledger row gets its row count -> drop the staging tables
     -> checkpoint('before_dest_commit') -> COMMIT -> checkpoint('after_dest_commit')
 
-The empty-source guard and cdc_mirror's gate run before the connection is even
-opened, so a refused load cannot have run a single statement. Any failure rolls
+The empty-source guard and the mode check (a mode it has no primitives for) run before
+the connection is even opened, so a refused load cannot have run a single statement. Any failure rolls
 back and drops the staging table; a lock not granted in time (blue_green's swap
 against a busy target) retries the whole transaction a few times first.
 """
@@ -216,7 +216,9 @@ class PostgresDestination:
         blank = tuple(
             c.name
             for c in columns
-            if c.type == "text" and (c.name not in types or is_text_type(types[c.name]))
+            if c.type == "text"
+            and (c.name not in types or is_text_type(types[c.name]))
+            and request.load.strategy.empty_strings_as_null
         )
         like = None
         if (

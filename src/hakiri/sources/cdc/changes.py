@@ -37,6 +37,10 @@ __all__ = [
 LSN_COLUMN = "_hakiri_cdc_lsn"  # an event's place: its commit's WAL position
 SEQ_COLUMN = "_hakiri_cdc_seq"  # and its order within it
 _ROWS_PER_BATCH = 20_000
+# Spark types of PostgreSQL's fixed-width types: their values are never left out of the WAL.
+_FIXED_WIDTH = frozenset(
+    {"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "date", "timestamp"}
+)
 # PostgreSQL writes a UTC offset as +00; Spark's cast wants +00:00.
 _SHORT_OFFSET = re.compile(r"([+-]\d\d)$")
 
@@ -86,7 +90,7 @@ def net_changes(
     still: list[Any] = []
     for name, kind in columns:
         column = F.col(quoted_name(name))
-        if name in key or kind not in ("string", "binary"):  # only varlena values are TOASTed
+        if name in key or kind in _FIXED_WIDTH:  # only variable-width values are TOASTed
             out.append(column.alias(name))
             continue
         present = F.coalesce(~F.array_contains(unchanged, name), F.lit(True))

@@ -183,6 +183,9 @@ class LoadStrategy:
     destructive: ClassVar[bool] = False
     # The SQL post hooks run inside the commit (blue_green: inside the swap).
     post_hook_in_commit: ClassVar[bool] = False
+    # PostgreSQL: an empty string bound for a text column is staged as NULL (what an empty
+    # CSV field means, docs/types.md); a mirror keeps the source's values as they are.
+    empty_strings_as_null: ClassVar[bool] = True
     # Columns of the staged rows that tell the write what to do and never reach the target
     # (cdc_mirror's op): the schema guard leaves them out of the target's columns.
     control_columns: ClassVar[tuple[str, ...]] = ()

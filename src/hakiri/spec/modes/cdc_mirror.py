@@ -39,6 +39,7 @@ class CdcMirror(LoadStrategy):
     ordered = True  # WAL ranges apply in order, one at a time
     destructive = True
     control_columns: ClassVar[tuple[str, ...]] = (OP_COLUMN, UNCHANGED_COLUMN)
+    empty_strings_as_null = False  # '' in the source is '' in the mirror
 
     def check_pipeline(self, spec: PipelineSpec) -> None:
         config = getattr(spec.source, "config", None)
