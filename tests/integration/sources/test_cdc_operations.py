@@ -191,3 +191,17 @@ def test_a_pipeline_that_reads_no_change_stream_is_refused_by_cdc_commands(
     done = project.cli("cdc", "lag", "files")
     assert done.exit_code == 1 and "reads no change stream" in done.output
     assert "Traceback" not in done.output
+
+
+def test_a_column_the_mirror_cannot_decode_is_refused_before_the_snapshot(
+    mirrored: Project, pg_url: str, spark
+) -> None:
+    s = mirrored.schema
+    _run(pg_url, f'ALTER TABLE "{s}".items ADD COLUMN tags int[]')
+    done = mirrored.cli("apply")
+    assert done.exit_code == 1
+    assert "cannot decode" in done.output and "tags (integer[])" in done.output
+    assert "Traceback" not in done.output
+    assert mirrored.query(
+        "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", f"s_{s}"
+    ) == [(0,)]
