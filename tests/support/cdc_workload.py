@@ -1,0 +1,415 @@
+"""A seeded random stream of transactions on three PostgreSQL tables, for cdc_mirror's tests
+and benches.
+
+    workload = Workload(pg_url, "shop", seed=7)
+    workload.create()            # customers, orders, order_lines, with seed rows
+    workload.run(200)            # 200 transactions, in this thread
+    workload.start(rate=500)     # or in a thread of its own, ~500 row changes a second
+    ...
+    done = workload.stop()       # Counts(transactions=…, changes=…, kinds={…})
+
+Every table has a bigint primary key `id`, an int `version` that every update of a row
+increments, and `changed_at`, the clock_timestamp() of the row's last insert or update (the
+bench reads the mirror's lag from it). `customers.profile` is STORAGE EXTERNAL and some
+profiles are over 8 kB: an update that leaves such a profile alone leaves it out of the WAL
+(pgoutput sends it as "unchanged").
+
+Each transaction is one of `KINDS`, drawn by weight: inserts (an order with its lines in
+one transaction), updates of small columns, of the large profile, of the primary key (an
+order's key moves with its lines' order_id, in one transaction), a row updated twice in
+one transaction, deletes (an order with its lines), and a line deleted and inserted again
+under the same key. A customer whose profile is out of line never has its key changed:
+the WAL leaves the profile out of such an update, and cdc_mirror refuses it (the row it
+belongs to is the one the update deletes).
+
+The choices come from `random.Random(seed)` and a model of the keys kept here, so a seed
+makes the same statements in the same order; only the timing (and so `changed_at`)
+differs. Commits are synchronous (synchronous_commit=on), whatever the server's default:
+logical decoding reads flushed WAL only, and a test that has just committed expects the
+next apply to see it.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+__all__ = ["KINDS", "TABLES", "Counts", "Workload"]
+
+TABLES = {
+    "customers": "id bigint PRIMARY KEY, name text NOT NULL, email text, profile text, "
+    "version int NOT NULL, changed_at timestamptz NOT NULL DEFAULT clock_timestamp()",
+    "orders": "id bigint PRIMARY KEY, customer_id bigint NOT NULL, status text NOT NULL, "
+    "total numeric(12,2) NOT NULL, version int NOT NULL, "
+    "changed_at timestamptz NOT NULL DEFAULT clock_timestamp()",
+    "order_lines": "id bigint PRIMARY KEY, order_id bigint NOT NULL, sku text NOT NULL, "
+    "qty int NOT NULL, price numeric(10,2) NOT NULL, version int NOT NULL, "
+    "changed_at timestamptz NOT NULL DEFAULT clock_timestamp()",
+}
+
+_STATUSES = ("new", "paid", "packed", "shipped", "returned")
+
+
+@dataclass
+class Counts:
+    """What the workload committed: transactions, row changes, transactions per kind."""
+
+    transactions: int = 0
+    changes: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+
+
+class _Keys:
+    """The live keys of a table: O(1) add, remove and a seeded random pick."""
+
+    def __init__(self) -> None:
+        self.items: list[int] = []
+        self.at: dict[int, int] = {}
+
+    def add(self, key: int) -> None:
+        self.at[key] = len(self.items)
+        self.items.append(key)
+
+    def remove(self, key: int) -> None:
+        index = self.at.pop(key)
+        last = self.items.pop()
+        if last != key:
+            self.items[index], self.at[last] = last, index
+
+    def pick(self, rng: random.Random) -> int:
+        return self.items[rng.randrange(len(self.items))]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.at
+
+
+class Workload:
+    def __init__(self, url: str, schema: str, seed: int = 0) -> None:
+        self.url, self.schema = url, schema
+        self.rng = random.Random(seed)
+        self.customers, self.orders, self.lines = _Keys(), _Keys(), _Keys()
+        self.big: set[int] = set()  # customers whose profile is stored out of line
+        self.lines_of: dict[int, list[int]] = {}  # order id -> its line ids
+        self.order_of: dict[int, int] = {}  # line id -> its order id
+        self.next_id = {"customers": 1, "orders": 1, "order_lines": 1}
+        self.counts = Counts()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._failure: BaseException | None = None
+
+    # ------------------------------------------------------------------ setting up
+
+    def create(self, customers: int = 200, orders: int = 400, lines_per_order: int = 2) -> None:
+        """The three tables in `schema` (which must exist), with seed rows: a tenth of the
+        customers have a large profile."""
+        with self._connect() as conn:
+            for table, columns in TABLES.items():
+                conn.execute(
+                    sql.SQL("CREATE TABLE {} ({})").format(self._table(table), sql.SQL(columns))
+                )
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN profile SET STORAGE EXTERNAL").format(
+                    self._table("customers")
+                )
+            )
+            rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in TABLES}
+            for _ in range(customers):
+                rows["customers"].append(self._customer(big=self.rng.random() < 0.1))
+            for _ in range(orders):
+                order = self._order()
+                rows["orders"].append(order)
+                for _ in range(lines_per_order):
+                    rows["order_lines"].append(self._line(order[0]))
+            for table, values in rows.items():
+                names = [n for n in _names(table) if n != "changed_at"]
+                statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+                    self._table(table), sql.SQL(", ").join(map(sql.Identifier, names))
+                )
+                with conn.cursor().copy(statement) as copy:
+                    for row in values:
+                        copy.write_row(row)
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, transactions: int, rate: float | None = None) -> Counts:
+        """Commit `transactions` transactions now, paced to `rate` row changes a second
+        (None: as fast as they go)."""
+        self._loop(rate, transactions)
+        return self.snapshot()
+
+    def start(self, rate: float | None = None) -> Workload:
+        """Commit transactions in a thread, paced to `rate` row changes a second, until `stop`."""
+        assert self._thread is None, "already started"
+        self._stop.clear()
+        self._failure = None
+
+        def loop() -> None:
+            try:
+                self._loop(rate, None)
+            except BaseException as exc:
+                self._failure = exc
+
+        self._thread = threading.Thread(target=loop, name="cdc-workload", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> Counts:
+        """Stop the thread after its current transaction; re-raise what failed it."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        if self._failure is not None:
+            raise self._failure
+        return self.snapshot()
+
+    def snapshot(self) -> Counts:
+        with self._lock:
+            return Counts(self.counts.transactions, self.counts.changes, Counter(self.counts.kinds))
+
+    def _loop(self, rate: float | None, limit: int | None) -> None:
+        kinds = list(KINDS)
+        weights = [KINDS[k][1] for k in kinds]
+        started, changes, done = time.monotonic(), 0, 0
+        with self._connect() as conn:
+            while (limit is None or done < limit) and not self._stop.is_set():
+                kind = self.rng.choices(kinds, weights)[0]
+                if not self.customers:
+                    kind = "new_customer"
+                elif not self.orders or not self.lines:
+                    kind = "new_order"
+                with conn.transaction():
+                    changed = KINDS[kind][0](self, conn)
+                done += 1
+                changes += changed
+                with self._lock:
+                    self.counts.transactions += 1
+                    self.counts.changes += changed
+                    self.counts.kinds[kind] += 1
+                if rate:
+                    ahead = started + changes / rate - time.monotonic()
+                    if ahead > 0:
+                        self._stop.wait(ahead)
+
+    # ------------------------------------------------------------------ the kinds of transaction
+
+    def _new_order(self, conn: psycopg.Connection[Any]) -> int:
+        order = self._order()
+        changed = self._insert(conn, "orders", order)
+        for _ in range(self.rng.randint(1, 4)):
+            changed += self._insert(conn, "order_lines", self._line(order[0]))
+        return changed
+
+    def _new_customer(self, conn: psycopg.Connection[Any]) -> int:
+        return self._insert(conn, "customers", self._customer(big=self.rng.random() < 0.3))
+
+    def _order_status(self, conn: psycopg.Connection[Any]) -> int:
+        return self._update(conn, "orders", self.orders.pick(self.rng), status=self._status())
+
+    def _order_twice(self, conn: psycopg.Connection[Any]) -> int:
+        order = self.orders.pick(self.rng)
+        return self._update(conn, "orders", order, status=self._status()) + self._update(
+            conn, "orders", order, total=self._money(5_000)
+        )
+
+    def _customer_email(self, conn: psycopg.Connection[Any]) -> int:
+        customer = self.customers.pick(self.rng)  # a large profile stays out of the WAL
+        return self._update(conn, "customers", customer, email=self._email(customer))
+
+    def _customer_profile(self, conn: psycopg.Connection[Any]) -> int:
+        customer = self.customers.pick(self.rng)
+        big = self.rng.random() < 0.5
+        (self.big.add if big else self.big.discard)(customer)
+        return self._update(conn, "customers", customer, profile=self._profile(customer, big))
+
+    def _line_qty(self, conn: psycopg.Connection[Any]) -> int:
+        line = self.lines.pick(self.rng)
+        return self._update(conn, "order_lines", line, qty=self.rng.randint(1, 20))
+
+    def _order_rekey(self, conn: psycopg.Connection[Any]) -> int:
+        old, new = self.orders.pick(self.rng), self._new_id("orders")
+        changed = self._update(conn, "orders", old, id=new)
+        self.orders.remove(old)
+        self.orders.add(new)
+        lines = self.lines_of.pop(old)
+        self.lines_of[new] = lines
+        for line in lines:
+            self.order_of[line] = new
+            changed += self._update(conn, "order_lines", line, order_id=new)
+        return changed
+
+    def _line_rekey(self, conn: psycopg.Connection[Any]) -> int:
+        old, new = self.lines.pick(self.rng), self._new_id("order_lines")
+        changed = self._update(conn, "order_lines", old, id=new)
+        order = self.order_of.pop(old)
+        self.lines.remove(old)
+        self.lines.add(new)
+        self.order_of[new] = order
+        siblings = self.lines_of[order]
+        siblings[siblings.index(old)] = new
+        return changed
+
+    def _customer_rekey(self, conn: psycopg.Connection[Any]) -> int:
+        old = self.customers.pick(self.rng)
+        if old in self.big:  # see the module's docstring
+            return self._customer_email(conn)
+        new = self._new_id("customers")
+        self.customers.remove(old)
+        self.customers.add(new)
+        return self._update(conn, "customers", old, id=new)
+
+    def _cancel_order(self, conn: psycopg.Connection[Any]) -> int:
+        order = self.orders.pick(self.rng)
+        changed = self._delete(conn, "orders", order)
+        for line in self.lines_of.pop(order):
+            changed += self._delete(conn, "order_lines", line)
+        return changed
+
+    def _remove_line(self, conn: psycopg.Connection[Any]) -> int:
+        line = self.lines.pick(self.rng)
+        self.lines_of[self.order_of[line]].remove(line)
+        return self._delete(conn, "order_lines", line)
+
+    def _remove_customer(self, conn: psycopg.Connection[Any]) -> int:
+        customer = self.customers.pick(self.rng)
+        self.big.discard(customer)
+        return self._delete(conn, "customers", customer)
+
+    def _line_again(self, conn: psycopg.Connection[Any]) -> int:
+        """A line deleted and inserted again under its key, in one transaction."""
+        line = self.lines.pick(self.rng)
+        order = self.order_of[line]
+        changed = self._delete(conn, "order_lines", line)
+        self.lines_of[order].remove(line)
+        return changed + self._insert(conn, "order_lines", self._line(order, line))
+
+    # ------------------------------------------------------------------ rows and statements
+
+    def _customer(self, big: bool) -> tuple[Any, ...]:
+        key = self._new_id("customers")
+        self.customers.add(key)
+        if big:
+            self.big.add(key)
+        return (key, f"customer {key}", self._email(key), self._profile(key, big), 1)
+
+    def _order(self) -> tuple[Any, ...]:
+        key = self._new_id("orders")
+        self.orders.add(key)
+        self.lines_of[key] = []
+        customer = self.customers.pick(self.rng) if self.customers else 0
+        return (key, customer, self._status(), self._money(5_000), 1)
+
+    def _line(self, order: int, key: int | None = None) -> tuple[Any, ...]:
+        key = key or self._new_id("order_lines")
+        self.lines.add(key)
+        self.lines_of[order].append(key)
+        self.order_of[key] = order
+        sku = f"SKU-{self.rng.randint(1, 999):03d}"
+        return (key, order, sku, self.rng.randint(1, 20), self._money(200), 1)
+
+    def _new_id(self, table: str) -> int:
+        key = self.next_id[table]
+        self.next_id[table] = key + 1
+        return key
+
+    def _status(self) -> str:
+        return self.rng.choice(_STATUSES)
+
+    def _money(self, most: int) -> str:
+        return f"{self.rng.randint(100, most * 100) / 100:.2f}"
+
+    def _email(self, customer: int) -> str:
+        return f"c{customer}.{self.rng.randint(1, 9999)}@example.com"
+
+    def _profile(self, customer: int, big: bool) -> str | None:
+        if not big:
+            return self.rng.choice((None, f"likes {self._status()} things"))
+        token = f"{customer}:{self.rng.getrandbits(64):016x} "
+        return (token * 2_000)[: self.rng.randint(9_000, 30_000)]  # > 8 kB: out of line
+
+    # Each statement changes one row (the model knows which keys exist), so each counts as
+    # one change. Statements are composed once per shape: this loop is the bench's source.
+
+    def _insert(self, conn: psycopg.Connection[Any], table: str, row: tuple[Any, ...]) -> int:
+        conn.execute(self._statement("insert", table), row)
+        return 1
+
+    def _update(self, conn: psycopg.Connection[Any], table: str, key: int, **values: Any) -> int:
+        conn.execute(self._statement("update", table, *values), [*values.values(), key])
+        return 1
+
+    def _delete(self, conn: psycopg.Connection[Any], table: str, key: int) -> int:
+        self._keys(table).remove(key)
+        if table == "order_lines":
+            del self.order_of[key]
+        conn.execute(self._statement("delete", table), [key])
+        return 1
+
+    @functools.cache  # noqa: B019 (a few statements per table, kept as long as the workload)
+    def _statement(self, verb: str, table: str, *columns: str) -> bytes:
+        target = self._table(table)
+        if verb == "insert":
+            names = [n for n in _names(table) if n != "changed_at"]
+            statement = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+                target,
+                sql.SQL(", ").join(map(sql.Identifier, names)),
+                sql.SQL(", ").join(sql.Placeholder() * len(names)),
+            )
+        elif verb == "update":
+            statement = sql.SQL(
+                "UPDATE {} SET {}, version = version + 1, changed_at = clock_timestamp() "
+                "WHERE id = %s"
+            ).format(
+                target,
+                sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns),
+            )
+        else:
+            statement = sql.SQL("DELETE FROM {} WHERE id = %s").format(target)
+        return statement.as_bytes(None)
+
+    def _keys(self, table: str) -> _Keys:
+        return {"customers": self.customers, "orders": self.orders, "order_lines": self.lines}[
+            table
+        ]
+
+    def _table(self, table: str) -> sql.Identifier:
+        return sql.Identifier(self.schema, table)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.url, autocommit=True, options="-c synchronous_commit=on")
+
+
+def _names(table: str) -> list[str]:
+    return [c.split()[0] for c in TABLES[table].split(", ")]
+
+
+# name: (the transaction, its weight)
+KINDS: dict[str, tuple[Callable[[Workload, psycopg.Connection[Any]], int], int]] = {
+    "new_order": (Workload._new_order, 18),
+    "new_customer": (Workload._new_customer, 5),
+    "order_status": (Workload._order_status, 16),
+    "order_twice": (Workload._order_twice, 4),
+    "customer_email": (Workload._customer_email, 12),
+    "customer_profile": (Workload._customer_profile, 4),
+    "line_qty": (Workload._line_qty, 12),
+    "order_rekey": (Workload._order_rekey, 4),
+    "line_rekey": (Workload._line_rekey, 3),
+    "customer_rekey": (Workload._customer_rekey, 2),
+    "cancel_order": (Workload._cancel_order, 9),
+    "remove_line": (Workload._remove_line, 4),
+    "remove_customer": (Workload._remove_customer, 2),
+    "line_again": (Workload._line_again, 3),
+}
