@@ -1,0 +1,316 @@
+"""Benchmark: can cdc_mirror keep up with a busy PostgreSQL, and how stale is the mirror?
+
+    .venv/bin/python bench/cdc.py [--rates 1000,2500,5000,10000] [--seconds 30]
+        [--engines sail,spark] [--pg-url URL]
+
+One throwaway PostgreSQL (the suite's: fsync off, wal_level logical). For each engine and
+each rate, from scratch: the workload of tests/support/cdc_workload.py (three tables,
+customers with out-of-line profiles, orders and their lines; inserts, updates, key
+updates, deletes, two-table transactions) is created with 2,000 customers and 10,000
+orders, mirrored once (the snapshot) and once more (warm-up), then driven at the rate (row
+changes a second, one connection, synchronous commits) for --seconds while `hakiri apply`
+runs in a loop, one process after another, as cron or a shell loop would run it.
+
+Reported per step:
+
+- source: the changes a second the workload really committed (it may fall short of the
+  rate: it shares the two cores with the server and hakiri);
+- mirrored: those changes over the time the mirror took to hold all of them, i.e. the
+  window plus the drain (after the workload stops, the applies until one finds nothing);
+  a mirror that keeps up drains in about one apply, so it reads a little under source;
+- lag: once a second, now - the newest `changed_at` (stamped by the source on every insert
+  and update) in the targets: how old the mirror's view is. p50, p95 and max over the
+  window, and its trend (seconds of lag gained per second, a least-squares slope): about 0
+  when the mirror keeps up, growing when it falls behind;
+- per apply (means): the whole process, hakiri's own run (`seconds` of apply --json), the
+  first batch's read + stage (it starts the engine session), the other batches' read +
+  stage, commits; `start` = process minus run (interpreter, imports, catalog, lease, exit).
+
+Then once per step, what decoding costs outside hakiri: the slot's pending changes at the
+end of the window peeked on the server (`count(*)` of pg_logical_slot_peek_binary_changes:
+the server's decoding) and fetched and decoded in Python (`pgoutput.Decoder`), per change.
+Every step checks that each target equals its source (EXCEPT ALL both ways, every column).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "src"), str(REPO)]  # this tree's hakiri, and tests.support
+
+import psycopg  # noqa: E402
+from psycopg import sql  # noqa: E402
+from tests.support.cdc_workload import TABLES, Workload  # noqa: E402
+from tests.support.postgres import TestPostgres  # noqa: E402
+
+from hakiri.sources.cdc.pgoutput import Decoder  # noqa: E402
+
+SOURCE, TARGET, SLOT = "bench_cdc", "bench_cdc_m", "bench_cdc"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="1000,2500,5000,10000", help="changes/s, in order")
+    parser.add_argument("--seconds", type=float, default=30.0, help="per rate")
+    parser.add_argument("--engines", default="sail,spark")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pg-url", help="an existing PostgreSQL (default: start a throwaway one)")
+    args = parser.parse_args()
+
+    server = None if args.pg_url else TestPostgres().start()
+    url = args.pg_url or server.url  # type: ignore[union-attr]
+    results = []
+    try:
+        with psycopg.connect(url) as conn:
+            version = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
+        print(f"PostgreSQL {version}, {os.cpu_count()} cores", flush=True)
+        for engine in args.engines.split(","):
+            for rate in (int(r) for r in args.rates.split(",")):
+                result = step(url, engine, rate, args.seconds, args.seed)
+                results.append(result)
+                print(_line(result), flush=True)
+    finally:
+        if server is not None:
+            server.stop()
+    print()
+    print(_HEADER)
+    for result in results:
+        print(_line(result))
+
+
+def step(url: str, engine: str, rate: int, seconds: float, seed: int) -> dict:
+    _reset(url)
+    workload = Workload(url, SOURCE, seed=seed)
+    workload.create(customers=2_000, orders=10_000, lines_per_order=2)
+    with tempfile.TemporaryDirectory(prefix="bench-cdc-") as directory:
+        root = Path(directory)
+        _project(root, url, engine)
+        for _ in range(2):  # the snapshot, then a warm-up range
+            _apply(root, engine)
+        sampler = LagSampler(url).start()
+        workload.start(rate=rate)
+        began = time.monotonic()
+        applies = []
+        while time.monotonic() - began < seconds:
+            applies.append(_apply(root, engine))
+        counts = workload.stop()
+        stopped = time.monotonic()
+        window = stopped - began
+        lags = sampler.stop()  # (seconds into the window, lag)
+        decode = _decode_cost(url)
+        drained = stopped
+        for _ in range(30):
+            outcome = _apply(root, engine)
+            if outcome["rows"] == 0 and outcome["deleted"] == 0:
+                break
+            drained = time.monotonic()
+        else:
+            raise SystemExit(f"{engine} at {rate}/s: the mirror did not catch up")
+    differences = _differences(url)
+    if any(differences.values()):
+        raise SystemExit(f"{engine} at {rate}/s: targets differ from sources: {differences}")
+    _reset(url)
+    return {
+        "engine": engine,
+        "rate": rate,
+        "source": counts.changes / window,
+        "mirrored": counts.changes / (drained - began),
+        "drain": drained - stopped,
+        "lag": lags,
+        "applies": applies,
+        "decode": decode,
+    }
+
+
+class LagSampler:
+    """Once a second: now - the newest changed_at in the targets (seconds)."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.samples = url, []
+        self.began = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> LagSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[tuple[float, float]]:
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+    def _run(self) -> None:
+        newest = sql.SQL("SELECT extract(epoch FROM clock_timestamp() - greatest({}))").format(
+            sql.SQL(", ").join(
+                sql.SQL("(SELECT max(changed_at) FROM {})").format(sql.Identifier(TARGET, t))
+                for t in TABLES
+            )
+        )
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self._stop.wait(1.0):
+                try:
+                    row = conn.execute(newest).fetchone()
+                except psycopg.errors.UndefinedTable:  # no target yet: not a sample
+                    continue
+                if row and row[0] is not None:
+                    self.samples.append((time.monotonic() - self.began, float(row[0])))
+
+
+def _apply(root: Path, engine: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HAKIRI_SPARK_ENGINE": engine}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "hakiri.cli.main", "apply", "--json", "--project", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"hakiri apply failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    [outcome] = json.loads(done.stdout)
+    outcome["wall"] = wall
+    return outcome
+
+
+def _decode_cost(url: str) -> dict:
+    """The slot's pending changes up to the flushed WAL: decoded on the server alone, then
+    fetched and decoded in Python as hakiri's engine task does."""
+    peek = (
+        "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, pg_current_wal_flush_lsn(), "
+        "NULL, 'proto_version', '1', 'publication_names', %s)"
+    )
+    with psycopg.connect(url, autocommit=True) as conn:
+        started = time.monotonic()
+        row = conn.execute(f"SELECT count(*) FROM ({peek}) p", (SLOT, SLOT)).fetchone()
+        server = time.monotonic() - started
+        started = time.monotonic()
+        decoder, changes = Decoder(), 0
+        with conn.transaction(), conn.cursor(name="bench_peek") as cursor:
+            cursor.itersize = 5_000
+            cursor.execute(peek, (SLOT, SLOT))
+            for (data,) in cursor:
+                changes += len(decoder.feed(bytes(data)))
+        python = time.monotonic() - started
+    return {
+        "messages": row[0] if row else 0,
+        "changes": changes,
+        "server": server,
+        "python": python,
+    }
+
+
+def _project(root: Path, url: str, engine: str) -> None:
+    (root / "hakiri.toml").write_text(
+        textwrap.dedent(f"""
+        [project]
+        name = "bench-cdc"
+
+        [spark]
+        engine = "{engine}"
+
+        [connections.db]
+        type = "postgres"
+        url = "{url}"
+
+        [[pipeline]]
+        id = "mirror"
+        tables = {json.dumps(list(TABLES))}
+        load = {{ mode = "cdc_mirror", upsert_key = ["id"] }}
+        destination = {{ connector = "postgres", config = {{ connection = "db", schema = "{TARGET}" }} }}
+
+        [pipeline.source]
+        connector = "postgres"
+        config = {{ connection = "db", schema = "{SOURCE}", cdc = {{ slot = "{SLOT}", publication = "{SLOT}" }} }}
+        """)
+    )
+
+
+def _reset(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (SLOT,),
+        )
+        conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(SLOT)))
+        # The ledger outlives the target: a step's snapshot ids (`cdc-snapshot:<table>:<n>`,
+        # n counted in a catalog of the step's own) would be taken for the last step's.
+        if conn.execute("SELECT to_regclass('_hakiri.load_ledger')").fetchone() != (None,):
+            conn.execute("DELETE FROM _hakiri.load_ledger WHERE project = 'bench-cdc'")
+        for schema in (SOURCE, TARGET):
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+
+
+def _differences(url: str) -> dict[str, int]:
+    found = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for table, columns in TABLES.items():
+            names = sql.SQL(", ").join(sql.Identifier(c.split()[0]) for c in columns.split(", "))
+            source = sql.SQL("SELECT {} FROM {}").format(names, sql.Identifier(SOURCE, table))
+            target = sql.SQL("SELECT {} FROM {}").format(names, sql.Identifier(TARGET, table))
+            row = conn.execute(
+                sql.SQL(
+                    "SELECT (SELECT count(*) FROM ({} EXCEPT ALL {}) a) "
+                    "+ (SELECT count(*) FROM ({} EXCEPT ALL {}) b)"
+                ).format(source, target, target, source)
+            ).fetchone()
+            found[table] = row[0] if row else -1
+    return found
+
+
+_HEADER = (
+    "engine  rate/s  source/s  mirrored/s  drain s  lag p50/p95/max s  lag trend  applies  "
+    "apply s: process / run / start / 1st batch / other batches / commits   "
+    "decode us/change: server / python"
+)
+
+
+def _line(result: dict) -> str:
+    applies, decode = result["applies"], result["decode"]
+    lag = sorted(v for _, v in result["lag"])
+    trend = (
+        statistics.linear_regression(*zip(*result["lag"], strict=True)).slope
+        if len(result["lag"]) > 2
+        else float("nan")
+    )
+
+    def mean(values: list[float]) -> float:
+        return statistics.fmean(values) if values else 0.0
+
+    def quantile(q: float) -> float:
+        return lag[min(len(lag) - 1, int(q * len(lag)))] if lag else float("nan")
+
+    wall = mean([a["wall"] for a in applies])
+    run = mean([a["seconds"] for a in applies])
+    first = mean([a["timings"][0]["read_stage"] for a in applies if a["timings"]])
+    others = mean([sum(t["read_stage"] for t in a["timings"][1:]) for a in applies])
+    commits = mean([sum(t["commit"] + t["catalog"] for t in a["timings"]) for a in applies])
+    per_change = max(decode["changes"], 1)
+    return (
+        f"{result['engine']:6}  {result['rate']:6,}  {result['source']:8,.0f}  "
+        f"{result['mirrored']:10,.0f}  {result['drain']:7.1f}  "
+        f"{quantile(0.5):5.1f} /{quantile(0.95):5.1f} /{lag[-1] if lag else float('nan'):5.1f}  "
+        f"{trend:+9.2f}  "
+        f"{len(applies):7}  {wall:5.2f} / {run:4.2f} / {wall - run:4.2f} / {first:4.2f} / "
+        f"{others:4.2f} / {commits:4.2f}   "
+        f"{decode['server'] / per_change * 1e6:5.1f} / {decode['python'] / per_change * 1e6:5.1f}"
+        f"  ({decode['changes']:,} changes)"
+    )
+
+
+if __name__ == "__main__":
+    main()
