@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hakiri.catalog.records import BatchStatus, NewBatch
-from hakiri.errors import HakiriError
+from hakiri.errors import HakiriError, SourceChanged
 from hakiri.sources.base import BatchRead, SourceObservation, TablePlan
 from hakiri.sources.cdc.lag import CdcLag
 from hakiri.sources.cdc.pgoutput import lsn_text
@@ -102,7 +102,12 @@ class CdcSource(TableSource):
         if state is None:  # the snapshot is queued, and its read creates the slot
             return TablePlan()
         latest = _number(max(snapshots, key=_number))
-        start = _applied_end(mine, latest) or state.confirmed_flush
+        applied = _applied_end(mine, latest)
+        confirmed = state.confirmed_flush
+        if applied is not None and confirmed is not None and applied < confirmed:
+            # A slot made anew: the changes between `applied` and its start are gone.
+            return TablePlan(batches=[_snapshot_batch(table.name, len(snapshots))])
+        start = applied or state.confirmed_flush
         assert start is not None
         end = flushed_lsn(self.url)
         if end <= start:
@@ -228,6 +233,16 @@ class CdcSource(TableSource):
             )
         span = json.loads(batch.predicate)
         start, end, release = span["start"], span["end"], span.get("release")
+        state = slot_state(self.url, self.slot)
+        if state is None or (state.confirmed_flush or 0) > start:
+            # The slot was dropped (or made anew) since the range was planned: the changes
+            # from `start` are gone from the WAL it keeps. Never applied as if complete: the
+            # batch ends superseded and the table is planned again, as a new snapshot.
+            raise SourceChanged(
+                f"{label}: replication slot {self.slot} no longer holds the changes from "
+                f"{lsn_text(start)}; a new snapshot of the table is taken",
+                status="superseded",
+            )
         ensure_slot(self.url, self.slot)  # refuses a slot another consumer holds
         if release is not None:
             advance_slot(self.url, self.slot, release)

@@ -205,3 +205,31 @@ def test_a_column_the_mirror_cannot_decode_is_refused_before_the_snapshot(
     assert mirrored.query(
         "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", f"s_{s}"
     ) == [(0,)]
+
+
+def test_a_slot_dropped_while_a_range_is_pending_leads_to_a_new_snapshot(
+    mirrored: Project, pg_url: str, spark
+) -> None:
+    """A range planned, the apply killed before its commit, the slot dropped: the range is
+    never applied as if complete; the next apply takes a new snapshot and loses nothing."""
+    import os
+    import subprocess
+    import sys
+
+    from hakiri.engine.crash import CRASH_EXIT_CODE
+
+    project, s = mirrored, mirrored.schema
+    assert project.cli("apply").exit_code == 0
+    _run(pg_url, f"INSERT INTO \"{s}\".items SELECT g, 'late' FROM generate_series(21, 25) g")
+    killed = subprocess.run(
+        [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(project.root)],
+        env={**os.environ, "HAKIRI_CRASH_AT": "after_stage"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == CRASH_EXIT_CODE, killed.stderr
+    _run(pg_url, f"SELECT pg_drop_replication_slot('s_{s}')")
+    done = project.cli("apply")
+    assert done.exit_code == 0, done.output
+    assert _same(project)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hakiri.errors import SourceDataError
+from hakiri.errors import SourceDataError, SourceUnreachable
 from hakiri.guards.spark_types import quoted_name
 from hakiri.sources.task_errors import carried
 from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
@@ -139,9 +139,35 @@ def _events(
     key: list[str],
 ) -> Iterator[Any]:
     import psycopg
+
+    from hakiri.sources.cdc.pgoutput import Decoder
+
+    decoder = Decoder()
+    try:
+        yield from _decoded(url, slot, publication, table, lsn_range, names, key, decoder)
+    except psycopg.OperationalError as exc:  # the source went away: its error, not the target's
+        raise SourceUnreachable(
+            f"reading the changes of {table[0]}.{table[1]} from replication slot {slot}: "
+            f"{str(exc).strip().splitlines()[0]}",
+            "check that the source server is up and reachable; the next apply reads the "
+            "range again",
+        ) from None
+
+
+def _decoded(
+    url: str,
+    slot: str,
+    publication: str,
+    table: tuple[str, str],
+    lsn_range: tuple[int, int],
+    names: list[str],
+    key: list[str],
+    decoder: Any,
+) -> Iterator[Any]:
+    import psycopg
     import pyarrow as pa
 
-    from hakiri.sources.cdc.pgoutput import UNCHANGED, Decoder, lsn_text
+    from hakiri.sources.cdc.pgoutput import UNCHANGED, lsn_text
 
     start, end = lsn_range
     wide = [OP_COLUMN, LSN_COLUMN, SEQ_COLUMN, UNCHANGED_COLUMN, *names]
@@ -158,7 +184,6 @@ def _events(
             value = values.get(n)
             found[n].append(None if value is None or value is UNCHANGED else _spark_text(value))
 
-    decoder = Decoder()
     with psycopg.connect(url) as conn:
         conn.execute("SET TimeZone = 'UTC'")
         conn.execute("SET DateStyle = 'ISO'")
