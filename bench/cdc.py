@@ -1,7 +1,7 @@
 """Benchmark: can cdc_mirror keep up with a busy PostgreSQL, and how stale is the mirror?
 
     .venv/bin/python bench/cdc.py [--rates 1000,2500,5000,10000] [--seconds 30]
-        [--engines sail,spark] [--pg-url URL]
+        [--engines sail,spark] [--runner apply|serve] [--pg-url URL]
 
 One throwaway PostgreSQL (the suite's: fsync off, wal_level logical). For each engine and
 each rate, from scratch: the workload of tests/support/cdc_workload.py (three tables,
@@ -9,7 +9,10 @@ customers with out-of-line profiles, orders and their lines; inserts, updates, k
 updates, deletes, two-table transactions) is created with 2,000 customers and 10,000
 orders, mirrored once (the snapshot) and once more (warm-up), then driven at the rate (row
 changes a second, one connection, synchronous commits) for --seconds while `hakiri apply`
-runs in a loop, one process after another, as cron or a shell loop would run it.
+runs in a loop, one process after another, as cron or a shell loop would run it
+(--runner apply), or while `hakiri serve` runs the pipeline on `schedule = "every 1s"` in
+one long-lived process (--runner serve; the drain is then measured by comparing the
+targets with the sources every half second, and only the runs' durations are known).
 
 Reported per step:
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +48,8 @@ import tempfile
 import textwrap
 import threading
 import time
+import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,6 +70,7 @@ def main() -> None:
     parser.add_argument("--rates", default="1000,2500,5000,10000", help="changes/s, in order")
     parser.add_argument("--seconds", type=float, default=30.0, help="per rate")
     parser.add_argument("--engines", default="sail,spark")
+    parser.add_argument("--runner", choices=("apply", "serve"), default="apply")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pg-url", help="an existing PostgreSQL (default: start a throwaway one)")
     args = parser.parse_args()
@@ -77,7 +84,7 @@ def main() -> None:
         print(f"PostgreSQL {version}, {os.cpu_count()} cores", flush=True)
         for engine in args.engines.split(","):
             for rate in (int(r) for r in args.rates.split(",")):
-                result = step(url, engine, rate, args.seconds, args.seed)
+                result = step(url, engine, rate, args.seconds, args.seed, args.runner)
                 results.append(result)
                 print(_line(result), flush=True)
     finally:
@@ -89,34 +96,53 @@ def main() -> None:
         print(_line(result))
 
 
-def step(url: str, engine: str, rate: int, seconds: float, seed: int) -> dict:
+def step(url: str, engine: str, rate: int, seconds: float, seed: int, runner: str) -> dict:
     _reset(url)
     workload = Workload(url, SOURCE, seed=seed)
     workload.create(customers=2_000, orders=10_000, lines_per_order=2)
     with tempfile.TemporaryDirectory(prefix="bench-cdc-") as directory:
         root = Path(directory)
-        _project(root, url, engine)
+        _project(root, url, engine, 'schedule = "every 1s"' if runner == "serve" else "")
         for _ in range(2):  # the snapshot, then a warm-up range
             _apply(root, engine)
-        sampler = LagSampler(url).start()
-        workload.start(rate=rate)
-        began = time.monotonic()
-        applies = []
-        while time.monotonic() - began < seconds:
-            applies.append(_apply(root, engine))
-        counts = workload.stop()
-        stopped = time.monotonic()
-        window = stopped - began
-        lags = sampler.stop()  # (seconds into the window, lag)
-        decode = _decode_cost(url)
-        drained = stopped
-        for _ in range(30):
-            outcome = _apply(root, engine)
-            if outcome["rows"] == 0 and outcome["deleted"] == 0:
-                break
-            drained = time.monotonic()
-        else:
-            raise SystemExit(f"{engine} at {rate}/s: the mirror did not catch up")
+        serve = _serve(root, engine) if runner == "serve" else None
+        try:
+            sampler = LagSampler(url).start()
+            workload.start(rate=rate)
+            began = time.monotonic()
+            applies = []
+            while time.monotonic() - began < seconds:
+                if serve is None:
+                    applies.append(_apply(root, engine))
+                else:
+                    time.sleep(0.5)
+            counts = workload.stop()
+            stopped = time.monotonic()
+            window = stopped - began
+            lags = sampler.stop()  # (seconds into the window, lag)
+            # Serve may be reading the slot: one reader at a time.
+            decode = _decode_cost(url) if serve is None else None
+            drained = stopped
+            if serve is None:
+                for _ in range(30):
+                    outcome = _apply(root, engine)
+                    if outcome["rows"] == 0 and outcome["deleted"] == 0:
+                        break
+                    drained = time.monotonic()
+                else:
+                    raise SystemExit(f"{engine} at {rate}/s: the mirror did not catch up")
+            else:
+                while any(_differences(url).values()):
+                    if time.monotonic() - stopped > 300:
+                        raise SystemExit(f"{engine} at {rate}/s: the mirror did not catch up")
+                    time.sleep(0.5)
+                drained = time.monotonic()
+                serve.terminate()
+                serve.wait(timeout=120)
+                applies = _runs(root, began, stopped)
+        finally:
+            if serve is not None and serve.poll() is None:
+                serve.kill()
     differences = _differences(url)
     if any(differences.values()):
         raise SystemExit(f"{engine} at {rate}/s: targets differ from sources: {differences}")
@@ -185,6 +211,57 @@ def _apply(root: Path, engine: str) -> dict:
     return outcome
 
 
+def _serve(root: Path, engine: str) -> subprocess.Popen[bytes]:
+    """`hakiri serve` on the project, once it answers /readyz."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HAKIRI_SPARK_ENGINE": engine}
+    command = ["serve", "--project", str(root), "--port", str(port)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hakiri.cli.main", *command],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(root / "serve.log").open("w"),
+    )
+    deadline, began = time.monotonic() + 180, time.monotonic()
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"hakiri serve ended: {(root / 'serve.log').read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
+                # Ready, and a first scheduled run is over (its engine session is started).
+                if answer.status == 200 and _runs(root, began, time.monotonic()):
+                    return process
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit("hakiri serve did not become ready")
+
+
+def _runs(root: Path, began: float, stopped: float) -> list[dict]:
+    """The runs serve started in the window, as `_apply` reports applies (durations only)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    command = ["runs", "mirror", "--json", "--limit", "1000", "--project", str(root)]
+    done = subprocess.run(
+        [sys.executable, "-m", "hakiri.cli.main", *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    now, wall = time.time(), time.monotonic()
+    window = (now - (wall - began), now - (wall - stopped))
+    found = []
+    for run in json.loads(done.stdout):
+        started = datetime.fromisoformat(run["started_at"]).timestamp()
+        ended = run["ended_at"] is not None
+        if run["trigger"] == "schedule" and ended and window[0] <= started <= window[1]:
+            seconds = run["duration_seconds"] or 0.0
+            found.append({"wall": seconds, "seconds": seconds, "timings": []})
+    return found
+
+
 def _decode_cost(url: str) -> dict:
     """The slot's pending changes up to the flushed WAL: decoded on the server alone, then
     fetched and decoded in Python as hakiri's engine task does."""
@@ -212,7 +289,7 @@ def _decode_cost(url: str) -> dict:
     }
 
 
-def _project(root: Path, url: str, engine: str) -> None:
+def _project(root: Path, url: str, engine: str, schedule: str) -> None:
     (root / "hakiri.toml").write_text(
         textwrap.dedent(f"""
         [project]
@@ -230,6 +307,7 @@ def _project(root: Path, url: str, engine: str) -> None:
         tables = {json.dumps(list(TABLES))}
         load = {{ mode = "cdc_mirror", upsert_key = ["id"] }}
         destination = {{ connector = "postgres", config = {{ connection = "db", schema = "{TARGET}" }} }}
+        {schedule}
 
         [pipeline.source]
         connector = "postgres"
@@ -299,16 +377,21 @@ def _line(result: dict) -> str:
     first = mean([a["timings"][0]["read_stage"] for a in applies if a["timings"]])
     others = mean([sum(t["read_stage"] for t in a["timings"][1:]) for a in applies])
     commits = mean([sum(t["commit"] + t["catalog"] for t in a["timings"]) for a in applies])
-    per_change = max(decode["changes"], 1)
+    if decode is None:
+        decoding = "-"
+    else:
+        per_change = max(decode["changes"], 1) / 1e6
+        decoding = (
+            f"{decode['server'] / per_change:5.1f} / {decode['python'] / per_change:5.1f}"
+            f"  ({decode['changes']:,} changes)"
+        )
     return (
         f"{result['engine']:6}  {result['rate']:6,}  {result['source']:8,.0f}  "
         f"{result['mirrored']:10,.0f}  {result['drain']:7.1f}  "
         f"{quantile(0.5):5.1f} /{quantile(0.95):5.1f} /{lag[-1] if lag else float('nan'):5.1f}  "
         f"{trend:+9.2f}  "
         f"{len(applies):7}  {wall:5.2f} / {run:4.2f} / {wall - run:4.2f} / {first:4.2f} / "
-        f"{others:4.2f} / {commits:4.2f}   "
-        f"{decode['server'] / per_change * 1e6:5.1f} / {decode['python'] / per_change * 1e6:5.1f}"
-        f"  ({decode['changes']:,} changes)"
+        f"{others:4.2f} / {commits:4.2f}   {decoding}"
     )
 
 
