@@ -22,7 +22,8 @@ Reported per step:
   window plus the drain (after the workload stops, the applies until one finds nothing);
   a mirror that keeps up drains in about one apply, so it reads a little under source;
 - lag: once a second, now - the newest `changed_at` (stamped by the source on every insert
-  and update) in the targets: how old the mirror's view is. p50, p95 and max over the
+  and update) in the targets, at most the window's age (no change is older): how old the
+  mirror's view is. p50, p95 and max over the
   window, and its trend (seconds of lag gained per second, a least-squares slope): about 0
   when the mirror keeps up, growing when it falls behind;
 - per apply (means): the whole process, hakiri's own run (`seconds` of apply --json), the
@@ -191,7 +192,10 @@ class LagSampler:
                 except psycopg.errors.UndefinedTable:  # no target yet: not a sample
                     continue
                 if row and row[0] is not None:
-                    self.samples.append((time.monotonic() - self.began, float(row[0])))
+                    # The changes began with the window: none is older than the window, and
+                    # the seed rows' age before the first run commits is not the mirror's lag.
+                    age = time.monotonic() - self.began
+                    self.samples.append((age, min(float(row[0]), age)))
 
 
 def _apply(root: Path, engine: str) -> dict:
