@@ -413,3 +413,28 @@ KINDS: dict[str, tuple[Callable[[Workload, psycopg.Connection[Any]], int], int]]
     "remove_customer": (Workload._remove_customer, 2),
     "line_again": (Workload._line_again, 3),
 }
+
+
+def drop_mirror(pg_url: str, slot: str, publication: str, *schemas: str) -> None:
+    """After a cdc test: its slot (ending first a session still reading it: a killed
+    apply's engine task can outlive the apply for a few seconds), its publication and the
+    `schemas` it made. A slot keeps the server's WAL for as long as it exists."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for _ in range(50):
+            row = conn.execute(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+            ).fetchone()
+            if row is None:
+                break
+            if row[0] is not None:
+                conn.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+                time.sleep(0.2)
+                continue
+            try:
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                break
+            except psycopg.errors.ObjectInUse:
+                time.sleep(0.2)
+        conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(publication)))
+        for schema in schemas:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -35,7 +35,7 @@ from psycopg.conninfo import conninfo_to_dict
 from hakiri.catalog.records import BatchStatus
 from hakiri.catalog.store import Catalog
 from hakiri.errors import CatalogError
-from tests.support.cdc_workload import TABLES, Workload
+from tests.support.cdc_workload import TABLES, Workload, drop_mirror
 from tests.support.tcp_proxy import TcpProxy
 
 # Sail only: the campaign is about process deaths and a lost network, not the engine (the
@@ -178,12 +178,7 @@ def mirror(tmp_path: Path, pg_url: str, pg_schema: str) -> Iterator[Mirror]:
     try:
         yield found
     finally:
-        _drop_slot(pg_url, found.slot)
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(found.publication))
-            )
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(target)))
+        drop_mirror(pg_url, found.slot, found.publication, target)
 
 
 def test_applies_killed_at_random_instants_leave_every_target_equal_to_its_source(
@@ -317,24 +312,3 @@ def _summary(outcome: dict) -> str:
         f"{outcome['batches']} batches, {outcome['seconds']:.1f}s"
         + (f" ({outcome['error']})" if outcome.get("error") else "")
     )
-
-
-def _drop_slot(pg_url: str, slot: str) -> None:
-    """Drop the slot, ending first a session still reading it (a killed apply's engine
-    task can outlive the apply for a few seconds)."""
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        for _ in range(50):
-            row = conn.execute(
-                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-            ).fetchone()
-            if row is None:
-                return
-            if row[0] is not None:
-                conn.execute("SELECT pg_terminate_backend(%s)", (row[0],))
-                time.sleep(0.2)
-                continue
-            try:
-                conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-                return
-            except psycopg.errors.ObjectInUse:
-                time.sleep(0.2)

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from tests.support.cdc_workload import drop_mirror
 from tests.support.project import Project
 
 pytestmark = pytest.mark.integration
@@ -47,16 +48,7 @@ def source(pg_url: str, pg_schema: str) -> Iterator[str]:
     try:
         yield pg_schema
     finally:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE slot_name = %s",
-                (f"s_{pg_schema}",),
-            )
-            conn.execute(
-                sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(f"p_{pg_schema}"))
-            )
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(f"{pg_schema}_m")))
+        drop_mirror(pg_url, f"s_{pg_schema}", f"p_{pg_schema}", f"{pg_schema}_m")
 
 
 _DESTINATIONS = {

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from tests.support.cdc_workload import drop_mirror
 from tests.support.project import Project
 
 pytestmark = pytest.mark.integration
@@ -69,14 +70,7 @@ def mirrored(
     try:
         yield project
     finally:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE slot_name = %s",
-                (f"s_{s}",),
-            )
-            conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(f"p_{s}")))
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(f"{s}_m")))
+        drop_mirror(pg_url, f"s_{s}", f"p_{s}", f"{s}_m")
 
 
 def _run(pg_url: str, *statements: str) -> None:
