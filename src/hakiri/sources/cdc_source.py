@@ -93,7 +93,7 @@ class CdcSource(TableSource):
         self._check_columns(table.name)
         snapshots = [b for b in mine if b.kind == _SNAPSHOT]
         state = slot_state(self.url, self.slot)
-        if not snapshots or (state is None and _loaded_since(snapshots, mine)):
+        if not snapshots or (state is None and _committed(snapshots)):
             # First, or the slot is gone (changes after its end were lost): a snapshot.
             return TablePlan(
                 batches=[_snapshot_batch(table.name, len(snapshots))],
@@ -296,6 +296,6 @@ def _applied_end(batches: list[Batch], snapshot: int) -> int | None:
     return max(ends) if ends else None
 
 
-def _loaded_since(snapshots: list[Batch], batches: list[Batch]) -> bool:
+def _committed(snapshots: list[Batch]) -> bool:
     """Did a snapshot commit? (Then a missing slot was dropped after it.)"""
     return any(b.status is BatchStatus.COMMITTED for b in snapshots)

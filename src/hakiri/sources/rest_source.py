@@ -252,7 +252,8 @@ class RestTableSource:
                 f"batch {batch.batch_id} of rest {batch.table_name} is neither a range nor a walk",
                 "run `hakiri apply` again: the planner makes one of them for each batch",
             )
-        cursor = self.cursor(TableSpec(name=batch.table_name))
+        table = next(t for t in self.spec.table_specs() if t.name == batch.table_name)
+        cursor = self.cursor(table)  # the table's own `incremental`, else the pipeline's
         frame = self._frame(spark, batch.table_name, batch, chunk, cursor)
         if frame is None:
             return BatchRead(_no_rows(spark), label=label, empty=True, evidence=False)
