@@ -13,6 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from hakiri.engine.crash import crashed, note_holder
+
 BATCH_TTL_SECONDS = 600.0
 PIPELINE_LEASE_TTL_SECONDS = 3600.0
 
@@ -70,13 +72,17 @@ class RunControls:
 
 
 def holder_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    note_holder(holder)
+    return holder
 
 
 def holder_is_dead(holder: str | None) -> bool:
     """A holder on this host whose process is gone (it crashed); other hosts wait for lease expiry."""
     if not holder:
         return False
+    if crashed(holder):  # an in-process run stopped by SimulatedCrash (engine.crash)
+        return True
     host, _, rest = holder.partition(":")
     pid_text = rest.split(":", 1)[0]
     if host != socket.gethostname() or not pid_text.isdigit():

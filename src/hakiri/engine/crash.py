@@ -10,6 +10,9 @@ target exactly as a clean run would.
 In-process tests use `crashing_at(point)` instead: the point raises `SimulatedCrash`, which
 `except Exception` does not catch, so the run stops there as a dead process would (its
 commits made, nothing after them) and the test goes on to run it again in the same process.
+With `process_dies=True`, every claim holder made inside the block counts as dead once
+its SimulatedCrash is raised (`crashed`), as a killed process's does: the next run takes
+its claims over at once instead of waiting for them to expire.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ _lock = threading.Lock()  # chunk workers reach the points from several threads
 # (point, hit, hits so far) while a `crashing_at` block runs: one for the whole process,
 # since the point may be reached in a chunk worker's thread.
 _armed: list[tuple[str, int, Counter[str]]] = []
+# Holders made while a `crashing_at` block runs, and those of blocks that crashed.
+_holders_in_block: set[str] = set()
+_crashed_holders: set[str] = set()
+_dies = [False]  # the running block's process_dies
 
 
 class SimulatedCrash(BaseException):
@@ -46,9 +53,13 @@ class SimulatedCrash(BaseException):
 
 
 @contextlib.contextmanager
-def crashing_at(point: str, hit: int = 1) -> Iterator[None]:
+def crashing_at(point: str, hit: int = 1, *, process_dies: bool = False) -> Iterator[None]:
     """While the block runs, the `hit`-th time `point` is reached raises SimulatedCrash
-    (hits counted from the block's start); HAKIRI_CRASH_AT is not consulted."""
+    (hits counted from the block's start); HAKIRI_CRASH_AT is not consulted.
+
+    `process_dies`: the claim holders the block made count as dead from the crash on, as a
+    killed process's on this host do; otherwise they look alive (a process on another
+    host, say) and their claims are taken back only once they expire."""
     _check(point)
     if hit < 1:
         raise ValueError(f"the hit to crash at must be 1 or more, not {hit}")
@@ -56,11 +67,26 @@ def crashing_at(point: str, hit: int = 1) -> Iterator[None]:
         if _armed:
             raise RuntimeError(f"already crashing at {_armed[0][0]}: one crash point at a time")
         _armed.append((point, hit, Counter()))
+        _dies[:] = [process_dies]
     try:
         yield
     finally:
         with _lock:
             _armed.clear()
+            _holders_in_block.clear()
+
+
+def note_holder(holder: str) -> None:
+    """Remember a claim holder made while a `crashing_at` block runs (see `crashed`)."""
+    with _lock:
+        if _armed:
+            _holders_in_block.add(holder)
+
+
+def crashed(holder: str) -> bool:
+    """Was `holder` made inside a `crashing_at` block whose SimulatedCrash was raised?"""
+    with _lock:
+        return holder in _crashed_holders
 
 
 def crash_point(name: str) -> None:
@@ -98,6 +124,8 @@ def _simulate(name: str) -> None:
         seen[name] += 1
         if seen[name] != hit:
             return
+        if _dies[0]:
+            _crashed_holders.update(_holders_in_block)  # dead from now on, like a killed process
     raise SimulatedCrash(name, hit)
 
 

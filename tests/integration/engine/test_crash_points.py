@@ -1,18 +1,22 @@
 """Exactly once: crash at every named point, for every load mode, into both destinations.
 
 For each crash point and destination (PostgreSQL, the Delta context store), one
-project holds a pipeline per mode. Each pipeline's apply is killed at that point
-(HAKIRI_CRASH_AT, os._exit: no cleanup), then one plain `hakiri apply` resumes
-everything. The targets must equal those of a clean PostgreSQL run, row for row:
-nothing lost, nothing twice, and the same semantics on both destinations.
+project holds a pipeline per mode. Each pipeline's apply is stopped at that point, then
+one plain `hakiri apply` resumes everything. The targets must equal those of a clean
+PostgreSQL run, row for row: nothing lost, nothing twice, and the same semantics on both
+destinations.
 
 The crash that hurts lands on the second batch, which updates, closes scd2 versions,
 hard-deletes, replaces a window or is filtered by the watermark: for those modes every
-point kills an apply on its second batch (the first committed by then, the catalog
-shows). The other modes are killed on their first batch, into an empty target; so is
+point stops an apply on its second batch (the first committed by then, the catalog
+shows). The other modes are stopped on their first batch, into an empty target; so is
 each second-batch mode at one point of the four (in turn), where the apply that resumes
-that crash is the one killed on the second batch. A JVM start per crashed apply is most
-of this test's time, so a crash costs one apply wherever it can.
+that crash is the one stopped on the second batch.
+
+The whole matrix runs in the test's process (`crashing_at`: the point raises
+SimulatedCrash, the run stops there with its commits made and nothing after them, and its
+claims count as a dead process's). One case runs it again with real processes killed by
+HAKIRI_CRASH_AT (os._exit: no cleanup, no finally blocks).
 """
 
 from __future__ import annotations
@@ -22,16 +26,18 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
+from typer.testing import CliRunner
 
 from hakiri.catalog.store import Catalog
-from hakiri.engine.crash import CRASH_EXIT_CODE, POINTS
+from hakiri.cli.main import app
+from hakiri.engine.crash import CRASH_EXIT_CODE, POINTS, SimulatedCrash, crashing_at
 
 MODES = {
     "append": 'load = { mode = "append" }',
@@ -222,44 +228,50 @@ def clean_rows(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     return rows
 
 
-@pytest.mark.parametrize("destination", ["postgres", "context"])
-@pytest.mark.parametrize("point", POINTS)
-def test_a_crash_at_any_point_loses_nothing_and_loads_nothing_twice(
-    point: str, destination: str, pg_url: str, tmp_path: Path, fresh_schema, clean_rows
-) -> None:
-    schema = fresh_schema()
-    root = _project(tmp_path / "p", schema, pg_url, destination)
+def _apply_here(root: Path, *args: str, crash_at: str | None = None) -> str:
+    """`hakiri apply ARGS` in this process; with `crash_at` (`point[:hit]`) it must stop
+    there. Returns what it printed on stderr (nothing when it crashed)."""
+    argv = ["apply", *args, "--project", str(root)]
+    if crash_at is None:
+        result = CliRunner().invoke(app, argv, catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr[-3000:]
+        return result.stderr
+    point, _, hit = crash_at.partition(":")
+    with (
+        crashing_at(point, int(hit or 1), process_dies=True),
+        pytest.raises(SimulatedCrash) as crashed,
+    ):
+        CliRunner().invoke(app, argv, catch_exceptions=False)
+    assert (crashed.value.point, crashed.value.hit) == (point, int(hit or 1))
+    return ""
 
-    def crash(mode: str) -> None:
+
+def _crash_every_mode(root: Path, point: str, crash: Callable[..., None]) -> None:
+    """Stop each mode's apply at `point` where it hurts, with `crash(pipeline, crash_at)`."""
+    for mode in MODES:
         pipeline = mode.replace("_", "-")
         # a fresh apply passes the point once for the first batch: the second is hit 2
         hit = 2
         if mode not in SECOND_BATCH or FIRST_BATCH_TOO[mode] == point:
-            crashed = _hakiri(root, "apply", pipeline, crash_at=point)
-            assert crashed.returncode == CRASH_EXIT_CODE, f"{mode}: {crashed.stderr[-2000:]}"
-            assert f"crashing at {point} (hit 1" in crashed.stderr
+            crash(pipeline, point)
             if mode not in SECOND_BATCH:
-                return
+                continue
             hit = 2 if point in BEFORE_COMMIT else 1
-        again = _hakiri(root, "apply", pipeline, crash_at=f"{point}:{hit}")
-        assert again.returncode == CRASH_EXIT_CODE, f"{mode}: {again.stderr[-2000:]}"
-        assert f"crashing at {point} (hit {hit}" in again.stderr
+        crash(pipeline, f"{point}:{hit}")
         # the second crash landed on the second batch: the first is committed
         assert _batch_states(root, pipeline) == ["committed", "processing"], mode
 
-    # The pipelines are independent and the catalog is safe for several processes, so the
-    # crashing applies run side by side (a JVM start each is most of this test's time).
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        list(pool.map(crash, MODES))
-    resumed = _hakiri(root, "apply")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+def _check_recovered(
+    root: Path, pg_url: str, schema: str, destination: str, clean_rows: dict, stderr: str
+) -> None:
     rows = _rows(pg_url, schema) if destination == "postgres" else _context_rows(root)
     assert rows == clean_rows
-    again = _hakiri(root, "apply")
-    assert again.returncode == 0 and "no changes" in again.stderr
-    # A crash before the staging area is cleared leaves it behind; gc removes it.
-    collected = _hakiri(root, "gc", "--older-than", "0")
-    assert collected.returncode == 0, collected.stderr
+    assert "no changes" in stderr
+
+
+def _check_collected(root: Path, pg_url: str, schema: str, destination: str) -> None:
+    """A crash before the staging area is cleared leaves it behind; gc removes it."""
     if destination == "context":
         staging = root / ".hakiri" / "context" / "_staging"
         assert not staging.exists() or list(staging.iterdir()) == []
@@ -270,3 +282,48 @@ def test_a_crash_at_any_point_loses_nothing_and_loads_nothing_twice(
             [schema, "\\_hakiri\\_stg\\_%"],
         ).fetchone()
     assert staging == (0,)
+
+
+@pytest.mark.parametrize("destination", ["postgres", "context"])
+@pytest.mark.parametrize("point", POINTS)
+def test_a_crash_at_any_point_loses_nothing_and_loads_nothing_twice(
+    point: str, destination: str, pg_url: str, tmp_path: Path, fresh_schema, clean_rows, spark
+) -> None:
+    schema = fresh_schema()
+    root = _project(tmp_path / "p", schema, pg_url, destination)
+
+    _crash_every_mode(root, point, lambda pipeline, at: _apply_here(root, pipeline, crash_at=at))
+    _apply_here(root)
+    _check_recovered(root, pg_url, schema, destination, clean_rows, _apply_here(root))
+    collected = CliRunner().invoke(
+        app, ["gc", "--older-than", "0", "--project", str(root)], catch_exceptions=False
+    )
+    assert collected.exit_code == 0, collected.stderr
+    _check_collected(root, pg_url, schema, destination)
+
+
+@pytest.mark.parametrize(("destination", "point"), [("postgres", "after_dest_commit")])
+def test_a_killed_process_loses_nothing_and_loads_nothing_twice(
+    point: str, destination: str, pg_url: str, tmp_path: Path, fresh_schema, clean_rows
+) -> None:
+    """The same, with each apply a process of its own ended by os._exit at the point: the
+    target committed, the catalog not told, the lease never released. (The context store's
+    killed processes: test_human_loop_matrix.py and the kill campaigns.)"""
+    schema = fresh_schema()
+    root = _project(tmp_path / "p", schema, pg_url, destination)
+
+    def crash(pipeline: str, crash_at: str) -> None:
+        crashed = _hakiri(root, "apply", pipeline, crash_at=crash_at)
+        assert crashed.returncode == CRASH_EXIT_CODE, f"{pipeline}: {crashed.stderr[-2000:]}"
+        point, _, hit = crash_at.partition(":")
+        assert f"crashing at {point} (hit {hit or 1}" in crashed.stderr
+
+    _crash_every_mode(root, point, crash)
+    resumed = _hakiri(root, "apply")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    again = _hakiri(root, "apply")
+    assert again.returncode == 0
+    _check_recovered(root, pg_url, schema, destination, clean_rows, again.stderr)
+    collected = _hakiri(root, "gc", "--older-than", "0")
+    assert collected.returncode == 0, collected.stderr
+    _check_collected(root, pg_url, schema, destination)

@@ -71,3 +71,19 @@ def test_crashing_at_leaves_the_environment_alone(monkeypatch: pytest.MonkeyPatc
         crash_point("after_stage")
     with pytest.raises(ValueError, match="unknown crash point"):
         crashing_at("after_stgae").__enter__()
+
+
+def test_a_crash_that_kills_its_process_leaves_holders_that_are_dead() -> None:
+    from hakiri.engine.controls import holder_id, holder_is_dead
+
+    with crashing_at("after_stage", process_dies=True), pytest.raises(SimulatedCrash):
+        dying = holder_id()
+        crash_point("after_stage")
+    with crashing_at("after_stage"), pytest.raises(SimulatedCrash):
+        living = holder_id()
+        crash_point("after_stage")
+    outside = holder_id()
+
+    assert holder_is_dead(dying)
+    assert not holder_is_dead(living)  # as another host's process: its claims expire instead
+    assert not holder_is_dead(outside)
