@@ -58,6 +58,7 @@ CONFORMANCE = (
     "tests/integration/quality/",
     "tests/integration/plan/",
     "tests/integration/context_cli/",
+    "tests/integration/diff/",
     "tests/integration/test_demo_project.py",
 )
 

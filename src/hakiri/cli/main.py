@@ -16,6 +16,7 @@ from hakiri.cli import (
     backfill,
     cdc,
     context,
+    diff,
     engine,
     pipeline,
     plan,
@@ -96,6 +97,7 @@ app.command("apply")(apply.apply)
 app.command("run")(apply.run)
 app.command("gc")(apply.gc)
 app.command("serve")(serve.serve)
+app.command("diff")(diff.diff)
 app.command("runs")(state.runs)
 app.command("status")(state.status)
 app.command("alerts")(quality.alerts)

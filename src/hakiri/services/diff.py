@@ -1,0 +1,487 @@
+"""`hakiri diff ID`: does the target hold what the source says it should?
+
+For each table of the pipeline, the source's rows as hakiri would load them now are
+compared by key with the target's live rows (scd2: the current versions; upsert with soft
+deletes: the rows not marked), by hash bisection (`quality.diff.bisect`): each system sums
+its own rows by segments of the key hash, and only the sums, then the keys and row hashes
+of the few small segments that disagree, and a sample of differing values, reach hakiri.
+
+The source side is summed in PostgreSQL when it is a PostgreSQL table loaded as it is (no
+transforms, renames or row rules); otherwise the engine reads it as apply does (transforms,
+renames, row rules: the rules' rejects are the quarantined keys, listed apart) and sums
+it. A PostgreSQL target is summed by its server, a context-store table by the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from psycopg import sql
+
+from hakiri.catalog.records import Batch, BatchStatus
+from hakiri.errors import DestinationUnreachable, HakiriError, PipelineNotFound, SourceUnreachable
+from hakiri.guards.spark_types import quoted_name
+from hakiri.planner.evolution import followed_renames
+from hakiri.quality.diff.bisect import Bisection, Key, bisect, key_order, on_both
+from hakiri.quality.diff.sides import PostgresSide, Sample, SparkSide
+from hakiri.sources.select import source_for
+from hakiri.sources.table_source import TableSource
+from hakiri.spec.connections import Target, target_of
+from hakiri.spec.loader import Project, load_project
+from hakiri.spec.pipeline import PipelineSpec, TableSpec
+
+__all__ = ["DIFFERENT", "TableDiff", "diff_pipeline"]
+
+DIFFERENT = 2  # the exit code when a table differs (0: identical, 1: an error)
+SAMPLE_KEYS = 10  # keys shown per kind of difference, and changed rows shown with values
+QUARANTINED_SHOWN = 1_000  # quarantined keys listed (apart from the differences)
+
+
+@dataclass
+class TableDiff:
+    """One table compared: counts, sampled keys and values, and what crossed."""
+
+    table: str
+    target: str
+    key: list[str]
+    columns: list[str]
+    source_system: str  # 'postgres' | 'engine'
+    target_system: str
+    hashed: str  # 'native' (each PostgreSQL's own row text) | 'canonical'
+    source_rows: int
+    target_rows: int
+    found: Bisection
+    changed_values: list[dict[str, Any]] = field(default_factory=list)
+    quarantined: list[Key] = field(default_factory=list)
+    not_compared: dict[str, str] = field(default_factory=dict)  # column -> why
+    moved: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def identical(self) -> bool:
+        return self.found.identical
+
+    def as_dict(self) -> dict[str, Any]:
+        found = self.found
+        return {
+            "table": self.table,
+            "target": self.target,
+            "key": self.key,
+            "columns": self.columns,
+            "identical": self.identical,
+            "hashed": self.hashed,
+            "source": {"system": self.source_system, "rows": self.source_rows},
+            "target_rows": {"system": self.target_system, "rows": self.target_rows},
+            "only_in_source": len(found.only_in_source),
+            "only_in_target": len(found.only_in_target),
+            "changed": len(found.changed),
+            "truncated": found.truncated,
+            "samples": {
+                "only_in_source": [list(k) for k in found.only_in_source[:SAMPLE_KEYS]],
+                "only_in_target": [list(k) for k in found.only_in_target[:SAMPLE_KEYS]],
+                "changed": self.changed_values,
+            },
+            "quarantined": [list(k) for k in self.quarantined[:SAMPLE_KEYS]],
+            "quarantined_count": len(self.quarantined),
+            "not_compared": self.not_compared,
+            "moved": self.moved,
+            "levels": found.levels,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def diff_pipeline(
+    root: Path,
+    pipeline_id: str,
+    *,
+    table: str | None = None,
+    where: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[TableDiff]:
+    """Compare each table of the pipeline (or `table`) with its target."""
+    from hakiri.services.runtime import LazySpark
+
+    env = os.environ if env is None else env
+    project = load_project(root, env)
+    spec = project.pipelines.get(pipeline_id)
+    if spec is None:
+        raise PipelineNotFound(f"no pipeline `{pipeline_id}`", "`hakiri validate` lists them")
+    tables = spec.table_specs()
+    if table is not None:
+        tables = [t for t in tables if t.name == table]
+        if not tables:
+            names = ", ".join(t.name for t in spec.table_specs())
+            raise PipelineNotFound(
+                f"pipeline `{pipeline_id}` has no table `{table}`", f"its tables: {names}"
+            )
+    if where is not None:
+        from hakiri.guards.expressions import check_expression
+
+        check_expression(where, boolean=True)
+    spark = LazySpark(project)
+    try:
+        return [_diff_table(project, spec, t, where, env, spark.get) for t in tables]
+    finally:
+        spark.stop()
+
+
+def _diff_table(
+    project: Project,
+    spec: PipelineSpec,
+    table: TableSpec,
+    where: str | None,
+    env: Mapping[str, str],
+    spark: Callable[[], Any],
+) -> TableDiff:
+    from hakiri.spark.errors import spark_errors
+
+    started = time.monotonic()
+    target = target_of(project.settings, spec, table)
+    with ExitStack() as stack:
+        with spark_errors(f"reading {target.display} to diff it"):
+            target_view = _target_view(project, spec, target, where, env, spark, stack)
+        with spark_errors(f"reading the source of {table.name} to diff it", side="source"):
+            source_view = _source_view(project, spec, table, where, env, spark, stack)
+        key = _key(spec, source_view.columns)
+        columns, not_compared = _compared(spec, source_view, target_view, key)
+        with spark_errors(f"diffing {table.name} with {target.display}"):
+            native = _same_postgres_types(source_view, target_view, columns)
+            source = source_view.side(columns, key, native)
+            target_side = target_view.side(columns, key, native)
+            source_rows, target_rows = on_both(lambda side: side.count(), source, target_side)
+            found = bisect(source, target_side, max(source_rows, target_rows))
+            changed = _changed_values(source, target_side, found.changed[:SAMPLE_KEYS])
+            quarantined = source_view.quarantined_keys(key)
+            if source_view.release is not None:
+                source_view.release()
+    moved = {
+        f"{name}_{what}": getattr(side.moved, what)
+        for name, side in (("source", source), ("target", target_side))
+        for what in ("queries", "segments", "rows", "bytes")
+    }
+    return TableDiff(
+        table.name,
+        target.display,
+        key,
+        columns,
+        source_view.system,
+        target_view.system,
+        "native" if native else "canonical",
+        source_rows,
+        target_rows,
+        found,
+        changed,
+        quarantined,
+        not_compared,
+        moved,
+        time.monotonic() - started,
+    )
+
+
+# -- where the rows are -------------------------------------------------------------------
+
+
+@dataclass
+class _View:
+    """A table's rows in one system, before the compared columns are known."""
+
+    system: str  # 'postgres' | 'engine'
+    columns: dict[str, str]  # name -> type (information_schema's, or Spark's simple string)
+    make: Callable[[list[str], list[str], bool], _DiffSide]
+    # (every row read, the rows the row rules kept): the keys between are quarantined
+    ruled: tuple[Any, Any] | None = None
+    release: Callable[[], None] | None = None
+
+    # PostgreSQL: each column's type with its modifiers (numeric(12,2)), to tell when both
+    # sides may hash their own text of a row
+    exact: dict[str, str] | None = None
+
+    def side(self, columns: list[str], key: list[str], native: bool) -> _DiffSide:
+        return self.make(columns, key, native)
+
+    def quarantined_keys(self, key: list[str]) -> list[Key]:
+        """Up to QUARANTINED_SHOWN keys the row rules keep out of the load."""
+        if self.ruled is None:
+            return []
+        from pyspark.sql import functions as F
+
+        raw, clean = self.ruled
+        names = [F.col(quoted_name(k)).cast("string").alias(k) for k in key]
+        skipped = raw.select(*names).join(clean.select(*names), key, "left_anti")
+        rows = skipped.limit(QUARANTINED_SHOWN).collect()
+        return sorted((tuple(r) for r in rows), key=key_order)
+
+
+_DiffSide = PostgresSide | SparkSide
+
+
+def _target_view(
+    project: Project,
+    spec: PipelineSpec,
+    target: Target,
+    where: str | None,
+    env: Mapping[str, str],
+    spark: Callable[[], Any],
+    stack: ExitStack,
+) -> _View:
+    from hakiri.destinations.history.deletes import planned_live
+    from hakiri.destinations.kinds import kind_of
+
+    place = kind_of(target.kind).place(project, spec, env)
+    if target.kind == "postgres":
+        conn = stack.enter_context(
+            _connect(place, f"target {target.display}", DestinationUnreachable)
+        )
+        found = _pg_types(conn, target.schema or "public", target.table)
+        if found is None:
+            raise HakiriError(
+                f"target {target.display} does not exist",
+                f"`hakiri apply {spec.id}` creates and loads it",
+            )
+        types, exact = found
+        filters = _pg_filters(planned_live(spec.load, types), where)
+        relation = sql.SQL("{} AS t").format(
+            sql.Identifier(target.schema or "public", target.table)
+        )
+        return _View(
+            "postgres",
+            types,
+            lambda columns, key, native: PostgresSide(
+                conn, relation, types, columns, key, filters, native=native
+            ),
+            exact=exact,
+        )
+    from hakiri.destinations.context.commit import delta_uri
+    from hakiri.destinations.context.inspect import is_delta_table
+
+    location = Path(place) / target.table
+    if not is_delta_table(location):
+        raise HakiriError(
+            f"target {target.display} does not exist",
+            f"`hakiri apply {spec.id}` creates and loads it",
+        )
+    frame = spark().read.format("delta").load(delta_uri(location)).alias("t")
+    live = planned_live(spec.load, frame.columns)
+    if live is not None:
+        frame = frame.where(live.sql(dialect="spark"))
+    types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    return _View("engine", types, lambda columns, key, _: SparkSide(frame, columns, key, where))
+
+
+def _source_view(
+    project: Project,
+    spec: PipelineSpec,
+    table: TableSpec,
+    where: str | None,
+    env: Mapping[str, str],
+    spark: Callable[[], Any],
+    stack: ExitStack,
+) -> _View:
+    source = source_for(project.root, project.settings, spec, env)
+    plain = not (spec.transforms or spec.renames or spec.validate_.rules)
+    if isinstance(source, TableSource) and plain:
+        schema = source.config.schema_name
+        conn = stack.enter_context(_connect(source.url, f"source {schema}.{table.name}"))
+        found = _pg_types(conn, schema, table.name)
+        if found is None:
+            raise HakiriError(
+                f"source table {schema}.{table.name} does not exist",
+                "check the table's name and the source's `schema`",
+            )
+        types, exact = found
+        filters = _pg_filters(None, where)
+        relation = sql.Identifier(schema, table.name)
+        return _View(
+            "postgres",
+            types,
+            lambda columns, key, native: PostgresSide(
+                conn, relation, types, columns, key, filters, native=native
+            ),
+            exact=exact,
+        )
+    return _engine_source(project, spec, table, source, where, spark)
+
+
+def _engine_source(
+    project: Project,
+    spec: PipelineSpec,
+    table: TableSpec,
+    source: Any,
+    where: str | None,
+    spark: Callable[[], Any],
+) -> _View:
+    """The source read as apply reads one whole snapshot of it: transforms, renames, rules."""
+    from hakiri.quality.rules import RuleCheck
+    from hakiri.sources.file_source import FileSource
+    from hakiri.spark.transforms import apply_transforms
+
+    strategy = spec.load.strategy
+    if isinstance(source, FileSource):
+        if not (strategy.snapshot or strategy.detects_deletes(spec.load)):
+            raise HakiriError(
+                f"`hakiri diff` compares a files source loaded as a whole (truncate, "
+                f"blue_green, or deletes detected); `{spec.load.mode}` adds each file's rows "
+                "to what earlier files left, which no read of the files now reproduces",
+                "compare with `--where` on a PostgreSQL source, or check the load with "
+                "`hakiri runs` and the target's row count",
+            )
+        files = source.observe(table).files
+        batch = _whole(
+            spec, table, "snapshot", json.dumps([(f.path, f.content_hash) for f in files])
+        )
+    elif isinstance(source, TableSource):
+        batch = _whole(spec, table, "snapshot", None)
+    else:
+        raise HakiriError(
+            f"`hakiri diff` reads PostgreSQL and files sources; `{spec.source.connector}` "
+            "is not one yet",
+            "compare the target with the API's records by hand, or with `hakiri runs`",
+        )
+    read = source.read(spark(), batch)
+    frame = apply_transforms(read.frame, spec.transforms) if read.evidence else read.frame
+    renamed = followed_renames(frame.columns, spec.renames)
+    if renamed:
+        frame = frame.withColumnsRenamed(renamed)
+    raw, rules = frame, None
+    if spec.validate_.rules:
+        rules = RuleCheck(frame, spec.validate_.rules, label=read.label)
+        frame, _ = rules.split()
+    types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    clean = frame
+    return _View(
+        "engine",
+        types,
+        lambda columns, key, _: SparkSide(clean, columns, key, where),
+        (raw, clean) if rules is not None else None,
+        rules.release if rules is not None else None,
+    )
+
+
+def _whole(spec: PipelineSpec, table: TableSpec, kind: str, predicate: str | None) -> Batch:
+    return Batch(
+        f"diff:{table.name}",
+        spec.id,
+        table.name,
+        kind,
+        BatchStatus.PENDING,
+        attempt=0,
+        seq=0,
+        predicate=predicate,
+    )
+
+
+# -- what is compared ---------------------------------------------------------------------
+
+
+def _key(spec: PipelineSpec, columns: Mapping[str, str]) -> list[str]:
+    """The mode's key (scd2: the record key), else every source column."""
+    from hakiri.destinations.history.deletes import snapshot_key
+    from hakiri.spec.modes.scd2 import ROW_HASH_COLUMN
+
+    key = [k for k in snapshot_key(spec.load) if k != ROW_HASH_COLUMN]
+    return key or sorted(columns)
+
+
+def _compared(
+    spec: PipelineSpec, source: _View, target: _View, key: Sequence[str]
+) -> tuple[list[str], dict[str, str]]:
+    """The columns both sides have (hakiri's own left out), and why any other is not."""
+    ours = {c for c, _ in spec.load.added_columns()} | set(spec.load.strategy.control_columns)
+    not_compared: dict[str, str] = {}
+    for name in source.columns:
+        if name not in target.columns:
+            not_compared[name] = "only in the source"
+    for name in target.columns:
+        if name in ours or name.startswith("_hakiri_"):
+            continue
+        if name not in source.columns:
+            not_compared[name] = "only in the target"
+    missing = [k for k in key if k not in source.columns or k not in target.columns]
+    if missing:
+        raise HakiriError(
+            f"the key column {missing[0]!r} is not in both the source and the target",
+            "apply the pipeline first, or pass --table for a table whose target exists",
+        )
+    columns = [c for c in source.columns if c in target.columns and c not in ours]
+    return columns, not_compared
+
+
+def _changed_values(
+    source: _DiffSide, target: _DiffSide, keys: Sequence[Key]
+) -> list[dict[str, Any]]:
+    """For each key, the columns whose values differ, as each side shows them."""
+    ours, theirs = source.sample(keys), target.sample(keys)
+    shown = []
+    for key in keys:
+        mine: Sample = ours.get(key, {})
+        other: Sample = theirs.get(key, {})
+        columns = {
+            name: {"source": value[1], "target": other.get(name, (None, None))[1]}
+            for name, value in mine.items()
+            if value[0] != other.get(name, (None, None))[0]
+        }
+        shown.append({"key": list(key), "columns": columns})
+    return shown
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+
+@contextmanager
+def _connect(url: str, what: str, error: type[HakiriError] = SourceUnreachable) -> Iterator[Any]:
+    import psycopg
+
+    from hakiri.spec.interpolate import mask_url
+
+    try:
+        conn = psycopg.connect(url, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise error(
+            f"cannot connect to {what} at {mask_url(url)}: {str(exc).strip().splitlines()[0]}",
+            "check that the server is up and the connection's URL",
+        ) from None
+    with conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        yield conn
+
+
+def _pg_types(conn: Any, schema: str, table: str) -> tuple[dict[str, str], dict[str, str]] | None:
+    """Per column of `schema.table`, its information_schema data type (what the canonical
+    text goes by) and its type with modifiers; None when the table does not exist."""
+    rows = conn.execute(
+        "SELECT a.attname, c.data_type, format_type(a.atttypid, a.atttypmod) "
+        "FROM information_schema.columns c JOIN pg_attribute a "
+        "ON a.attrelid = format('%%I.%%I', c.table_schema, c.table_name)::regclass "
+        "AND a.attname = c.column_name "
+        "WHERE c.table_schema = %s AND c.table_name = %s ORDER BY c.ordinal_position",
+        (schema, table),
+    ).fetchall()
+    if not rows:
+        return None
+    return {name: kind for name, kind, _ in rows}, {name: exact for name, _, exact in rows}
+
+
+def _same_postgres_types(source: _View, target: _View, columns: Sequence[str]) -> bool:
+    """Are both sides PostgreSQL, with the same type (and modifiers) for every column?"""
+    if source.exact is None or target.exact is None:
+        return False
+    return all(source.exact[c] == target.exact[c] for c in columns)
+
+
+def _pg_filters(live: Any, where: str | None) -> list[sql.Composable]:
+    """The live-rows condition and the user's `--where`, in PostgreSQL's SQL."""
+    import sqlglot
+
+    filters: list[sql.Composable] = []
+    if live is not None:
+        filters.append(sql.SQL(live.sql(dialect="postgres")))
+    if where:
+        filters.append(sql.SQL(sqlglot.transpile(where, read="spark", write="postgres")[0]))
+    return filters
