@@ -239,24 +239,16 @@ def _target_view(
         conn = stack.enter_context(
             _connect(place, f"target {target.display}", DestinationUnreachable)
         )
-        found = _pg_types(conn, target.schema or "public", target.table)
-        if found is None:
-            raise HakiriError(
-                f"target {target.display} does not exist",
-                f"`hakiri apply {spec.id}` creates and loads it",
-            )
-        types, exact = found
-        filters = _pg_filters(planned_live(spec.load, types), where)
-        relation = sql.SQL("{} AS t").format(
-            sql.Identifier(target.schema or "public", target.table)
+        missing = HakiriError(
+            f"target {target.display} does not exist",
+            f"`hakiri apply {spec.id}` creates and loads it",
         )
-        return _View(
-            "postgres",
-            types,
-            lambda columns, key, native: PostgresSide(
-                conn, relation, types, columns, key, filters, native=native
-            ),
-            exact=exact,
+        return _pg_view(
+            conn,
+            (target.schema or "public", target.table),
+            missing,
+            lambda types: _pg_filters(planned_live(spec.load, types), where),
+            alias="t",
         )
     from hakiri.destinations.context.commit import delta_uri
     from hakiri.destinations.context.inspect import is_delta_table
@@ -289,23 +281,11 @@ def _source_view(
     if isinstance(source, TableSource) and plain:
         schema = source.config.schema_name
         conn = stack.enter_context(_connect(source.url, f"source {schema}.{table.name}"))
-        found = _pg_types(conn, schema, table.name)
-        if found is None:
-            raise HakiriError(
-                f"source table {schema}.{table.name} does not exist",
-                "check the table's name and the source's `schema`",
-            )
-        types, exact = found
-        filters = _pg_filters(None, where)
-        relation = sql.Identifier(schema, table.name)
-        return _View(
-            "postgres",
-            types,
-            lambda columns, key, native: PostgresSide(
-                conn, relation, types, columns, key, filters, native=native
-            ),
-            exact=exact,
+        missing = HakiriError(
+            f"source table {schema}.{table.name} does not exist",
+            "check the table's name and the source's `schema`",
         )
+        return _pg_view(conn, (schema, table.name), missing, lambda _: _pg_filters(None, where))
     return _engine_source(project, spec, table, source, where, spark)
 
 
@@ -450,6 +430,32 @@ def _connect(url: str, what: str, error: type[HakiriError] = SourceUnreachable) 
     with conn:
         conn.execute("SET TimeZone = 'UTC'")
         yield conn
+
+
+def _pg_view(
+    conn: Any,
+    name: tuple[str, str],
+    missing: HakiriError,
+    filters_for: Callable[[dict[str, str]], list[sql.Composable]],
+    alias: str | None = None,
+) -> _View:
+    """A PostgreSQL relation's rows, summed by its server; `missing` raised without it."""
+    found = _pg_types(conn, *name)
+    if found is None:
+        raise missing
+    types, exact = found
+    filters = filters_for(types)
+    relation: sql.Composable = sql.Identifier(*name)
+    if alias is not None:
+        relation = sql.SQL("{} AS {}").format(relation, sql.Identifier(alias))
+    return _View(
+        "postgres",
+        types,
+        lambda columns, key, native: PostgresSide(
+            conn, relation, types, columns, key, filters, native=native
+        ),
+        exact=exact,
+    )
 
 
 def _pg_types(conn: Any, schema: str, table: str) -> tuple[dict[str, str], dict[str, str]] | None:
