@@ -13,6 +13,7 @@ The loading modules are imported on first use: `plan` inspects without them.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from hakiri.spec.connections import Target, context_store_path, destination_url
 from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
 
 if TYPE_CHECKING:
+    from hakiri.quality.diff.views import RowsView
     from hakiri.spec.loader import Project
 
 __all__ = ["KINDS", "DestinationKind", "engine_needs", "kind_of"]
@@ -54,6 +56,11 @@ class DestinationKind:
     spark_jars: frozenset[str]
     # Warnings `plan` shows for a target that exists (`now`).
     plan_warnings: Callable[[PipelineSpec, Target, TargetObservation], list[str]]
+    # `hakiri diff`: a target's live rows (what the mode promises), where they are summed:
+    # (place, pipeline, target, --where, engine, the diff's open connections).
+    diff_rows: Callable[
+        [str, PipelineSpec, Target, str | None, Callable[[], Any], ExitStack], RowsView
+    ]
 
     @property
     def name(self) -> str:
@@ -122,6 +129,35 @@ def _pg_warnings(spec: PipelineSpec, target: Target, now: TargetObservation) -> 
     return []
 
 
+def _pg_diff_rows(
+    url: str,
+    spec: PipelineSpec,
+    target: Target,
+    where: str | None,
+    spark: Callable[[], Any],
+    stack: ExitStack,
+) -> RowsView:
+    from hakiri.destinations.history.deletes import planned_live
+    from hakiri.errors import DestinationUnreachable
+    from hakiri.quality.diff.views import connect, pg_filters, postgres_view
+
+    conn = stack.enter_context(connect(url, f"target {target.display}", DestinationUnreachable))
+    return postgres_view(
+        conn,
+        (target.schema or "public", target.table),
+        _no_target(spec, target),
+        lambda types: pg_filters(planned_live(spec.load, types), where),
+        alias="t",
+    )
+
+
+def _no_target(spec: PipelineSpec, target: Target) -> HakiriError:
+    return HakiriError(
+        f"target {target.display} does not exist",
+        f"`hakiri apply {spec.id}` creates and loads it",
+    )
+
+
 # ---------------------------------------------------------------- context
 
 
@@ -169,6 +205,29 @@ def _ctx_engine_needs(spec: PipelineSpec) -> list[str]:
     return []
 
 
+def _ctx_diff_rows(
+    store: str,
+    spec: PipelineSpec,
+    target: Target,
+    where: str | None,
+    spark: Callable[[], Any],
+    stack: ExitStack,
+) -> RowsView:
+    from hakiri.destinations.context.commit import delta_uri
+    from hakiri.destinations.context.inspect import is_delta_table
+    from hakiri.destinations.history.deletes import planned_live
+    from hakiri.quality.diff.views import spark_view
+
+    location = Path(store) / target.table
+    if not is_delta_table(location):
+        raise _no_target(spec, target)
+    frame = spark().read.format("delta").load(delta_uri(location)).alias("t")
+    live = planned_live(spec.load, frame.columns)
+    if live is not None:
+        frame = frame.where(live.sql(dialect="spark"))
+    return spark_view(frame, where)
+
+
 KINDS: dict[str, DestinationKind] = {
     "postgres": DestinationKind(
         capabilities=POSTGRES,
@@ -181,6 +240,7 @@ KINDS: dict[str, DestinationKind] = {
         engine_needs=lambda spec: [],
         spark_jars=frozenset({"jdbc"}),
         plan_warnings=_pg_warnings,
+        diff_rows=_pg_diff_rows,
     ),
     "context": DestinationKind(
         capabilities=CONTEXT,
@@ -193,6 +253,7 @@ KINDS: dict[str, DestinationKind] = {
         engine_needs=_ctx_engine_needs,
         spark_jars=frozenset({"delta"}),
         plan_warnings=lambda spec, target, now: [],
+        diff_rows=_ctx_diff_rows,
     ),
 }
 

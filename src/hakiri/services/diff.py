@@ -9,7 +9,8 @@ of the few small segments that disagree, and a sample of differing values, reach
 The source side is summed in PostgreSQL when it is a PostgreSQL table loaded as it is (no
 transforms, renames or row rules); otherwise the engine reads it as apply does (transforms,
 renames, row rules: the rules' rejects are the quarantined keys, listed apart) and sums
-it. A PostgreSQL target is summed by its server, a context-store table by the engine.
+it. A target's rows come from its destination kind (`destinations.kinds`: `diff_rows`): a
+PostgreSQL target is summed by its server, a context-store table by the engine.
 """
 
 from __future__ import annotations
@@ -17,23 +18,29 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from psycopg import sql
-
 from hakiri.catalog.records import Batch, BatchStatus
-from hakiri.errors import DestinationUnreachable, HakiriError, PipelineNotFound, SourceUnreachable
-from hakiri.guards.spark_types import quoted_name
+from hakiri.destinations.kinds import kind_of
+from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.planner.evolution import followed_renames
-from hakiri.quality.diff.bisect import Bisection, Key, bisect, key_order, on_both
-from hakiri.quality.diff.sides import PostgresSide, Sample, SparkSide
+from hakiri.quality.diff.bisect import Bisection, Key, bisect, on_both
+from hakiri.quality.diff.sides import Sample, SparkSide
+from hakiri.quality.diff.views import (
+    DiffSide,
+    RowsView,
+    connect,
+    pg_filters,
+    postgres_view,
+    same_postgres_types,
+)
 from hakiri.sources.select import source_for
 from hakiri.sources.table_source import TableSource
-from hakiri.spec.connections import Target, target_of
+from hakiri.spec.connections import target_of
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
@@ -41,7 +48,6 @@ __all__ = ["DIFFERENT", "TableDiff", "diff_pipeline"]
 
 DIFFERENT = 2  # the exit code when a table differs (0: identical, 1: an error)
 SAMPLE_KEYS = 10  # keys shown per kind of difference, and changed rows shown with values
-QUARANTINED_SHOWN = 1_000  # quarantined keys listed (apart from the differences)
 
 
 @dataclass
@@ -146,13 +152,15 @@ def _diff_table(
     target = target_of(project.settings, spec, table)
     with ExitStack() as stack:
         with spark_errors(f"reading {target.display} to diff it"):
-            target_view = _target_view(project, spec, target, where, env, spark, stack)
+            kind = kind_of(target.kind)
+            place = kind.place(project, spec, env)
+            target_view = kind.diff_rows(place, spec, target, where, spark, stack)
         with spark_errors(f"reading the source of {table.name} to diff it", side="source"):
             source_view = _source_view(project, spec, table, where, env, spark, stack)
         key = _key(spec, source_view.columns)
         columns, not_compared = _compared(spec, source_view, target_view, key)
         with spark_errors(f"diffing {table.name} with {target.display}"):
-            native = _same_postgres_types(source_view, target_view, columns)
+            native = same_postgres_types(source_view, target_view, columns)
             source = source_view.side(columns, key, native)
             target_side = target_view.side(columns, key, native)
             source_rows, target_rows = on_both(lambda side: side.count(), source, target_side)
@@ -188,85 +196,6 @@ def _diff_table(
 # -- where the rows are -------------------------------------------------------------------
 
 
-@dataclass
-class _View:
-    """A table's rows in one system, before the compared columns are known."""
-
-    system: str  # 'postgres' | 'engine'
-    columns: dict[str, str]  # name -> type (information_schema's, or Spark's simple string)
-    make: Callable[[list[str], list[str], bool], _DiffSide]
-    # (every row read, the rows the row rules kept): the keys between are quarantined
-    ruled: tuple[Any, Any] | None = None
-    release: Callable[[], None] | None = None
-
-    # PostgreSQL: each column's type with its modifiers (numeric(12,2)), to tell when both
-    # sides may hash their own text of a row
-    exact: dict[str, str] | None = None
-
-    def side(self, columns: list[str], key: list[str], native: bool) -> _DiffSide:
-        return self.make(columns, key, native)
-
-    def quarantined_keys(self, key: list[str]) -> list[Key]:
-        """Up to QUARANTINED_SHOWN keys the row rules keep out of the load."""
-        if self.ruled is None:
-            return []
-        from pyspark.sql import functions as F
-
-        raw, clean = self.ruled
-        names = [F.col(quoted_name(k)).cast("string").alias(k) for k in key]
-        skipped = raw.select(*names).join(clean.select(*names), key, "left_anti")
-        rows = skipped.limit(QUARANTINED_SHOWN).collect()
-        return sorted((tuple(r) for r in rows), key=key_order)
-
-
-_DiffSide = PostgresSide | SparkSide
-
-
-def _target_view(
-    project: Project,
-    spec: PipelineSpec,
-    target: Target,
-    where: str | None,
-    env: Mapping[str, str],
-    spark: Callable[[], Any],
-    stack: ExitStack,
-) -> _View:
-    from hakiri.destinations.history.deletes import planned_live
-    from hakiri.destinations.kinds import kind_of
-
-    place = kind_of(target.kind).place(project, spec, env)
-    if target.kind == "postgres":
-        conn = stack.enter_context(
-            _connect(place, f"target {target.display}", DestinationUnreachable)
-        )
-        missing = HakiriError(
-            f"target {target.display} does not exist",
-            f"`hakiri apply {spec.id}` creates and loads it",
-        )
-        return _pg_view(
-            conn,
-            (target.schema or "public", target.table),
-            missing,
-            lambda types: _pg_filters(planned_live(spec.load, types), where),
-            alias="t",
-        )
-    from hakiri.destinations.context.commit import delta_uri
-    from hakiri.destinations.context.inspect import is_delta_table
-
-    location = Path(place) / target.table
-    if not is_delta_table(location):
-        raise HakiriError(
-            f"target {target.display} does not exist",
-            f"`hakiri apply {spec.id}` creates and loads it",
-        )
-    frame = spark().read.format("delta").load(delta_uri(location)).alias("t")
-    live = planned_live(spec.load, frame.columns)
-    if live is not None:
-        frame = frame.where(live.sql(dialect="spark"))
-    types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
-    return _View("engine", types, lambda columns, key, _: SparkSide(frame, columns, key, where))
-
-
 def _source_view(
     project: Project,
     spec: PipelineSpec,
@@ -275,17 +204,17 @@ def _source_view(
     env: Mapping[str, str],
     spark: Callable[[], Any],
     stack: ExitStack,
-) -> _View:
+) -> RowsView:
     source = source_for(project.root, project.settings, spec, env)
     plain = not (spec.transforms or spec.renames or spec.validate_.rules)
     if isinstance(source, TableSource) and plain:
         schema = source.config.schema_name
-        conn = stack.enter_context(_connect(source.url, f"source {schema}.{table.name}"))
+        conn = stack.enter_context(connect(source.url, f"source {schema}.{table.name}"))
         missing = HakiriError(
             f"source table {schema}.{table.name} does not exist",
             "check the table's name and the source's `schema`",
         )
-        return _pg_view(conn, (schema, table.name), missing, lambda _: _pg_filters(None, where))
+        return postgres_view(conn, (schema, table.name), missing, lambda _: pg_filters(None, where))
     return _engine_source(project, spec, table, source, where, spark)
 
 
@@ -296,7 +225,7 @@ def _engine_source(
     source: Any,
     where: str | None,
     spark: Callable[[], Any],
-) -> _View:
+) -> RowsView:
     """The source read as apply reads one whole snapshot of it: transforms, renames, rules."""
     from hakiri.quality.rules import RuleCheck
     from hakiri.sources.file_source import FileSource
@@ -335,7 +264,7 @@ def _engine_source(
         frame, _ = rules.split()
     types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     clean = frame
-    return _View(
+    return RowsView(
         "engine",
         types,
         lambda columns, key, _: SparkSide(clean, columns, key, where),
@@ -370,7 +299,7 @@ def _key(spec: PipelineSpec, columns: Mapping[str, str]) -> list[str]:
 
 
 def _compared(
-    spec: PipelineSpec, source: _View, target: _View, key: Sequence[str]
+    spec: PipelineSpec, source: RowsView, target: RowsView, key: Sequence[str]
 ) -> tuple[list[str], dict[str, str]]:
     """The columns both sides have (hakiri's own left out), and why any other is not."""
     ours = {c for c, _ in spec.load.added_columns()} | set(spec.load.strategy.control_columns)
@@ -394,7 +323,7 @@ def _compared(
 
 
 def _changed_values(
-    source: _DiffSide, target: _DiffSide, keys: Sequence[Key]
+    source: DiffSide, target: DiffSide, keys: Sequence[Key]
 ) -> list[dict[str, Any]]:
     """For each key, the columns whose values differ, as each side shows them."""
     ours, theirs = source.sample(keys), target.sample(keys)
@@ -409,85 +338,3 @@ def _changed_values(
         }
         shown.append({"key": list(key), "columns": columns})
     return shown
-
-
-# -- PostgreSQL ---------------------------------------------------------------------------
-
-
-@contextmanager
-def _connect(url: str, what: str, error: type[HakiriError] = SourceUnreachable) -> Iterator[Any]:
-    import psycopg
-
-    from hakiri.spec.interpolate import mask_url
-
-    try:
-        conn = psycopg.connect(url, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise error(
-            f"cannot connect to {what} at {mask_url(url)}: {str(exc).strip().splitlines()[0]}",
-            "check that the server is up and the connection's URL",
-        ) from None
-    with conn:
-        conn.execute("SET TimeZone = 'UTC'")
-        yield conn
-
-
-def _pg_view(
-    conn: Any,
-    name: tuple[str, str],
-    missing: HakiriError,
-    filters_for: Callable[[dict[str, str]], list[sql.Composable]],
-    alias: str | None = None,
-) -> _View:
-    """A PostgreSQL relation's rows, summed by its server; `missing` raised without it."""
-    found = _pg_types(conn, *name)
-    if found is None:
-        raise missing
-    types, exact = found
-    filters = filters_for(types)
-    relation: sql.Composable = sql.Identifier(*name)
-    if alias is not None:
-        relation = sql.SQL("{} AS {}").format(relation, sql.Identifier(alias))
-    return _View(
-        "postgres",
-        types,
-        lambda columns, key, native: PostgresSide(
-            conn, relation, types, columns, key, filters, native=native
-        ),
-        exact=exact,
-    )
-
-
-def _pg_types(conn: Any, schema: str, table: str) -> tuple[dict[str, str], dict[str, str]] | None:
-    """Per column of `schema.table`, its information_schema data type (what the canonical
-    text goes by) and its type with modifiers; None when the table does not exist."""
-    rows = conn.execute(
-        "SELECT a.attname, c.data_type, format_type(a.atttypid, a.atttypmod) "
-        "FROM information_schema.columns c JOIN pg_attribute a "
-        "ON a.attrelid = format('%%I.%%I', c.table_schema, c.table_name)::regclass "
-        "AND a.attname = c.column_name "
-        "WHERE c.table_schema = %s AND c.table_name = %s ORDER BY c.ordinal_position",
-        (schema, table),
-    ).fetchall()
-    if not rows:
-        return None
-    return {name: kind for name, kind, _ in rows}, {name: exact for name, _, exact in rows}
-
-
-def _same_postgres_types(source: _View, target: _View, columns: Sequence[str]) -> bool:
-    """Are both sides PostgreSQL, with the same type (and modifiers) for every column?"""
-    if source.exact is None or target.exact is None:
-        return False
-    return all(source.exact[c] == target.exact[c] for c in columns)
-
-
-def _pg_filters(live: Any, where: str | None) -> list[sql.Composable]:
-    """The live-rows condition and the user's `--where`, in PostgreSQL's SQL."""
-    import sqlglot
-
-    filters: list[sql.Composable] = []
-    if live is not None:
-        filters.append(sql.SQL(live.sql(dialect="postgres")))
-    if where:
-        filters.append(sql.SQL(sqlglot.transpile(where, read="spark", write="postgres")[0]))
-    return filters
