@@ -33,13 +33,12 @@ SERVE_POINTS = ("after_fire_claim",)
 
 _hits: Counter[str] = Counter()
 _lock = threading.Lock()  # chunk workers reach the points from several threads
-# (point, hit, hits so far) while a `crashing_at` block runs: one for the whole process,
-# since the point may be reached in a chunk worker's thread.
-_armed: list[tuple[str, int, Counter[str]]] = []
+# (point, hit, hits so far, process_dies) while a `crashing_at` block runs: one for the
+# whole process, since the point may be reached in a chunk worker's thread.
+_armed: list[tuple[str, int, Counter[str], bool]] = []
 # Holders made while a `crashing_at` block runs, and those of blocks that crashed.
 _holders_in_block: set[str] = set()
 _crashed_holders: set[str] = set()
-_dies = [False]  # the running block's process_dies
 
 
 class SimulatedCrash(BaseException):
@@ -66,8 +65,7 @@ def crashing_at(point: str, hit: int = 1, *, process_dies: bool = False) -> Iter
     with _lock:
         if _armed:
             raise RuntimeError(f"already crashing at {_armed[0][0]}: one crash point at a time")
-        _armed.append((point, hit, Counter()))
-        _dies[:] = [process_dies]
+        _armed.append((point, hit, Counter(), process_dies))
     try:
         yield
     finally:
@@ -118,13 +116,13 @@ def _simulate(name: str) -> None:
     with _lock:
         if not _armed:
             return  # the block ended meanwhile, in another thread
-        point, hit, seen = _armed[0]
+        point, hit, seen, dies = _armed[0]
         if point != name:
             return
         seen[name] += 1
         if seen[name] != hit:
             return
-        if _dies[0]:
+        if dies:
             _crashed_holders.update(_holders_in_block)  # dead from now on, like a killed process
     raise SimulatedCrash(name, hit)
 
