@@ -180,3 +180,16 @@ def test_postgresql_sides_of_different_types_compare_on_the_canonical_text(
     assert code == 2 and table["samples"]["changed"] == [
         {"key": ["1"], "columns": {"amount": {"source": "0.25", "target": "0.251"}}}
     ]
+
+
+def test_a_condition_postgresql_cannot_run_fails_in_one_line(
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
+) -> None:
+    project = table_project(tmp_path, pg_url, pg_schema, incremental=None)
+    _source(project, 10)
+    assert project.cli("apply").exit_code == 0
+    result = project.cli("diff", "p", "--where", "nope > 1")
+    assert result.exit_code == 1
+    assert "PostgreSQL refused to sum the rows of" in result.stderr
+    assert "nope" in result.stderr and "hint:" in result.stderr
+    assert "Traceback" not in result.stderr

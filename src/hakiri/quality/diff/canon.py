@@ -40,6 +40,7 @@ __all__ = [
     "pg_hashed",
     "pg_join",
     "pg_texts",
+    "pg_where",
     "spark_hashes",
     "spark_texts",
 ]
@@ -159,11 +160,7 @@ def pg_hashed(
     stands in for the md5 of the canonical text at a fraction of the cost. Otherwise each
     column's canonical text is computed once, in a subquery that `OFFSET 0` keeps
     PostgreSQL from merging into the outer one (merged, it would be computed per use)."""
-    filters = (
-        sql.SQL(" WHERE ") + sql.SQL(" AND ").join(sql.SQL("({})").format(w) for w in where)
-        if where
-        else sql.SQL("")
-    )
+    filters = pg_where(where)
     if native:
         return sql.SQL(
             "SELECT {keys}, {kh} AS {kh_name}, {rh} AS {rh_name} FROM {rel}{where}"
@@ -202,6 +199,13 @@ def pg_hashed(
     return sql.SQL("SELECT {} FROM (SELECT {} FROM {}{} OFFSET 0) AS c").format(
         outer, inner, relation, filters
     )
+
+
+def pg_where(conditions: Sequence[sql.Composable]) -> sql.Composable:
+    """` WHERE (a) AND (b)`, or nothing without a condition."""
+    if not conditions:
+        return sql.SQL("")
+    return sql.SQL(" WHERE ") + sql.SQL(" AND ").join(sql.SQL("({})").format(c) for c in conditions)
 
 
 def _pg_hex_hash(columns: list[sql.Composable]) -> sql.Composable:

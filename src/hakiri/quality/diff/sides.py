@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
+from hakiri.errors import HakiriError
 from hakiri.quality.diff.bisect import Key, Moved, Sums
 from hakiri.quality.diff.canon import (
     KEY_HASH,
@@ -17,6 +18,7 @@ from hakiri.quality.diff.canon import (
     key_text_name,
     pg_hashed,
     pg_texts,
+    pg_where,
     spark_hashes,
     spark_texts,
 )
@@ -44,8 +46,9 @@ class PostgresSide:
         where: Sequence[sql.Composable] = (),
         *,
         native: bool = False,
+        what: str = "the table",
     ) -> None:
-        self.conn, self.relation, self.types = conn, relation, types
+        self.conn, self.relation, self.types, self.what = conn, relation, types, what
         self.columns, self.key = list(columns), list(key)
         self.where, self.native = list(where), native
         self.moved = Moved()
@@ -56,16 +59,28 @@ class PostgresSide:
         )
 
     def count(self) -> int:
-        query = sql.SQL("SELECT count(*) FROM {}{}").format(
-            self.relation,
-            sql.SQL(" WHERE ")
-            + sql.SQL(" AND ").join(sql.SQL("({})").format(w) for w in self.where)
-            if self.where
-            else sql.SQL(""),
-        )
-        (rows,) = self.conn.execute(query).fetchone() or (0,)
+        query = sql.SQL("SELECT count(*) FROM {}{}").format(self.relation, pg_where(self.where))
+        [(rows,)] = self._run(query)
         self.moved.add(rows=0, size=8)
         return int(rows)
+
+    def _run(self, query: sql.Composable, params: dict[str, Any] | None = None) -> list[Any]:
+        """The query's rows; a failure is this relation's, in one line."""
+        import psycopg
+
+        try:
+            return self.conn.execute(query, params).fetchall()
+        except psycopg.OperationalError as exc:
+            raise HakiriError(
+                f"diff lost its connection to {self.what}: {_first_line(exc)}",
+                "check that the server is up, then run `hakiri diff` again",
+            ) from None
+        except psycopg.Error as exc:
+            raise HakiriError(
+                f"PostgreSQL refused to sum the rows of {self.what}: {_first_line(exc)}",
+                "a --where condition PostgreSQL lacks a function of? rewrite it; otherwise "
+                "compare one table with --table and report the column's type",
+            ) from None
 
     def segments(self, width: int, within: Sequence[str]) -> dict[str, Sums]:
         query = sql.SQL(
@@ -81,7 +96,7 @@ class PostgresSide:
         )
         found = {
             p: Sums(int(n), int(low), int(high))
-            for p, n, low, high in self.conn.execute(query, _params(width, within))
+            for p, n, low, high in self._run(query, _params(width, within))
         }
         self.moved.add(segments=len(found), size=len(found) * (width + 24))
         return found
@@ -94,7 +109,7 @@ class PostgresSide:
         ).format(
             keys=keys, rh=sql.Identifier(ROW_HASH), hashed=self._hashed(), within=_pg_within(within)
         )
-        found = {tuple(r[:-1]): r[-1] for r in self.conn.execute(query, _params(0, within))}
+        found = {tuple(r[:-1]): r[-1] for r in self._run(query, _params(0, within))}
         self.moved.add(rows=len(found), size=sum(_size(k) + 32 for k in found))
         return found
 
@@ -135,7 +150,7 @@ class PostgresSide:
         )
         found: dict[Key, Sample] = {}
         width = len(self.key)
-        for row in self.conn.execute(query):
+        for row in self._run(query):
             values = row[width:]
             found[tuple(row[:width])] = {
                 c: (values[2 * i], values[2 * i + 1]) for i, c in enumerate(self.columns)
@@ -245,6 +260,10 @@ def _shown(frame: DataFrame, name: str) -> Any:
     if isinstance(frame.schema[name].dataType, T.BinaryType):
         return F.lower(F.hex(column))
     return column.cast("string")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _size(key: Key) -> int:

@@ -107,7 +107,7 @@ def postgres_view(
         "postgres",
         types,
         lambda columns, key, native: PostgresSide(
-            conn, relation, types, columns, key, filters, native=native
+            conn, relation, types, columns, key, filters, native=native, what=".".join(name)
         ),
         exact=exact,
     )
