@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hakiri.errors import SourceDataError, SourceUnreachable
@@ -62,7 +63,7 @@ def read_changes(
     names = [name for name, _ in columns]
     wide = [OP_COLUMN, LSN_COLUMN, SEQ_COLUMN, UNCHANGED_COLUMN, *names]
     text = ", ".join(f"{quoted_name(n)} string" for n in wide)
-    task = _decode(url, slot, publication, table, lsn_range, names, list(key))
+    task = _RangeRead(url, slot, publication, table, lsn_range, names, list(key))
     events = spark.range(0, 1, 1, 1).mapInArrow(task, text)
     typed = events.select(
         F.col(OP_COLUMN),
@@ -111,57 +112,43 @@ def net_changes(
     return reduced.where(F.col("_hakiri_cdc_rank") == 1).drop("_hakiri_cdc_rank")
 
 
-def _decode(
-    url: str,
-    slot: str,
-    publication: str,
-    table: tuple[str, str],
-    lsn_range: tuple[int, int],
-    names: list[str],
-    key: list[str],
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    def task(batches: Iterator[Any]) -> Iterator[Any]:
+@dataclass(frozen=True)
+class _RangeRead:
+    """The engine task that reads one table's changes in one range (`read_changes`)."""
+
+    url: str
+    slot: str
+    publication: str
+    table: tuple[str, str]
+    lsn_range: tuple[int, int]
+    names: list[str]
+    key: list[str]
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         for _ in batches:  # the one input row says only that this task runs
             pass
         with carried():
-            yield from _events(url, slot, publication, table, lsn_range, names, key)
+            yield from self._events()
 
-    return task
+    def _events(self) -> Iterator[Any]:
+        import psycopg
 
+        from hakiri.sources.cdc.pgoutput import Decoder
 
-def _events(
-    url: str,
-    slot: str,
-    publication: str,
-    table: tuple[str, str],
-    lsn_range: tuple[int, int],
-    names: list[str],
-    key: list[str],
-) -> Iterator[Any]:
-    import psycopg
-
-    from hakiri.sources.cdc.pgoutput import Decoder
-
-    decoder = Decoder()
-    try:
-        yield from _decoded(url, slot, publication, table, lsn_range, names, key, decoder)
-    except psycopg.OperationalError as exc:  # the source went away: its error, not the target's
-        raise SourceUnreachable(
-            f"reading the changes of {table[0]}.{table[1]} from replication slot {slot}: "
-            f"{str(exc).strip().splitlines()[0]}",
-            "check that the source server is up and reachable; the next apply reads the "
-            "range again",
-        ) from None
+        try:
+            yield from _decoded(self, Decoder())
+        except psycopg.OperationalError as exc:  # the source went away: its error, not the target's
+            table = f"{self.table[0]}.{self.table[1]}"
+            raise SourceUnreachable(
+                f"reading the changes of {table} from replication slot {self.slot}: "
+                f"{str(exc).strip().splitlines()[0]}",
+                "check that the source server is up and reachable; the next apply reads the "
+                "range again",
+            ) from None
 
 
 def _decoded(
-    url: str,
-    slot: str,
-    publication: str,
-    table: tuple[str, str],
-    lsn_range: tuple[int, int],
-    names: list[str],
-    key: list[str],
+    read: _RangeRead,
     decoder: Any,
 ) -> Iterator[Any]:
     import psycopg
@@ -169,7 +156,9 @@ def _decoded(
 
     from hakiri.sources.cdc.pgoutput import UNCHANGED, lsn_text
 
-    start, end = lsn_range
+    url, slot, publication, table = read.url, read.slot, read.publication, read.table
+    names, key = read.names, read.key
+    start, end = read.lsn_range
     wide = [OP_COLUMN, LSN_COLUMN, SEQ_COLUMN, UNCHANGED_COLUMN, *names]
     schema = pa.schema([(n, pa.string()) for n in wide])
     found: dict[str, list[Any]] = {n: [] for n in wide}
