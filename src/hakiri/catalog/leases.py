@@ -281,6 +281,12 @@ class PipelineLeases:
 
         return self._db.write(work)
 
+    def lease_held(self, pipeline_id: str) -> bool:
+        """True while some process holds the pipeline's lease (a run is loading)."""
+        t = pipeline_leases
+        stmt = select(t.c.holder).where(t.c.pipeline_id == pipeline_id, t.c.expires_at >= utcnow())
+        return self._db.read(lambda conn: conn.execute(stmt).first()) is not None
+
     def release_lease(self, pipeline_id: str, holder: str) -> bool:
         """Give the lease up; False when it was not ours (any more)."""
         t = pipeline_leases

@@ -205,3 +205,18 @@ class Rewind:
     chunks: int
     created_at: datetime | None = None
     rewind_id: int | None = None
+
+
+@dataclass(frozen=True)
+class TargetMark:
+    """A managed target as hakiri left it after its last load (drift is what differs since)."""
+
+    pipeline_id: str
+    table_name: str
+    target: str  # as plan shows it: 'public.orders'
+    columns: tuple[tuple[str, str], ...]  # (name, type) in table order
+    primary_key: tuple[str, ...]
+    row_count: int | None  # None: the destination could not count them
+    run_id: str | None = None
+    marked_at: datetime | None = None
+    alerted: str | None = None  # the drift serve last alerted about (its fingerprint)

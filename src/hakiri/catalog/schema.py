@@ -209,3 +209,20 @@ schedule_fires = Table(
     # When the firing process started the slot's run; NULL: it died first (taken over).
     Column("started_at", UTCDateTime, nullable=True),
 )
+
+# What each managed target looked like when hakiri last loaded it: drift (a change by hand since)
+# is what differs now. `alerted` is the drift serve last alerted about, so it alerts once.
+target_marks = Table(
+    "target_marks",
+    metadata,
+    Column("pipeline_id", String, nullable=False),
+    Column("table_name", String, nullable=False),
+    Column("target", Text, nullable=False),  # as plan shows it: 'public.orders'
+    Column("columns", JSONText, nullable=False),  # [[name, type], ...] in table order
+    Column("primary_key", JSONText, nullable=False),  # [name, ...]
+    Column("row_count", BigInteger),  # NULL: the destination could not count them
+    Column("run_id", String),
+    Column("marked_at", UTCDateTime, nullable=False),
+    Column("alerted", Text),
+    PrimaryKeyConstraint("pipeline_id", "table_name"),
+)

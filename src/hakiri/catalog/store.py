@@ -36,6 +36,7 @@ from hakiri.catalog.records import (
     RunStatus,
     ScheduleFire,
     SchemaEvent,
+    TargetMark,
 )
 from hakiri.errors import CatalogError, CatalogOutdated
 from hakiri.spec.interpolate import mask_url
@@ -619,6 +620,76 @@ class Catalog(BatchClaims, PipelineLeases):
             )
             for r in self._db.read(lambda conn: conn.execute(stmt).all())
         ]
+
+    # -- target marks (drift) -------------------------------------------------
+
+    def mark_target(self, mark: TargetMark) -> None:
+        """Record how a target looks after hakiri loaded it (clears what serve alerted)."""
+        t = tables.target_marks
+        values = {
+            "target": mark.target,
+            "columns": [list(c) for c in mark.columns],
+            "primary_key": list(mark.primary_key),
+            "row_count": mark.row_count,
+            "run_id": mark.run_id,
+            "marked_at": utcnow(),
+            "alerted": None,
+        }
+        stmt = self._db.insert(t).values(
+            pipeline_id=mark.pipeline_id, table_name=mark.table_name, **values
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[t.c.pipeline_id, t.c.table_name], set_=values
+        )
+        self._db.write(lambda conn: conn.execute(stmt))
+
+    def forget_mark(self, pipeline_id: str, table_name: str) -> None:
+        t = tables.target_marks
+        stmt = t.delete().where(t.c.pipeline_id == pipeline_id, t.c.table_name == table_name)
+        self._db.write(lambda conn: conn.execute(stmt))
+
+    def target_marks(self, pipeline_id: str) -> dict[str, TargetMark]:
+        """Table name -> its mark."""
+        t = tables.target_marks
+        stmt = select(t).where(t.c.pipeline_id == pipeline_id)
+        return {
+            r.table_name: TargetMark(
+                r.pipeline_id,
+                r.table_name,
+                r.target,
+                tuple((name, type_) for name, type_ in r.columns),
+                tuple(r.primary_key),
+                r.row_count,
+                r.run_id,
+                r.marked_at,
+                r.alerted,
+            )
+            for r in self._db.read(lambda conn: conn.execute(stmt).all())
+        }
+
+    def set_drift_alerted(self, pipeline_id: str, table_name: str, fingerprint: str) -> bool:
+        """Note that serve alerted about this drift; False when another replica did first (or a
+        load marked the target again meanwhile)."""
+        t = tables.target_marks
+        stmt = (
+            update(t)
+            .where(
+                t.c.pipeline_id == pipeline_id,
+                t.c.table_name == table_name,
+                (t.c.alerted.is_(None)) | (t.c.alerted != fingerprint),
+            )
+            .values(alerted=fingerprint)
+        )
+        return bool(self._db.write(lambda conn: conn.execute(stmt).rowcount))
+
+    def clear_drift_alerted(self, pipeline_id: str, table_name: str) -> None:
+        t = tables.target_marks
+        stmt = (
+            update(t)
+            .where(t.c.pipeline_id == pipeline_id, t.c.table_name == table_name)
+            .values(alerted=None)
+        )
+        self._db.write(lambda conn: conn.execute(stmt))
 
     def add_alert(
         self,

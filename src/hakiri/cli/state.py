@@ -65,6 +65,11 @@ def status(
             err.print(f"    cursor {escape(table)}: {escape(_cursor_text(cursor))}")
         if item.get("cdc"):
             err.print(f"    cdc {escape(_cdc_text(item['cdc']))}")
+        drift = item.get("drift")
+        if isinstance(drift, dict):
+            err.print(f"    [yellow]drift not checked:[/yellow] {escape(drift['error'])}")
+        for found in drift if isinstance(drift, list) else []:
+            err.print(f"    [yellow]drift:[/yellow] {escape(found['message'])}")
         for run in item["last_runs"]:
             err.print("  " + _run_line(run))
 

@@ -61,6 +61,9 @@ class DestinationKind:
     diff_rows: Callable[
         [str, PipelineSpec, Target, str | None, Callable[[], Any], ExitStack], RowsView
     ]
+    # Drift: the exact row count of targets at one place, in that order (None: no such table,
+    # or the destination cannot count it without reading every row through the engine).
+    count_rows: Callable[[str, Sequence[tuple[str, str]]], list[int | None]]
 
     @property
     def name(self) -> str:
@@ -151,6 +154,12 @@ def _pg_diff_rows(
     )
 
 
+def _pg_count_rows(url: str, tables: Sequence[tuple[str, str]]) -> list[int | None]:
+    from hakiri.destinations.postgres.inspect import count_postgres_rows
+
+    return count_postgres_rows(url, tables)
+
+
 def _no_target(spec: PipelineSpec, target: Target) -> HakiriError:
     return HakiriError(
         f"target {target.display} does not exist",
@@ -177,6 +186,13 @@ def _ctx_inspect(
         except HakiriError as exc:  # one unreadable table is that pipeline's error only
             found.append(exc)
     return found
+
+
+def _ctx_count_rows(store: str, tables: Sequence[tuple[str, str]]) -> list[int | None]:
+    """From the Delta log's file stats (exact; None when a file was written without them)."""
+    from hakiri.destinations.context import inspect_context_target
+
+    return [inspect_context_target(Path(store), table).row_estimate for _, table in tables]
 
 
 def _ctx_open(
@@ -241,6 +257,7 @@ KINDS: dict[str, DestinationKind] = {
         spark_jars=frozenset({"jdbc"}),
         plan_warnings=_pg_warnings,
         diff_rows=_pg_diff_rows,
+        count_rows=_pg_count_rows,
     ),
     "context": DestinationKind(
         capabilities=CONTEXT,
@@ -254,6 +271,7 @@ KINDS: dict[str, DestinationKind] = {
         spark_jars=frozenset({"delta"}),
         plan_warnings=lambda spec, target, now: [],
         diff_rows=_ctx_diff_rows,
+        count_rows=_ctx_count_rows,
     ),
 }
 

@@ -40,6 +40,7 @@ from hakiri.destinations.capabilities import refusals
 from hakiri.destinations.kinds import engine_needs, kind_of
 from hakiri.engine.batch_loader import BatchLoader
 from hakiri.engine.controls import Outcome, RunControls, holder_id
+from hakiri.engine.drift import mark_targets, schema_drift, target_drift
 from hakiri.engine.failures import NEVER_MATCHED_ALERT, alert_run_failed
 from hakiri.engine.leases import keep_lease, recover_stale_claims, take_lease
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
@@ -48,7 +49,7 @@ from hakiri.engine.run_quality import RunQuality
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
 from hakiri.engine.workers import keep_claimed, keep_leased, run_workers
-from hakiri.errors import HakiriError, PlanStale, SecretMissing
+from hakiri.errors import HakiriError, PlanStale, SchemaIncompatible, SecretMissing
 from hakiri.hooks.runner import is_sql_like, run_hooks
 from hakiri.observability import (
     RunMetrics,
@@ -178,6 +179,32 @@ class PipelineRunner:
             self._execute(outcome, requested)
         finally:
             outcome.steps = self._executed()
+            self._mark_targets(outcome)
+
+    def _mark_targets(self, outcome: Outcome) -> None:
+        """After a run that changed its targets (or of a pipeline never marked), note how they
+        look, under the lease: drift is what differs later (`engine.drift`)."""
+        changed = outcome.batches or outcome.recovered or outcome.deleted
+        try:
+            if changed or not self.catalog.target_marks(self.spec.id):
+                outcome.warnings += mark_targets(
+                    self.project, self.spec, self.catalog, self.env, outcome.run_id or ""
+                )
+        except HakiriError as exc:  # the run's own result stands; drift is a report
+            outcome.warnings.append(f"drift is not watched until the next load: {exc.reason}")
+
+    def _refuse_frozen_drift(self) -> None:
+        """Under schema_policy = 'freeze', a target whose columns or key changed by hand since
+        hakiri last loaded it is not loaded: the manifest no longer describes it."""
+        if self.spec.schema_policy != "freeze":
+            return
+        changed = schema_drift(target_drift(self.project, self.spec, self.catalog, self.env))
+        if changed:
+            raise SchemaIncompatible(
+                changed[0].describe() + " (schema_policy = 'freeze')",
+                "undo the change by hand, or set schema_policy = 'evolve' for one apply to "
+                "load the target as it is now; `hakiri plan` lists every drift",
+            )
 
     def _execute(self, outcome: Outcome, requested: str | None) -> None:
         missing = [name for name in self.spec.secrets if not self.env.get(name)]
@@ -198,6 +225,7 @@ class PipelineRunner:
         refused = pipeline_refusals(self.spec, engine, engine_needs(self.spec, kinds))
         if refused:
             raise HakiriError(*refused[0])
+        self._refuse_frozen_drift()
         recover_stale_claims(self.catalog, self.spec.id, keep=requested)
         # What a crashed run committed is committed before the source plans: a file that
         # changed since is then a change of a loaded file, not of a queued one.

@@ -25,6 +25,7 @@ from hakiri.planner.backfill import (
     parallelism_warnings,
 )
 from hakiri.planner.diff import spec_diff
+from hakiri.planner.drift import TargetDrift
 from hakiri.planner.evolution import (
     SchemaDecision,
     SchemaRefused,
@@ -153,6 +154,7 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
             f"({obs.cdc.describe()}): apply, or drop the slot (`hakiri cdc drop-slot "
             f"{spec.id}`) if the mirror is abandoned"
         )
+    warnings += [f"drift: {d.describe()} ({_drift_policy(spec, d)})" for d in obs.drift]
     if obs.skipped:
         steps = []
         warnings.append("enabled = false: apply skips it unless it is named (hakiri apply ID)")
@@ -183,7 +185,17 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         warnings=warnings,
         errors=errors,
         cdc=obs.cdc,
+        drift=[d.as_dict() for d in obs.drift],
     )
+
+
+def _drift_policy(spec: PipelineSpec, drift: TargetDrift) -> str:
+    """What apply does about a drift, as plan's warning says it."""
+    if not drift.of_schema:
+        return "apply loads as usual; the next load marks the new count"
+    if spec.schema_policy == "freeze":
+        return "schema_policy = 'freeze': apply refuses to load it until the change is undone"
+    return f"schema_policy = '{spec.schema_policy}': apply loads the target as it is now"
 
 
 # ---------------------------------------------------------------- batches

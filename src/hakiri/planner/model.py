@@ -221,6 +221,11 @@ class PipelinePlan(_Frozen):
         default_factory=list, description="Why (part of) this pipeline could not be planned."
     )
     cdc: CdcLag | None = Field(None, description="cdc_mirror pipelines: the lag behind the WAL.")
+    drift: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Targets changed by hand since hakiri last loaded them: per target, "
+        "columns added/dropped/retyped, the primary key, rows (was, now), and a message.",
+    )
 
 
 class Summary(_Frozen):

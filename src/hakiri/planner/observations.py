@@ -12,6 +12,7 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, PipelineState
 from hakiri.destinations.base import TargetObservation
+from hakiri.planner.drift import TargetDrift
 from hakiri.sources.base import SourceObservation, TablePlan
 from hakiri.sources.cdc.lag import CdcLag
 from hakiri.spec.connections import Target
@@ -48,3 +49,5 @@ class PipelineObservation:
     has_cursors: bool = False  # a table source: chunks may load in parallel
     skipped: bool = False  # disabled and not named: apply leaves it alone
     cdc: CdcLag | None = None  # cdc_mirror: the lag behind the source's WAL
+    # Targets changed by hand since hakiri last loaded them (`engine.drift`).
+    drift: tuple[TargetDrift, ...] = ()

@@ -36,6 +36,7 @@ from hakiri.server.api_models import (
 )
 from hakiri.server.state import TOKEN_ENV, ServeState
 from hakiri.services.cdc import lag_reader
+from hakiri.services.drift import drift_reader
 from hakiri.services.quality import alert_json
 from hakiri.services.status import pipeline_statuses, recent_runs
 
@@ -159,7 +160,8 @@ def list_pipelines(state: State) -> list[dict[str, Any]]:
     """Every pipeline of the manifests, then those only the catalog remembers (retired)."""
     project = state.project()
     lag_of = lag_reader(project, state.catalog, state.env)
-    return pipeline_statuses(state.catalog, project.pipelines, lag_of=lag_of)
+    drift_of = drift_reader(project, state.catalog, state.env)
+    return pipeline_statuses(state.catalog, project.pipelines, lag_of=lag_of, drift_of=drift_of)
 
 
 @router.get(
@@ -169,7 +171,10 @@ def get_pipeline(pipeline_id: PipelineId, state: State) -> dict[str, Any]:
     """One pipeline's phase, chunks, pace, cursors and last runs."""
     project = state.project()
     lag_of = lag_reader(project, state.catalog, state.env)
-    [status] = pipeline_statuses(state.catalog, project.pipelines, [pipeline_id], lag_of=lag_of)
+    drift_of = drift_reader(project, state.catalog, state.env)
+    [status] = pipeline_statuses(
+        state.catalog, project.pipelines, [pipeline_id], lag_of=lag_of, drift_of=drift_of
+    )
     return status
 
 

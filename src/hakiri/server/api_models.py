@@ -128,6 +128,12 @@ class PipelineStatus(Document):
         "behind_bytes, behind_seconds, retained_bytes), or {error} when the source cannot "
         "be asked.",
     )
+    drift: list[dict[str, Any]] | dict[str, str] | None = Field(
+        None,
+        description="Targets changed by hand since hakiri last loaded them (columns added, "
+        "dropped or retyped, the primary key, rows added or deleted), one document each "
+        "with a message; {error} when the targets cannot be inspected now.",
+    )
 
 
 class AlertDocument(Document):

@@ -33,6 +33,7 @@ from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.server.quiet_log import QuietLog
 from hakiri.server.state import ServeState
 from hakiri.services.apply import LazySpark, runner_for
+from hakiri.services.drift import alert_new_drift
 from hakiri.spec.base import duration_seconds
 from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ServeSettings
@@ -74,6 +75,9 @@ class Reconciler:
         self.quiet = QuietLog(log)  # repeated failures: said once, then once a minute
         state.failing = self.quiet.failing
         self._lock = threading.Lock()
+        self.drift_every = float(duration_seconds(settings.drift_interval))
+        self._drift_due = 0.0  # monotonic time of the next drift check
+        self._drift_check: threading.Thread | None = None
 
     # ------------------------------------------------------------------ deciding
 
@@ -98,6 +102,33 @@ class Reconciler:
                 dispatch = Dispatch(pipeline_id, "schedule", slot=slot)
             if dispatch is not None:
                 self._start(dispatch, spec)
+        self._watch_drift()
+
+    def _watch_drift(self) -> None:
+        """Every `drift_interval`, in a thread of its own (counting rows can take a while):
+        an alert per target changed by hand since its last load, once per change."""
+        if time.monotonic() < self._drift_due or (
+            self._drift_check is not None and self._drift_check.is_alive()
+        ):
+            return
+        self._drift_due = time.monotonic() + self.drift_every
+        project = self.state.project()
+        idle = [spec for pid, spec in project.pipelines.items() if not self.busy(pid)]
+        self._drift_check = threading.Thread(
+            target=self._check_drift, args=(project, idle), name="drift", daemon=True
+        )
+        self._drift_check.start()
+
+    def _check_drift(self, project: Any, specs: list[PipelineSpec]) -> None:
+        for spec in specs:
+            key = f"{spec.id} drift"
+            try:
+                for message in alert_new_drift(project, spec, self.state.catalog, self.env):
+                    self.log(f"{spec.id}: drift: {message}")
+            except HakiriError as exc:
+                self.quiet.failed(key, f"{spec.id}: drift not checked: {exc.reason}")
+                continue
+            self.quiet.ok(key, f"{spec.id} drift check")
 
     def _fire(self, spec: PipelineSpec, now: datetime) -> datetime | None:
         """The slot this replica fires now, if any: a due one it won, or one whose replica

@@ -27,8 +27,10 @@ from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
 from hakiri.destinations.kinds import engine_needs, kind_of
 from hakiri.engine.delete_preview import count_snapshot_deletes
+from hakiri.engine.drift import target_drift
 from hakiri.errors import HakiriError, PipelineNotFound, PlanStale
 from hakiri.planner.builder import applied_now, build_plan
+from hakiri.planner.drift import TargetDrift
 from hakiri.planner.evolution import accepted_changes
 from hakiri.planner.model import CatalogInfo, PlanDocument
 from hakiri.planner.observations import PipelineObservation, TableObservation
@@ -249,9 +251,20 @@ class _Observer:
                     has_cursors=source.has_cursors,
                     skipped=not applied_now(spec, named),
                     cdc=self._cdc_lag(source, errors[spec.id]),
+                    drift=self._drift(spec, tables, errors[spec.id]),
                 )
             )
         return observations
+
+    def _drift(
+        self, spec: PipelineSpec, tables: Sequence[TableObservation], errors: list[str]
+    ) -> tuple[TargetDrift, ...]:
+        """The pipeline's targets changed by hand since its last load (none never marked)."""
+        seen = {t.table.name: t.target_now for t in tables if t.target_now is not None}
+        found = _attempt(
+            errors, lambda: target_drift(self.project, spec, self.catalog, self.env, seen)
+        )
+        return tuple(found or ())
 
     def _cdc_lag(self, source: Any, errors: list[str]) -> CdcLag | None:
         """A cdc_mirror source's lag behind the WAL; None for other sources."""

@@ -76,15 +76,18 @@ def pipeline_status(
     env: Mapping[str, str] | None = None,
     now: datetime | None = None,
 ) -> list[dict[str, Any]]:
-    """`pipeline_statuses` of the project at `root`, with cdc_mirror pipelines' lag."""
+    """`pipeline_statuses` of the project at `root`, with cdc_mirror pipelines' lag and
+    every pipeline's drift."""
     from hakiri.services.cdc import lag_reader
+    from hakiri.services.drift import drift_reader
 
     env = os.environ if env is None else env
     project = load_project(root, env)
     url = catalog_url(project.root, project.settings.catalog.url, env)
     with Catalog.open(url, migrate=False) as catalog:
         lag_of = lag_reader(project, catalog, env)
-        return pipeline_statuses(catalog, dict(project.pipelines), ids, now, lag_of)
+        drift_of = drift_reader(project, catalog, env)
+        return pipeline_statuses(catalog, dict(project.pipelines), ids, now, lag_of, drift_of)
 
 
 def pipeline_statuses(
@@ -93,6 +96,7 @@ def pipeline_statuses(
     ids: Sequence[str] = (),
     now: datetime | None = None,
     lag_of: Callable[[PipelineSpec], dict[str, Any] | None] | None = None,
+    drift_of: Callable[[PipelineSpec], Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Per pipeline: phase, chunks, throughput and ETA, rate budget, last runs, cursors.
 
@@ -105,10 +109,13 @@ def pipeline_statuses(
          "last_error": {"run_id", "at", "kind", "message"} | null,
          "retired": [{"batch_id", "file", "status", "reason"}],
          "warnings": [...], "last_runs": [...], "cursors": {table: cursor state},
-         "cdc": {slot, applied_to, behind_bytes, behind_seconds, retained_bytes, …} | null}
+         "cdc": {slot, applied_to, behind_bytes, behind_seconds, retained_bytes, …} | null,
+         "drift": [{table, target, columns_added, …, message}] | {"error"} | null}
 
     `cdc` is a cdc_mirror pipeline's lag behind its source's WAL, asked of the source
     when `lag_of` is given (`services.cdc.lag_reader`); null for other pipelines.
+    `drift` lists the targets changed by hand since hakiri last loaded them, when
+    `drift_of` is given (`services.drift.drift_reader`); null otherwise.
 
     `chunks` counts the pipeline's batches (chunks of table sources, files, snapshots)
     without older generations: a chunk a rewind re-added at a higher generation counts
@@ -147,6 +154,7 @@ def pipeline_statuses(
         status = _status(catalog, pid, specs.get(pid), now)
         spec = specs.get(pid)
         status["cdc"] = lag_of(spec) if lag_of is not None and spec is not None else None
+        status["drift"] = drift_of(spec) if drift_of is not None and spec is not None else None
         found.append(status)
     return found
 

@@ -94,6 +94,11 @@ class ServeSettings(SpecModel):
     watch_interval: Duration = Field(
         "2s", description="How often serve looks for edited, added or removed manifests."
     )
+    drift_interval: Duration = Field(
+        "60s",
+        description="How often serve looks for managed targets changed by hand since hakiri "
+        "last loaded them (drift); each change is alerted once.",
+    )
 
 
 class PostgresConnection(SpecModel):

@@ -19,7 +19,12 @@ from hakiri.spec.interpolate import first_line_without_password, mask_url
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["inspect_postgres_target", "inspect_postgres_targets", "observe_targets"]
+__all__ = [
+    "count_postgres_rows",
+    "inspect_postgres_target",
+    "inspect_postgres_targets",
+    "observe_targets",
+]
 
 CONNECT_TIMEOUT_SECONDS = 5
 # A target locked by a running load (blue_green swap, DDL) must not hang `plan`.
@@ -97,6 +102,49 @@ def inspect_postgres_targets(
         raise DestinationUnreachable(
             f"cannot inspect target tables on PostgreSQL at {shown}: {first_line_without_password(exc, url)}",
             "check that the connection's user may read the catalog (pg_catalog) of the target database",
+        ) from None
+    finally:
+        conn.close()
+
+
+def count_postgres_rows(url: str, tables: Sequence[tuple[str, str]]) -> list[int | None]:
+    """count(*) of each existing (schema, table), None for one that does not exist; one READ
+    ONLY transaction. A full count, not the planner's estimate: drift compares it exactly."""
+    import psycopg
+    from psycopg import sql
+
+    shown = mask_url(url)
+    try:
+        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+    except psycopg.Error as exc:
+        raise DestinationUnreachable(
+            f"cannot connect to PostgreSQL at {shown}: {first_line_without_password(exc, url)}",
+            "check the connection's url/host and that the server is up",
+        ) from None
+    try:
+        conn.read_only = True
+        with conn.transaction():
+            conn.execute(
+                "SELECT pg_catalog.set_config(%s, %s, true), pg_catalog.set_config(%s, %s, true)",
+                _TIMEOUTS,
+            )
+            schemas = [schema for schema, _ in tables]
+            names = [table for _, table in tables]
+            found = conn.execute(_RELATIONS, (schemas, names)).fetchall()
+            counts: list[int | None] = []
+            for (schema, table), (_, oid, _) in zip(tables, found, strict=True):
+                if oid is None:
+                    counts.append(None)
+                    continue
+                query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table))
+                [(rows,)] = conn.execute(query).fetchall()
+                counts.append(int(rows))
+            return counts
+    except psycopg.Error as exc:
+        raise DestinationUnreachable(
+            f"cannot count the rows of target tables on PostgreSQL at {shown}: "
+            f"{first_line_without_password(exc, url)}",
+            "check that the connection's user may read the target tables",
         ) from None
     finally:
         conn.close()
