@@ -175,18 +175,21 @@ class PipelineRunner:
         return load_parallelism(self.spec, self.source.has_cursors)
 
     def _converge(self, outcome: Outcome, requested: str | None) -> None:
+        succeeded = False
         try:
             self._execute(outcome, requested)
+            succeeded = True
         finally:
             outcome.steps = self._executed()
-            self._mark_targets(outcome)
+            self._mark_targets(outcome, succeeded)
 
-    def _mark_targets(self, outcome: Outcome) -> None:
-        """After a run that changed its targets (or of a pipeline never marked), note how they
-        look, under the lease: drift is what differs later (`engine.drift`)."""
+    def _mark_targets(self, outcome: Outcome, succeeded: bool) -> None:
+        """After a run that changed its targets (or a successful one of a pipeline never
+        marked), note how they look, under the lease: drift is what differs later
+        (`engine.drift`). A failed run that committed nothing does not touch the targets."""
         changed = outcome.batches or outcome.recovered or outcome.deleted
         try:
-            if changed or not self.catalog.target_marks(self.spec.id):
+            if changed or (succeeded and not self.catalog.target_marks(self.spec.id)):
                 outcome.warnings += mark_targets(
                     self.project, self.spec, self.catalog, self.env, outcome.run_id or ""
                 )
