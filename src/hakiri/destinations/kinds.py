@@ -23,7 +23,7 @@ from hakiri.destinations.capabilities import CONTEXT, POSTGRES, Capabilities
 from hakiri.destinations.context.types import spark_to_delta
 from hakiri.destinations.postgres.types import postgres_to_spark, spark_to_postgres
 from hakiri.errors import HakiriError
-from hakiri.spec.connections import Target, context_store_path, destination_url
+from hakiri.spec.connections import Target, context_store_path, destination_url, lineage_place
 from hakiri.spec.pipeline import PipelineSpec, PostgresDestination
 
 if TYPE_CHECKING:
@@ -64,6 +64,8 @@ class DestinationKind:
     # Drift: the exact row count of targets at one place, in that order (None: no such table,
     # or the destination cannot count it without reading every row through the engine).
     count_rows: Callable[[str, Sequence[tuple[str, str]]], list[int | None]]
+    # OpenLineage's (namespace, name) of a target at a place (https://openlineage.io/docs/spec/naming).
+    lineage_dataset: Callable[[str, Target], tuple[str, str]]
 
     @property
     def name(self) -> str:
@@ -160,6 +162,11 @@ def _pg_count_rows(url: str, tables: Sequence[tuple[str, str]]) -> list[int | No
     return count_postgres_rows(url, tables)
 
 
+def _pg_lineage(url: str, target: Target) -> tuple[str, str]:
+    namespace, database = lineage_place(url)
+    return namespace, f"{database}.{target.schema or 'public'}.{target.table}"
+
+
 def _no_target(spec: PipelineSpec, target: Target) -> HakiriError:
     return HakiriError(
         f"target {target.display} does not exist",
@@ -244,6 +251,10 @@ def _ctx_diff_rows(
     return spark_view(frame, where)
 
 
+def _ctx_lineage(store: str, target: Target) -> tuple[str, str]:
+    return "file", str((Path(store) / target.table).absolute())
+
+
 KINDS: dict[str, DestinationKind] = {
     "postgres": DestinationKind(
         capabilities=POSTGRES,
@@ -258,6 +269,7 @@ KINDS: dict[str, DestinationKind] = {
         plan_warnings=_pg_warnings,
         diff_rows=_pg_diff_rows,
         count_rows=_pg_count_rows,
+        lineage_dataset=_pg_lineage,
     ),
     "context": DestinationKind(
         capabilities=CONTEXT,
@@ -272,6 +284,7 @@ KINDS: dict[str, DestinationKind] = {
         plan_warnings=lambda spec, target, now: [],
         diff_rows=_ctx_diff_rows,
         count_rows=_ctx_count_rows,
+        lineage_dataset=_ctx_lineage,
     ),
 }
 

@@ -23,6 +23,7 @@ from hakiri.destinations.base import Destination, LoadRequest, LoadResult, Windo
 from hakiri.destinations.gates import check_empty_source
 from hakiri.engine.crash import crash_point
 from hakiri.engine.evidence import guessed_columns
+from hakiri.engine.lineage import LineageRecorder
 from hakiri.engine.ratelimit import TokenBucket
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
@@ -68,10 +69,11 @@ class BatchLoader:
         holder: str,
         metrics: RunMetrics,
         bucket: TokenBucket | None = None,
+        lineage: LineageRecorder | None = None,
     ) -> None:
         self.spec, self.catalog, self.source, self.targets = spec, catalog, source, targets
         self.schema, self.spark, self.holder = schema, spark, holder
-        self.metrics, self.bucket = metrics, bucket
+        self.metrics, self.bucket, self.lineage = metrics, bucket, lineage
 
     def load(self, batch: Batch, run_id: str, run_bytes: int | None = None) -> Loaded:
         """One batch, traced as `hakiri.chunk` (a child of `hakiri.run`)."""
@@ -124,6 +126,8 @@ class BatchLoader:
                     if read.empty:
                         self._on_empty(read.label, run_id)
                     frame = read.frame
+                    if read.evidence and self.lineage is not None:
+                        self.lineage.seen(batch.table_name, frame, destination, request)
                     if read.evidence:
                         frame = apply_transforms(frame, self.spec.transforms)
                 with lock:  # no commit runs while the DDL does

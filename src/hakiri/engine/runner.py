@@ -43,6 +43,7 @@ from hakiri.engine.controls import Outcome, RunControls, holder_id
 from hakiri.engine.drift import mark_targets, schema_drift, target_drift
 from hakiri.engine.failures import NEVER_MATCHED_ALERT, alert_run_failed
 from hakiri.engine.leases import keep_lease, recover_stale_claims, take_lease
+from hakiri.engine.lineage import LineageRecorder
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.replay import Replayer
 from hakiri.engine.run_quality import RunQuality
@@ -99,6 +100,7 @@ class PipelineRunner:
         self.targets = Targets(project, spec, destination_for)
         self.metrics = RunMetrics(spec.id)
         self.schema = SchemaGuard(project, spec, catalog)
+        self.lineage = LineageRecorder(project, spec, self.targets, env)
         backfill = spec.backfill
         bucket = (
             TokenBucket(parse_rate(backfill.rate_budget))
@@ -115,6 +117,7 @@ class PipelineRunner:
             self.holder,
             self.metrics,
             bucket,
+            self.lineage,
         )
         self._lock = threading.Lock()  # guards outcome, quality and claims across chunk workers
         self._run_bytes: int | None = None  # input of the pending batches, when all are files
@@ -447,7 +450,8 @@ class PipelineRunner:
                 trigger=self.controls.trigger,
             )
             current.set_attribute("hakiri.run_id", run.run_id)
-            status = self._load_run(run, outcome, total)
+            with self.lineage.run(run.run_id, outcome):  # OpenLineage: START, COMPLETE|FAIL
+                status = self._load_run(run, outcome, total)
             current.set_attributes({"hakiri.rows": outcome.rows, "hakiri.status": status.value})
             if status is not RunStatus.SUCCESS:
                 set_error(current, outcome.error)
@@ -548,6 +552,7 @@ class PipelineRunner:
                     self._replan.add(batch.table_name)
                     return
                 outcome.rows += loaded.result.rows_loaded
+                self.lineage.loaded(batch.table_name, loaded.result.rows_loaded)
                 outcome.deleted += loaded.result.rows_deleted
                 outcome.malformed += loaded.malformed
                 outcome.batches += 1

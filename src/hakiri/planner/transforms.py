@@ -15,12 +15,18 @@
 
 A step naming a column the source does not have gives a note (apply would fail
 there). Pure: no I/O, no JVM.
+
+Each column also carries the source columns it derives from (`inputs`), for
+OpenLineage's column lineage (`column_lineage`): a rename, cast, flatten or explode keeps
+its column's inputs, a `with_columns` expression takes those of every column it reads
+(found by sqlglot, `guards.expressions.referenced_columns`). What a filter or dedupe reads
+decides which rows stay, not any column's value, so it is no column's input.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hakiri.spec.transforms import (
     CastStep,
@@ -35,7 +41,13 @@ from hakiri.spec.transforms import (
     WithColumnsStep,
 )
 
-__all__ = ["OutputColumn", "OutputSchema", "transform_schema", "transformed_columns"]
+__all__ = [
+    "OutputColumn",
+    "OutputSchema",
+    "column_lineage",
+    "transform_schema",
+    "transformed_columns",
+]
 
 # Columns hakiri adds to a files batch; a select keeps them (see hakiri.spark.transforms).
 _HAKIRI_COLUMNS = ("_source_file_hash", "_hakiri_batch_id")
@@ -46,6 +58,7 @@ class OutputColumn:
     name: str
     type: str | None  # canonical Spark type; None when only the data will tell
     source: str | None = None  # the source column it is, unchanged (None once computed or cast)
+    inputs: tuple[str, ...] = ()  # the source columns its values derive from, in source order
 
 
 @dataclass(frozen=True)
@@ -62,11 +75,23 @@ def transformed_columns(
     return None if schema.columns is None else [(c.name, c.type) for c in schema.columns]
 
 
+def column_lineage(
+    columns: Sequence[tuple[str, str | None]], steps: Sequence[TransformStep]
+) -> dict[str, tuple[str, ...]]:
+    """Each output column of `steps` -> the source columns it derives from (none for a
+    literal); a column whose origin only the data would tell (a struct's fields unknown
+    without types) is left out. Case as the steps and the source spell it."""
+    schema = transform_schema(columns, steps)
+    return {c.name: c.inputs for c in schema.columns or ()}
+
+
 def transform_schema(
     columns: Sequence[tuple[str, str | None]] | None, steps: Sequence[TransformStep]
 ) -> OutputSchema:
     """The columns after `steps`, with notes on what only the data will tell."""
-    state = _State(None if columns is None else [OutputColumn(n, t, source=n) for n, t in columns])
+    state = _State(
+        None if columns is None else [OutputColumn(n, t, source=n, inputs=(n,)) for n, t in columns]
+    )
     for index, step in enumerate(steps):
         state.where = f"transforms[{index}] ({step.op})"
         _apply(state, step)
@@ -78,6 +103,8 @@ class _State:
         self.columns = columns
         self.notes: list[str] = []
         self.where = ""
+        # a source column's position: the order a column's inputs are listed in
+        self.order = {c.name: i for i, c in enumerate(columns or ())}
 
     def find(self, name: str) -> int | None:
         """Index of column `name`: exactly, else ignoring case; a note when there is none."""
@@ -111,7 +138,8 @@ def _apply(state: _State, step: TransformStep) -> None:
         for old, new in step.columns.items():
             i = state.find(old)
             if i is not None:
-                state.columns[i] = OutputColumn(new, state.columns[i].type, state.columns[i].source)
+                old_column = state.columns[i]
+                state.columns[i] = replace(old_column, name=new)
     elif isinstance(step, CastStep):
         _cast(state, step)
     elif isinstance(step, WithColumnsStep):
@@ -138,17 +166,22 @@ def _cast(state: _State, step: CastStep) -> None:
             cast = spark_type(type_text)
         except UnsafeExpression:  # the manifest would not have validated
             cast = None
-        state.columns[i] = OutputColumn(state.columns[i].name, cast)
+        state.columns[i] = OutputColumn(state.columns[i].name, cast, inputs=state.columns[i].inputs)
 
 
 def _with_columns(state: _State, step: WithColumnsStep) -> None:
+    from hakiri.guards.expressions import referenced_columns
     from hakiri.guards.spark_types import static_type
 
     assert state.columns is not None
     before = list(state.columns)  # every expression of the step sees the columns before it
     types = {c.name: c.type for c in before}
     for name, text in step.columns.items():
-        column = OutputColumn(name, static_type(text, types))
+        read = {n.lower() for n in referenced_columns(text)}
+        # A name no column has is a lambda's variable or a struct's field: no input of its own.
+        inputs = {i for c in before if c.name.lower() in read for i in c.inputs}
+        ordered = tuple(sorted(inputs, key=state.order.__getitem__))
+        column = OutputColumn(name, static_type(text, types), inputs=ordered)
         same = [i for i, c in enumerate(state.columns) if c.name.lower() == name.lower()]
         if same:
             state.columns[same[0]] = column
@@ -179,7 +212,8 @@ def _flatten(state: _State, step: FlattenStep) -> None:
         del state.columns[i]
         return
     state.columns[i : i + 1] = [
-        OutputColumn(f"{column.name}{step.separator}{name}", kind) for name, kind in fields
+        OutputColumn(f"{column.name}{step.separator}{name}", kind, inputs=column.inputs)
+        for name, kind in fields
     ]
 
 
@@ -196,4 +230,6 @@ def _explode(state: _State, step: ExplodeStep) -> None:
             f"{state.where}: column {column.name!r} is {column.type}, not an array "
             "(apply would fail)"
         )
-    state.columns[i] = OutputColumn(step.alias or column.name, array_element_type(column.type))
+    state.columns[i] = OutputColumn(
+        step.alias or column.name, array_element_type(column.type), inputs=column.inputs
+    )

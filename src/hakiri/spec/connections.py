@@ -109,6 +109,23 @@ def destination_url(settings: ProjectFile, spec: PipelineSpec, env: Mapping[str,
         ) from None
 
 
+def lineage_place(url: str) -> tuple[str, str]:
+    """(namespace, database) of a PostgreSQL URL as OpenLineage names them
+    (https://openlineage.io/docs/spec/naming): `postgres://host:port` and the database;
+    never the user or the password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(url)
+    except Exception:  # a URL psycopg cannot read fails where it connects, not here
+        parts = {}
+    host = str(parts.get("host") or "localhost").split(",")[0]
+    port = str(parts.get("port") or "5432").split(",")[0]
+    if host.startswith("/"):  # a Unix socket's directory: the server is this machine's
+        host = "localhost"
+    return f"postgres://{host}:{port}", str(parts.get("dbname") or parts.get("user") or "postgres")
+
+
 def context_store_path(project_root: Path, settings: ProjectFile, spec: PipelineSpec) -> Path:
     """Where a pipeline's context-store tables live: its destination's path, else [context] path."""
     override = (
