@@ -15,20 +15,28 @@ again. docs/drift.md says so.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hakiri.catalog.records import TargetMark
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import TargetObservation
 from hakiri.destinations.kinds import kind_of
-from hakiri.errors import HakiriError
+from hakiri.engine.controls import Outcome
+from hakiri.errors import HakiriError, SchemaIncompatible
 from hakiri.planner.drift import TargetDrift, find_drift
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
-__all__ = ["TargetNow", "mark_targets", "observe_targets", "schema_drift", "target_drift"]
+__all__ = [
+    "TargetNow",
+    "mark_after_run",
+    "mark_targets",
+    "observe_targets",
+    "refuse_frozen_drift",
+    "target_drift",
+]
 
 
 @dataclass(frozen=True)
@@ -139,5 +147,36 @@ def target_drift(
     return found
 
 
-def schema_drift(drifts: Sequence[TargetDrift]) -> list[TargetDrift]:
-    return [d for d in drifts if d.of_schema]
+def mark_after_run(
+    project: Project,
+    spec: PipelineSpec,
+    catalog: Catalog,
+    env: Mapping[str, str],
+    outcome: Outcome,
+    succeeded: bool,
+) -> None:
+    """After a run that changed its targets (or a successful one of a pipeline never
+    marked), under its lease: mark them. A failed run that committed nothing leaves them
+    (and a destination that is down) alone. Never fails the run: drift is a report."""
+    changed = outcome.batches or outcome.recovered or outcome.deleted
+    try:
+        if changed or (succeeded and not catalog.target_marks(spec.id)):
+            outcome.warnings += mark_targets(project, spec, catalog, env, outcome.run_id or "")
+    except HakiriError as exc:
+        outcome.warnings.append(f"drift is not watched until the next load: {exc.reason}")
+
+
+def refuse_frozen_drift(
+    project: Project, spec: PipelineSpec, catalog: Catalog, env: Mapping[str, str]
+) -> None:
+    """Under schema_policy = 'freeze', a target whose columns or key changed by hand since
+    hakiri last loaded it is not loaded: the manifest no longer describes it."""
+    if spec.schema_policy != "freeze":
+        return
+    changed = [d for d in target_drift(project, spec, catalog, env) if d.of_schema]
+    if changed:
+        raise SchemaIncompatible(
+            changed[0].describe() + " (schema_policy = 'freeze')",
+            "undo the change by hand, or set schema_policy = 'evolve' for one apply to "
+            "load the target as it is now; `hakiri plan` lists every drift",
+        )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hakiri.catalog.store import Catalog
 from hakiri.destinations.base import LoadResult, QuarantineTable
-from hakiri.errors import HakiriError
+from hakiri.errors import HakiriError, ValidationFailed
 from hakiri.quality.rules import RuleReport
+from hakiri.quality.verdicts import ProbeResult
 from hakiri.spec.base import split_qualified
 from hakiri.spec.connections import Target
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
@@ -49,6 +51,29 @@ class RunQuality:
         if self.replay_of:
             document["replay_of"] = self.replay_of
         return document
+
+
+def audit_run(
+    catalog: Catalog,
+    spec: PipelineSpec,
+    run_id: str,
+    quality: RunQuality,
+    audit: Callable[[], list[ProbeResult]],
+) -> None:
+    """`source_diff` validators, once a run's loads committed (`audit` compares). A failure
+    alerts; an `abort` one also fails the run, whose rows stay published."""
+    if not spec.validate_.source_diffs:
+        return
+    for probe in audit():
+        quality.validators.append(probe.as_dict())
+        if probe.ok:
+            continue
+        catalog.add_alert("warning", "validator", probe.message, pipeline_id=spec.id, run_id=run_id)
+        if probe.on_fail == "abort":
+            raise ValidationFailed(
+                f"validator {probe.message}", f"`hakiri diff {spec.id}` lists the rows that differ"
+            )
+        quality.alerts.append(f"validator {probe.message}")
 
 
 def quarantine_table(

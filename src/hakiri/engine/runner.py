@@ -40,17 +40,21 @@ from hakiri.destinations.capabilities import refusals
 from hakiri.destinations.kinds import engine_needs, kind_of
 from hakiri.engine.batch_loader import BatchLoader
 from hakiri.engine.controls import Outcome, RunControls, holder_id
-from hakiri.engine.drift import mark_targets, schema_drift, target_drift
+from hakiri.engine.drift import mark_after_run, refuse_frozen_drift
 from hakiri.engine.failures import NEVER_MATCHED_ALERT, alert_run_failed
 from hakiri.engine.leases import keep_lease, recover_stale_claims, take_lease
 from hakiri.engine.lineage import LineageRecorder
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.replay import Replayer
-from hakiri.engine.run_quality import RunQuality
+from hakiri.engine.run_quality import RunQuality, audit_run
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
 from hakiri.engine.workers import keep_claimed, keep_leased, run_workers
-from hakiri.errors import HakiriError, PlanStale, SchemaIncompatible, SecretMissing
+from hakiri.errors import (
+    HakiriError,
+    PlanStale,
+    SecretMissing,
+)
 from hakiri.hooks.runner import is_sql_like, run_hooks
 from hakiri.observability import (
     RunMetrics,
@@ -64,6 +68,7 @@ from hakiri.planner.backfill import load_parallelism
 from hakiri.planner.builder import batch_ref, retired_ref
 from hakiri.planner.model import EnqueueStep, LoadStep, Step
 from hakiri.quality.anomaly import check_run_row_count
+from hakiri.quality.verdicts import ProbeResult
 from hakiri.sources.select import source_for
 from hakiri.sources.table_batches import committed_cursor
 from hakiri.spark.engines import pipeline_refusals
@@ -89,8 +94,11 @@ class PipelineRunner:
         lease_timeout: float = 0.0,
         on_batch: Callable[[str, int, int, int], None] | None = None,
         controls: RunControls | None = None,
+        audit: Callable[[], list[ProbeResult]] | None = None,
     ) -> None:
         self.project, self.spec, self.catalog = project, spec, catalog
+        # `source_diff` validators, after the run's loads (services.diff.source_diff_audit)
+        self.audit = audit
         self.controls = controls or RunControls()
         self.spark, self.env, self.lease_timeout = spark, env, lease_timeout
         # (pipeline id, batches done, batches in this run, rows so far): drives progress display
@@ -184,33 +192,7 @@ class PipelineRunner:
             succeeded = True
         finally:
             outcome.steps = self._executed()
-            self._mark_targets(outcome, succeeded)
-
-    def _mark_targets(self, outcome: Outcome, succeeded: bool) -> None:
-        """After a run that changed its targets (or a successful one of a pipeline never
-        marked), note how they look, under the lease: drift is what differs later
-        (`engine.drift`). A failed run that committed nothing does not touch the targets."""
-        changed = outcome.batches or outcome.recovered or outcome.deleted
-        try:
-            if changed or (succeeded and not self.catalog.target_marks(self.spec.id)):
-                outcome.warnings += mark_targets(
-                    self.project, self.spec, self.catalog, self.env, outcome.run_id or ""
-                )
-        except HakiriError as exc:  # the run's own result stands; drift is a report
-            outcome.warnings.append(f"drift is not watched until the next load: {exc.reason}")
-
-    def _refuse_frozen_drift(self) -> None:
-        """Under schema_policy = 'freeze', a target whose columns or key changed by hand since
-        hakiri last loaded it is not loaded: the manifest no longer describes it."""
-        if self.spec.schema_policy != "freeze":
-            return
-        changed = schema_drift(target_drift(self.project, self.spec, self.catalog, self.env))
-        if changed:
-            raise SchemaIncompatible(
-                changed[0].describe() + " (schema_policy = 'freeze')",
-                "undo the change by hand, or set schema_policy = 'evolve' for one apply to "
-                "load the target as it is now; `hakiri plan` lists every drift",
-            )
+            mark_after_run(self.project, self.spec, self.catalog, self.env, outcome, succeeded)
 
     def _execute(self, outcome: Outcome, requested: str | None) -> None:
         missing = [name for name in self.spec.secrets if not self.env.get(name)]
@@ -231,7 +213,7 @@ class PipelineRunner:
         refused = pipeline_refusals(self.spec, engine, engine_needs(self.spec, kinds))
         if refused:
             raise HakiriError(*refused[0])
-        self._refuse_frozen_drift()
+        refuse_frozen_drift(self.project, self.spec, self.catalog, self.env)
         recover_stale_claims(self.catalog, self.spec.id, keep=requested)
         # What a crashed run committed is committed before the source plans: a file that
         # changed since is then a change of a loaded file, not of a queued one.
@@ -464,6 +446,8 @@ class PipelineRunner:
         try:
             self._hooks("pre", self.spec.hooks.pre, outcome, run, "running")
             self._work(run.run_id, outcome, quality, total, tally)
+            if self.audit is not None and outcome.batches:
+                audit_run(self.catalog, self.spec, run.run_id, quality, self.audit)
         except HakiriError as exc:
             self._fail(outcome, run.run_id, exc, RunStatus.FAILED, tally["bytes"], quality)
             return RunStatus.FAILED

@@ -58,7 +58,7 @@ class Targets:
             target.table,
             self.spec.load,
             post_hook=self._in_swap_post_hook(target),
-            validators=tuple(self.spec.validate_.dataset),
+            validators=tuple(self.spec.validate_.staged),
             quarantine=quarantine_table(self.spec, table, target),
             run_bytes=run_bytes,
         )

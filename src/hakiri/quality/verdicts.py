@@ -22,6 +22,7 @@ from hakiri.spec.quality import (
     FkIntegrityValidator,
     FreshnessValidator,
     RowCountValidator,
+    SourceDiffValidator,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "judge_fk_integrity",
     "judge_freshness",
     "judge_row_count",
+    "judge_source_diff",
     "not_a_timestamp",
     "probe_failed",
     "validator_check_id",
@@ -71,6 +73,8 @@ def validator_check_id(validator: DatasetValidator) -> str:
         return "row_count"
     if isinstance(validator, DuplicateKeyValidator):
         return "duplicate_key:" + ",".join(validator.columns)
+    if isinstance(validator, SourceDiffValidator):
+        return "source_diff"
     return f"{validator.type}:{validator.column}"
 
 
@@ -140,6 +144,34 @@ def judge_duplicate_key(
     noun = "key value appears" if duplicates == 1 else "key values appear"
     message = f"{label}: {duplicates:,} {noun} more than once (e.g. {shown})"
     return _result(v, False, message, int(duplicates))
+
+
+def judge_source_diff(
+    v: SourceDiffValidator,
+    target: str,
+    source_rows: int,
+    only_in_source: int,
+    only_in_target: int,
+    changed: int,
+) -> ProbeResult:
+    """A target compared with its source (`hakiri diff`'s counts)."""
+    differ = only_in_source + only_in_target + changed
+    allowed = v.allowed(source_rows)
+    if differ:
+        message = (
+            f"source_diff({target}): {_rows(differ)} {'differs' if differ == 1 else 'differ'} "
+            "from the source "
+            f"({only_in_source:,} only in the source, {only_in_target:,} only in the target, "
+            f"{changed:,} changed; allowed {allowed:,})"
+        )
+    else:
+        message = f"source_diff({target}): the target holds the source's {_rows(source_rows)}"
+    observed = {
+        "only_in_source": only_in_source,
+        "only_in_target": only_in_target,
+        "changed": changed,
+    }
+    return _result(v, differ <= allowed, message, observed)
 
 
 # ------------------------------------------------------- probes that cannot run

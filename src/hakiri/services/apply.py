@@ -178,6 +178,8 @@ def runner_for(
     controls: RunControls | None = None,
 ) -> PipelineRunner:
     """The engine for one pipeline, wired to its destinations, Spark and the file reader."""
+    from hakiri.services.diff import source_diff_audit
+
     return PipelineRunner(
         project,
         spec,
@@ -188,4 +190,5 @@ def runner_for(
         lease_timeout,
         on_batch,
         controls,
+        audit=lambda: source_diff_audit(project, spec, env, spark.get),
     )

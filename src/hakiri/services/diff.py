@@ -27,6 +27,7 @@ from typing import Any
 from hakiri.catalog.records import Batch, BatchStatus
 from hakiri.destinations.kinds import kind_of
 from hakiri.errors import HakiriError, PipelineNotFound
+from hakiri.observability import span
 from hakiri.planner.evolution import followed_renames
 from hakiri.quality.diff.bisect import Bisection, Key, bisect, on_both
 from hakiri.quality.diff.sides import Sample, SparkSide
@@ -38,13 +39,14 @@ from hakiri.quality.diff.views import (
     postgres_view,
     same_postgres_types,
 )
+from hakiri.quality.verdicts import ProbeResult, judge_source_diff
 from hakiri.sources.select import source_for
 from hakiri.sources.table_source import TableSource
 from hakiri.spec.connections import target_of
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
-__all__ = ["DIFFERENT", "TableDiff", "diff_pipeline"]
+__all__ = ["DIFFERENT", "TableDiff", "diff_pipeline", "source_diff_audit"]
 
 DIFFERENT = 2  # the exit code when a table differs (0: identical, 1: an error)
 SAMPLE_KEYS = 10  # keys shown per kind of difference, and changed rows shown with values
@@ -136,6 +138,33 @@ def diff_pipeline(
         return [_diff_table(project, spec, t, where, env, spark.get) for t in tables]
     finally:
         spark.stop()
+
+
+def source_diff_audit(
+    project: Project, spec: PipelineSpec, env: Mapping[str, str], spark: Callable[[], Any]
+) -> list[ProbeResult]:
+    """The pipeline's `source_diff` validators, after a run's loads: every table compared with
+    its target as `hakiri diff` compares them, each validator judging each table's counts."""
+    validators = spec.validate_.source_diffs
+    if not validators:
+        return []
+    found = []
+    for table in spec.table_specs():
+        with span("hakiri.validate.source_diff", {"hakiri.table": table.name}):
+            diffed = _diff_table(project, spec, table, None, env, spark)
+        counts = diffed.found
+        found += [
+            judge_source_diff(
+                v,
+                diffed.target,
+                diffed.source_rows,
+                len(counts.only_in_source),
+                len(counts.only_in_target),
+                len(counts.changed),
+            )
+            for v in validators
+        ]
+    return found
 
 
 def _diff_table(

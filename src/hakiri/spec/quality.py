@@ -115,12 +115,34 @@ class DuplicateKeyValidator(_Validator):
     columns: Annotated[list[Name], Field(min_length=1)]
 
 
+class SourceDiffValidator(_Validator):
+    """After the run's loads: the target compared with its source by key, as `hakiri diff`
+    compares them; fails when more rows differ than the tolerance allows."""
+
+    type: Literal["source_diff"]
+    max_differences: int = Field(
+        0, ge=0, description="Rows that may differ (only in source + only in target + changed)."
+    )
+    max_fraction: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Or this fraction of the source's rows, when that allows more.",
+    )
+
+    def allowed(self, source_rows: int) -> int:
+        """The differences tolerated for a source of `source_rows` rows."""
+        by_fraction = int(self.max_fraction * source_rows) if self.max_fraction else 0
+        return max(self.max_differences, by_fraction)
+
+
 DatasetValidator = Annotated[
     RowCountValidator
     | FreshnessValidator
     | FkIntegrityValidator
     | CardinalityValidator
-    | DuplicateKeyValidator,
+    | DuplicateKeyValidator
+    | SourceDiffValidator,
     Field(discriminator="type"),
 ]
 
@@ -129,11 +151,23 @@ class ValidateSpec(SpecModel):
     """`[pipeline.validate]`: row rules (per row, in Spark) and dataset validators (SQL probes).
 
     Dataset validators run against the staged rows inside the load transaction, so an
-    `abort` failure publishes nothing (write-audit-publish).
+    `abort` failure publishes nothing (write-audit-publish). `source_diff` is the exception:
+    it compares the whole target with the whole source, so it runs once the run's loads
+    have committed; an `abort` failure fails the run (no post hooks, an alert).
     """
 
     rules: list[RowRule] = Field(default_factory=list)
     dataset: list[DatasetValidator] = Field(default_factory=list)
+
+    @property
+    def staged(self) -> list[DatasetValidator]:
+        """The validators probed on each batch's staged rows, before it publishes."""
+        return [v for v in self.dataset if not isinstance(v, SourceDiffValidator)]
+
+    @property
+    def source_diffs(self) -> list[SourceDiffValidator]:
+        """The validators run after the run's loads (`source_diff`)."""
+        return [v for v in self.dataset if isinstance(v, SourceDiffValidator)]
 
     @model_validator(mode="after")
     def _rule_ids_are_unique(self) -> Self:

@@ -94,6 +94,7 @@ def test_status_shape_for_one_pipeline(plan_project) -> None:
         "last_runs",
         "cursors",
         "cdc",
+        "drift",
     }
     # the failed run recorded by _record_history is the last error
     assert status["last_error"]["message"] is not None

@@ -78,8 +78,9 @@ def test_changes_by_hand_are_reported_by_plan_status_and_once_each_by_serve(
 
         project.query(f'ALTER TABLE "{pg_schema}".t ALTER COLUMN name TYPE varchar(40)')
         serve.wait_for(lambda: len(_drift_alerts(serve)) == 2, 60, "the type change's alert")
-        assert "column name changed type from text to character varying(40)" in (
-            _drift_alerts(serve)[0]
+        assert (
+            "column name changed type from text to character varying(40)"
+            in (_drift_alerts(serve)[0])
         )
 
         project.query(f'DELETE FROM "{pg_schema}".t WHERE id = 1')
