@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hakiri.destinations.base import (
+    ChangeCount,
     Checkpoint,
     LoadRequest,
     LoadResult,
@@ -243,6 +244,30 @@ class FakeDestination:
         kept = {tuple(r[k] for k in key) for r in frame.select(*key).collect()}
         gone = sum(1 for r in found.rows if tuple(r.get(k) for k in key) not in kept)
         return gone, len(found.rows)
+
+    def count_changes(self, frame: Any, request: LoadRequest) -> ChangeCount | None:
+        """upsert only, in the driver (the fake's rows are in memory): batch rows inserted,
+        updated, unchanged, and the deletes `count_deletes` counts."""
+        found = self.tables.get(self._table_key(request))
+        key = list(request.load.upsert_key or ())
+        if found is None or not key:
+            return None
+        mine = {tuple(r.get(k) for k in key): r for r in found.rows}
+        names = {c.name for c in found.columns}
+        compared = [c for c in frame.columns if c in names and c not in key]
+        insert = update = unchanged = 0
+        for row in frame.collect():
+            had = mine.get(tuple(row[k] for k in key))
+            if had is None:
+                insert += 1
+            elif any(had.get(c) != row[c] for c in compared):
+                update += 1
+            else:
+                unchanged += 1
+        if not request.load.detects_deletes:
+            return ChangeCount(insert, update, unchanged)
+        gone, scoped = self.count_deletes(frame, request) or (0, 0)
+        return ChangeCount(insert, update, unchanged, gone, scoped)
 
     def read_for_replay(
         self, spark: Any, table: QuarantineTable, request: LoadRequest, of_run: str

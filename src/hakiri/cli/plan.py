@@ -9,7 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
-from hakiri.planner.model import Action, EnqueueStep, LoadStep, PipelinePlan, PlanDocument
+from hakiri.planner.model import (
+    Action,
+    ChangePreview,
+    EnqueueStep,
+    LoadStep,
+    PipelinePlan,
+    PlanDocument,
+)
 from hakiri.spec.sizes import byte_size
 
 _MARK = {
@@ -49,16 +56,26 @@ def plan(
             "Starts Spark to read the snapshot.",
         ),
     ] = False,
+    count_changes: Annotated[
+        bool,
+        typer.Option(
+            "--count-changes",
+            help="Count the rows the next batch of each upsert or scd2 pipeline would insert, "
+            "update, leave unchanged and (when the mode detects deletes) delete, matched on "
+            "the mode's key; includes --count-deletes. Starts Spark to read the batch.",
+        ),
+    ] = False,
 ) -> None:
     """Show what `apply` would change: specs, target tables, pending data. Reads only; starts no
-    JVM (unless --count-deletes)."""
+    JVM (unless --count-deletes or --count-changes)."""
     # catalog and database drivers: loaded only when planning
     from hakiri.services.plan import plan_project, save_plan
 
+    counting = {"count_deletes": count_deletes, "count_changes": count_changes}
     document = (
-        save_plan(project, ids or [], out, count_deletes=count_deletes)
+        save_plan(project, ids or [], out, **counting)
         if out
-        else plan_project(project, ids or [], count_deletes=count_deletes)
+        else plan_project(project, ids or [], **counting)
     )
     if as_json:
         emit_json(document.model_dump(mode="json"))
@@ -99,6 +116,8 @@ def render(document: PlanDocument) -> None:
         err.print(
             "  [dim]hint:[/dim] fix the connection or path named in each error, then plan again"
         )
+    for hint in document.hints:
+        err.print(f"[dim]hint:[/dim] {escape(hint)}")
 
 
 def _pipeline(p: PipelinePlan) -> None:
@@ -173,6 +192,10 @@ def _pipeline(p: PipelinePlan) -> None:
                 )
             else:
                 err.print(f"    [yellow]- deletes[/yellow] {escape(work.table)}: {escape(line)}")
+        if work.changes is not None:
+            err.print(
+                f"    [cyan]changes[/cyan] {escape(work.table)}: {escape(_changes(work.changes))}"
+            )
     for step in p.steps:
         if isinstance(step, EnqueueStep):
             for retired in step.retired:
@@ -188,6 +211,15 @@ def _pipeline(p: PipelinePlan) -> None:
         err.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
     for error in p.errors:
         err.print(f"    [red]error:[/red] {escape(error)}")
+
+
+def _changes(c: ChangePreview) -> str:
+    """`next batch B: +1,200 insert, ~340 update, -12 delete, 8,448 unchanged (counted)`."""
+    parts = [f"+{c.insert:,} insert", f"~{c.update:,} update"]
+    if c.delete is not None:
+        parts.append(f"-{c.delete:,} {c.verb or 'delete'}")
+    parts.append(f"{c.unchanged:,} unchanged")
+    return f"next batch {c.batch}: {', '.join(parts)} (counted)"
 
 
 def _show(value: Any) -> str:

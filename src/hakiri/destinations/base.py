@@ -193,6 +193,21 @@ class StagedBatch:
 
 
 @dataclass(frozen=True)
+class ChangeCount:
+    """What one batch of a keyed load would do to the target (`plan --count-changes`), counted
+    by the engine before any load: batch rows whose key the target lacks, batch rows that
+    differ from the target's row of their key, batch rows equal to it, and (when the mode
+    detects deletes) the target rows it would delete or close and the live rows in scope, the
+    delete guard's two numbers."""
+
+    insert: int
+    update: int
+    unchanged: int
+    delete: int | None = None
+    scoped: int | None = None
+
+
+@dataclass(frozen=True)
 class LoadResult:
     rows_loaded: int  # rows the load mode inserted or updated in the target
     already_committed: bool = False  # the ledger already had this batch: nothing was written
@@ -273,6 +288,13 @@ class Destination(Protocol):
     def count_deletes(self, frame: Any, request: LoadRequest) -> tuple[int, int] | None:
         """For `plan`, read-only: (target rows the snapshot `frame` would delete or close, the
         live target rows in scope), the delete guard's numbers; None without a target."""
+        ...
+
+    def count_changes(self, frame: Any, request: LoadRequest) -> ChangeCount | None:
+        """For `plan`, read-only: what the batch `frame` (shaped for the load) would insert,
+        update, leave unchanged and (when the mode detects deletes) delete, matched on the
+        mode's `changes_key` (`history.changes`); None without a target or a key to match on.
+        The target's rows are read into the engine and compared there: only counts return."""
         ...
 
     def read_for_replay(

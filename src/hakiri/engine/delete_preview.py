@@ -1,21 +1,25 @@
-"""`hakiri plan --count-deletes`: what a delete-detecting load would delete, before any load.
+"""`hakiri plan --count-deletes` and `--count-changes`: what a load would delete (or insert,
+update, leave unchanged), before any load.
 
 For upsert with `deletes` and scd2 with deletes = 'close', the next snapshot to load is
 read by Spark as apply reads it (source, transforms, renames, the mode's columns), and
 the destination counts the live target rows in scope whose key that snapshot lacks. The
 guard's numbers, exactly: the row rules (which may drop rows) are the one thing apply
-does and this does not. Read-only; only two counts reach the driver.
+does and this does not. `--count-changes` reads a keyed load's next batch the same way and
+the destination matches it with the target's rows (`destinations.history.changes`).
+Read-only; only counts reach the driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
-from hakiri.destinations.base import Destination
+from hakiri.destinations.base import ChangeCount, Destination, LoadRequest
 from hakiri.engine.targets import Targets
 from hakiri.planner.evolution import followed_renames
 from hakiri.sources.base import Source, explained_by
@@ -23,7 +27,7 @@ from hakiri.spec.connections import Target
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
 
-__all__ = ["count_snapshot_deletes"]
+__all__ = ["count_batch_changes", "count_snapshot_deletes"]
 
 
 def count_snapshot_deletes(
@@ -35,6 +39,45 @@ def count_snapshot_deletes(
     destination_for: Callable[[Target], Destination],
 ) -> tuple[int, int] | None:
     """(rows the batch would delete or close, live target rows in scope); None without a target."""
+    with _as_loaded(project, spec, source, batch, spark, destination_for, "delete from") as (
+        destination,
+        frame,
+        request,
+    ):
+        return destination.count_deletes(frame, request)
+
+
+def count_batch_changes(
+    project: Project,
+    spec: PipelineSpec,
+    source: Source,
+    batch: Batch | NewBatch,
+    spark: Callable[[], Any],
+    destination_for: Callable[[Target], Destination],
+) -> ChangeCount | None:
+    """What the batch would insert, update, leave unchanged and delete (`plan --count-changes`);
+    None without a target or a key to match on."""
+    with _as_loaded(project, spec, source, batch, spark, destination_for, "change in") as (
+        destination,
+        frame,
+        request,
+    ):
+        return destination.count_changes(frame, request)
+
+
+@contextmanager
+def _as_loaded(
+    project: Project,
+    spec: PipelineSpec,
+    source: Source,
+    batch: Batch | NewBatch,
+    spark: Callable[[], Any],
+    destination_for: Callable[[Target], Destination],
+    what: str,
+) -> Iterator[tuple[Destination, Any, LoadRequest]]:
+    """The batch read as apply reads it (source, transforms, renames, the mode's columns), its
+    destination and its load request at the batch's time; Spark's and the source's errors
+    name what was counted."""
     from hakiri.spark.errors import spark_errors
     from hakiri.spark.load_shape import shape_for_load
     from hakiri.spark.transforms import apply_transforms
@@ -43,7 +86,7 @@ def count_snapshot_deletes(
     targets = Targets(project, spec, destination_for)
     destination, request = targets.request(batch, run_id="plan")
     label = batch.file_path or batch.table_name
-    with spark_errors(f"counting the rows {label} would delete from {request.target_table}"):
+    with spark_errors(f"counting the rows {label} would {what} {request.target_table}"):
         read = source.read(spark(), batch)
         frame = apply_transforms(read.frame, spec.transforms) if read.evidence else read.frame
         renamed = followed_renames(frame.columns, spec.renames)
@@ -52,7 +95,7 @@ def count_snapshot_deletes(
         taken = read.taken_at or batch.created_at or datetime.now(UTC)
         frame = shape_for_load(frame, spec.load, taken)
         with explained_by(read):
-            return destination.count_deletes(frame, replace(request, batch_time=taken))
+            yield destination, frame, replace(request, batch_time=taken)
 
 
 def _as_batch(spec: PipelineSpec, batch: Batch | NewBatch) -> Batch:

@@ -37,6 +37,7 @@ from hakiri.planner.model import (
     Action,
     BatchRef,
     CatalogInfo,
+    ChangePreview,
     Column,
     DeletePreview,
     EnqueueStep,
@@ -76,7 +77,8 @@ __all__ = [
 def build_plan(
     project: str, catalog: CatalogInfo, observations: Sequence[PipelineObservation]
 ) -> PlanDocument:
-    pipelines = [plan_pipeline(o) for o in sorted(observations, key=lambda o: o.pipeline_id)]
+    ordered = sorted(observations, key=lambda o: o.pipeline_id)
+    pipelines = [plan_pipeline(o) for o in ordered]
     summary = Summary(
         add=sum(p.action is Action.ADD for p in pipelines),
         change=sum(p.action is Action.CHANGE for p in pipelines),
@@ -86,7 +88,27 @@ def build_plan(
         errors=sum(bool(p.errors) for p in pipelines),
         pending=sum(any(w.has_work for w in p.pending) for p in pipelines),
     )
-    return PlanDocument(project=project, catalog=catalog, summary=summary, pipelines=pipelines)
+    hints = []
+    if any(_uncounted_changes(o, p) for o, p in zip(ordered, pipelines, strict=True)):
+        hints.append(COUNT_CHANGES_HINT)
+    return PlanDocument(
+        project=project, catalog=catalog, summary=summary, pipelines=pipelines, hints=hints
+    )
+
+
+COUNT_CHANGES_HINT = "`hakiri plan --count-changes` counts rows to insert/update/delete"
+
+
+def _uncounted_changes(obs: PipelineObservation, plan: PipelinePlan) -> bool:
+    """A keyed load (upsert, scd2) into an existing target has a batch to load whose effect
+    on the target's rows was not counted."""
+    spec = obs.spec
+    if spec is None or obs.skipped or not spec.load.strategy.changes_key(spec.load):
+        return False
+    return any(
+        work.has_work and work.changes is None and t.target_now is not None and t.target_now.exists
+        for t, work in zip(obs.tables, plan.pending, strict=True)
+    )
 
 
 def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
@@ -272,6 +294,23 @@ def _pending(spec: PipelineSpec, t: TableObservation) -> PendingWork:
         new_batches=len(new),
         queued_batches=len(_queued(t)),
         deletes=_delete_preview(spec, t),
+        changes=_change_preview(spec, t),
+    )
+
+
+def _change_preview(spec: PipelineSpec, t: TableObservation) -> ChangePreview | None:
+    if t.changes is None:
+        return None
+    batch, counted = t.changes
+    load = spec.load
+    detects = counted.delete is not None
+    return ChangePreview(
+        batch=batch,
+        insert=counted.insert,
+        update=counted.update,
+        delete=counted.delete,
+        unchanged=counted.unchanged,
+        verb=load.strategy.delete_verb(load) if detects else None,
     )
 
 

@@ -106,6 +106,26 @@ class DeletePreview(_Frozen):
     refused: bool = Field(description="Over the guard: apply will refuse the whole load.")
 
 
+class ChangePreview(_Frozen):
+    """What the next batch of a keyed load (upsert, scd2) would do to the target's rows,
+    counted before any load (`plan --count-changes`)."""
+
+    batch: str = Field(description="The batch counted (the next one to load).")
+    insert: int = Field(description="Batch rows whose key the target lacks.")
+    update: int = Field(
+        description="Batch rows whose key the target has, with a compared column that differs "
+        "(scd2: a new version of a current one)."
+    )
+    delete: int | None = Field(
+        description="Target rows it would delete, mark deleted or close; null when the mode "
+        "detects no deletes."
+    )
+    unchanged: int = Field(description="Batch rows equal to the target's row of their key.")
+    verb: str | None = Field(
+        None, description="What a delete does: 'delete', 'mark deleted' or 'close'."
+    )
+
+
 class PendingWork(_Frozen):
     table: str
     new_files: list[str] = Field(default_factory=list)
@@ -120,6 +140,10 @@ class PendingWork(_Frozen):
     )
     deletes: DeletePreview | None = Field(
         None, description="Delete-detecting loads (upsert deletes, scd2 close): the guard's count."
+    )
+    changes: ChangePreview | None = Field(
+        None,
+        description="Keyed loads (upsert, scd2), with --count-changes: the next batch's effect.",
     )
 
     @property
@@ -255,3 +279,6 @@ class PlanDocument(_Frozen):
     catalog: CatalogInfo
     summary: Summary
     pipelines: list[PipelinePlan]
+    hints: list[str] = Field(
+        default_factory=list, description="What else plan could show, and the flag that shows it."
+    )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hakiri.catalog.records import Batch, PipelineState
-from hakiri.destinations.base import TargetObservation
+from hakiri.destinations.base import ChangeCount, TargetObservation
 from hakiri.planner.drift import TargetDrift
 from hakiri.sources.base import SourceObservation, TablePlan
 from hakiri.sources.cdc.lag import CdcLag
@@ -37,6 +37,9 @@ class TableObservation:
     # Delete-detecting loads: (the next snapshot's batch id, target rows it would delete or
     # close, live target rows in scope), counted by Spark; None when not counted.
     deletes: tuple[str, int, int] | None = None
+    # Keyed loads (upsert, scd2): (the next batch's id, what it would insert, update, leave
+    # unchanged and delete), counted by Spark (`plan --count-changes`); None when not counted.
+    changes: tuple[str, ChangeCount] | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Read-only everywhere: the catalog is opened without migrating (a missing one reads
 as empty and is not created), PostgreSQL sessions are read-only, and no JVM starts,
 unless `count_deletes` asks Spark to count what a delete-detecting load (upsert
-`deletes`, scd2 closing) would delete (`engine.delete_preview`). An unreachable source
+`deletes`, scd2 closing) would delete, or `count_changes` what the next batch of a keyed load
+(upsert, scd2) would insert, update and delete (`engine.delete_preview`). An unreachable source
 or target becomes an error on that pipeline, not a crash.
 """
 
@@ -26,7 +27,7 @@ from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
 from hakiri.destinations.kinds import engine_needs, kind_of
-from hakiri.engine.delete_preview import count_snapshot_deletes
+from hakiri.engine.delete_preview import count_batch_changes, count_snapshot_deletes
 from hakiri.engine.drift import target_drift
 from hakiri.errors import HakiriError, PipelineNotFound, PlanStale
 from hakiri.planner.builder import applied_now, build_plan
@@ -58,19 +59,23 @@ def observe_project(
     env: Mapping[str, str] | None = None,
     *,
     count_deletes: bool = False,
+    count_changes: bool = False,
 ) -> ProjectObservation:
     """Everything the planner decides from: manifests, catalog, targets and sources, read-only.
     `count_deletes`: also read the next snapshot of each delete-detecting pipeline with Spark
-    and count the target rows it would delete (`plan --count-deletes`)."""
+    and count the target rows it would delete (`plan --count-deletes`). `count_changes`: read
+    the next batch of each keyed load (upsert, scd2) and count the rows it would insert, update
+    and delete (`plan --count-changes`; the delete counts too)."""
     env = os.environ if env is None else env
     project = load_project(root, env)
     url = catalog_url(project.root, project.settings.catalog.url, env)
-    spark = LazySpark(project) if count_deletes else None
+    spark = LazySpark(project) if count_deletes or count_changes else None
     with Catalog.open(url, migrate=False) as catalog:
         states = catalog.pipeline_states()
         wanted = _select(project, states, ids)
         try:
-            observations = _Observer(project, catalog, states, env, spark).observe(
+            observer = _Observer(project, catalog, states, env, spark, count_changes=count_changes)
+            observations = observer.observe(
                 [project.pipelines[i] for i in wanted if i in project.pipelines], named=bool(ids)
             )
         finally:
@@ -90,8 +95,9 @@ def plan_project(
     env: Mapping[str, str] | None = None,
     *,
     count_deletes: bool = False,
+    count_changes: bool = False,
 ) -> PlanDocument:
-    seen = observe_project(root, ids, env, count_deletes=count_deletes)
+    seen = observe_project(root, ids, env, count_deletes=count_deletes, count_changes=count_changes)
     return build_plan(seen.project, seen.catalog, seen.pipelines)
 
 
@@ -102,10 +108,11 @@ def save_plan(
     env: Mapping[str, str] | None = None,
     *,
     count_deletes: bool = False,
+    count_changes: bool = False,
 ) -> PlanDocument:
     """`hakiri plan -o FILE`: the plan and digests of what it was made from, for `apply FILE`.
     A plan with errors is not written (as Terraform): there is nothing apply could execute."""
-    seen = observe_project(root, ids, env, count_deletes=count_deletes)
+    seen = observe_project(root, ids, env, count_deletes=count_deletes, count_changes=count_changes)
     document = build_plan(seen.project, seen.catalog, seen.pipelines)
     if document.summary.errors:
         return document
@@ -193,6 +200,15 @@ def _select(project: Project, states: Mapping[str, Any], ids: Sequence[str]) -> 
     return list(dict.fromkeys(ids))
 
 
+def _following(t: TableObservation) -> Batch | NewBatch | None:
+    """The table's next batch to load: the oldest one queued (and not retired by this plan),
+    else the first new one."""
+    leaving = {r.batch_id for r in t.batch_plan.retire} if t.batch_plan is not None else set()
+    queued = [b for b in t.batches if b.status.queued and b.batch_id not in leaving]
+    new = list(t.batch_plan.batches) if t.batch_plan is not None else []
+    return (queued or new or [None])[0]
+
+
 def _attempt(errors: list[str], call: Callable[[], Any]) -> Any:
     try:
         return call()
@@ -209,7 +225,12 @@ class _Observer:
         states: Mapping[str, PipelineState],
         env: Mapping[str, str],
         spark: LazySpark | None,
+        *,
+        count_changes: bool = False,
     ) -> None:
+        """`spark`: count what the next batches delete (and, with `count_changes`, insert and
+        update) with it; None counts nothing."""
+        self.count_changes = count_changes
         self.states = states
         self.project, self.catalog, self.env, self.spark = project, catalog, env, spark
         self._batches_of: dict[str, list[Batch]] = {}
@@ -232,15 +253,15 @@ class _Observer:
             )
             refused = self._engine_refusals(spec, [t.target.kind for t in tables])
             errors[spec.id] += refused
-            if (
-                self.spark is not None
-                and not refused
-                and spec.load.detects_deletes
-                and applied_now(spec, named)
-            ):
-                tables = tuple(
-                    self._count_deletes(spec, source, t, errors[spec.id]) for t in tables
-                )
+            if self.spark is not None and not refused and applied_now(spec, named):
+                if self.count_changes and spec.load.strategy.changes_key(spec.load):
+                    tables = tuple(
+                        self._count_changes(spec, source, t, errors[spec.id]) for t in tables
+                    )
+                elif spec.load.detects_deletes:
+                    tables = tuple(
+                        self._count_deletes(spec, source, t, errors[spec.id]) for t in tables
+                    )
             observations.append(
                 PipelineObservation(
                     spec.id,
@@ -317,16 +338,44 @@ class _Observer:
         self, spec: PipelineSpec, source: Source, t: TableObservation, errors: list[str]
     ) -> TableObservation:
         """The next snapshot's deletes, when there is one to load and a target to delete from."""
-        leaving = {r.batch_id for r in t.batch_plan.retire} if t.batch_plan is not None else set()
-        queued = [b for b in t.batches if b.status.queued and b.batch_id not in leaving]
-        new = list(t.batch_plan.batches) if t.batch_plan is not None else []
-        following: Batch | NewBatch | None = (queued or new or [None])[0]
+        found = self._count_next(spec, source, t, errors, count_snapshot_deletes)
+        if found is None:
+            return t
+        batch_id, (rows, scoped) = found
+        return replace(t, deletes=(batch_id, rows, scoped))
+
+    def _count_changes(
+        self, spec: PipelineSpec, source: Source, t: TableObservation, errors: list[str]
+    ) -> TableObservation:
+        """What the next batch inserts, updates and deletes, when there is one to load and a
+        target it changes. Only the next: a later batch meets the target the earlier ones
+        leave, which no count before them can know."""
+        found = self._count_next(spec, source, t, errors, count_batch_changes)
+        if found is None:
+            return t
+        batch_id, counted = found
+        t = replace(t, changes=(batch_id, counted))
+        if counted.delete is None or counted.scoped is None:
+            return t
+        return replace(t, deletes=(batch_id, counted.delete, counted.scoped))
+
+    def _count_next(
+        self,
+        spec: PipelineSpec,
+        source: Source,
+        t: TableObservation,
+        errors: list[str],
+        count: Callable[..., Any],
+    ) -> tuple[str, Any] | None:
+        """(the table's next batch, what `count` counted of it), or None: no batch, no target,
+        or an error (added to `errors`)."""
+        following = _following(t)
         spark = self.spark
         if following is None or spark is None or t.target_now is None or not t.target_now.exists:
-            return t
+            return None
         counted = _attempt(
             errors,
-            lambda: count_snapshot_deletes(
+            lambda: count(
                 self.project,
                 spec,
                 source,
@@ -335,9 +384,7 @@ class _Observer:
                 lambda target: destination_for(self.project, spec, target, self.env, spark.get),
             ),
         )
-        if counted is None:
-            return t
-        return replace(t, deletes=(following.batch_id, *counted))
+        return None if counted is None else (following.batch_id, counted)
 
     def _batches(self, pipeline_id: str) -> list[Batch]:
         """The pipeline's batches, read once for all its tables."""

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hakiri.destinations.base import (
+    ChangeCount,
     Checkpoint,
     LoadRequest,
     LoadResult,
@@ -75,6 +76,7 @@ from hakiri.destinations.context.commit import (
 )
 from hakiri.destinations.context.evolve import evolve_table
 from hakiri.destinations.context.history import (
+    count_changes,
     count_deletes,
     merge_replace_window,
     merge_scd2,
@@ -256,6 +258,10 @@ class ContextDestination:
     def count_deletes(self, frame: Any, request: LoadRequest) -> tuple[int, int] | None:
         location = self._location(request.target_table, "target table")
         return count_deletes(self._delta_spark(), location, frame, request)
+
+    def count_changes(self, frame: Any, request: LoadRequest) -> ChangeCount | None:
+        location = self._location(request.target_table, "target table")
+        return count_changes(self._delta_spark(), location, frame, request)
 
     def evolve(self, request: LoadRequest, change: SchemaChange) -> None:
         """Apply `change` to the target table as ONE new Delta version (metadata-only when it

@@ -16,13 +16,20 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from hakiri.destinations.base import LoadRequest
+from hakiri.destinations.base import ChangeCount, LoadRequest
 from hakiri.destinations.context.commit import delta_uri
 from hakiri.destinations.context.merge import DeltaMerge
 from hakiri.destinations.context.staging import read_parquet
 from hakiri.destinations.context.txn import txn_session
 from hakiri.destinations.context.writes import write_frame
 from hakiri.destinations.delete_guard import check_deletes
+from hakiri.destinations.history.changes import (
+    batch_rows,
+    change_columns,
+    count_changes_query,
+    matched_rows,
+    target_rows,
+)
 from hakiri.destinations.history.deletes import (
     absent_rows,
     batch_time_of,
@@ -68,7 +75,13 @@ from hakiri.guards.spark_types import quoted_name
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["count_deletes", "merge_replace_window", "merge_scd2", "merge_upsert_with_deletes"]
+__all__ = [
+    "count_changes",
+    "count_deletes",
+    "merge_replace_window",
+    "merge_scd2",
+    "merge_upsert_with_deletes",
+]
 
 _ACTION = "_hakiri_action"
 
@@ -332,3 +345,31 @@ def count_deletes(
         snapshot = views.add(frame.select(*map(quoted_name, key)).distinct(), "snapshot")
         gone = views.count(count_rows(target, absent_rows(doomed, key, snapshot)))
         return gone, views.count(count_rows(target, live))
+
+
+def count_changes(
+    spark: SparkSession, location: Path, frame: DataFrame, request: LoadRequest
+) -> ChangeCount | None:
+    """For `plan`: what the batch `frame` would insert, update, leave unchanged and delete in
+    the Delta table at `location` (`history.changes`); None when it does not exist yet or has
+    no key to match on."""
+    from hakiri.destinations.context.inspect import is_delta_table
+
+    if not is_delta_table(location):
+        return None
+    load = request.load
+    table = spark.read.format("delta").load(delta_uri(location))
+    cols = change_columns(load, frame.columns, table.columns)
+    matched = matched_rows(load, table.columns)
+    if cols is None or matched is None:
+        return None
+    live = planned_live(load, table.columns) if load.detects_deletes else None
+    doomed = None if live is None else planned_doomed(load, live, request.batch_time, "spark")
+    with TempViews(spark) as views:
+        target = views.add(table, "target")
+        rows = views.define(target_rows(cols, target, matched, doomed), "target_rows")
+        batch = views.define(batch_rows(cols, views.add(frame, "batch")), "batch_rows")
+        insert, update, unchanged, gone = views.counts(count_changes_query(cols, batch, rows))
+        if live is None:
+            return ChangeCount(insert, update, unchanged)
+        return ChangeCount(insert, update, unchanged, gone, views.count(count_rows(target, live)))

@@ -56,3 +56,8 @@ class TempViews:
         """The one number a count query returns."""
         rows = self.query(select).collect()
         return int(rows[0][0]) if rows else 0
+
+    def counts(self, select: exp.Query) -> tuple[int, ...]:
+        """The one row of numbers a query of several counts returns (NULL as 0)."""
+        rows = self.query(select).collect()
+        return tuple(int(v or 0) for v in rows[0]) if rows else ()

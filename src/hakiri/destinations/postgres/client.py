@@ -27,6 +27,7 @@ from psycopg import sql
 
 from hakiri.destinations.base import (
     REPLAY_ROW_COLUMN,
+    ChangeCount,
     Checkpoint,
     LoadRequest,
     LoadResult,
@@ -45,7 +46,7 @@ from hakiri.destinations.postgres.copy_writer import (
     copy_statement,
 )
 from hakiri.destinations.postgres.evolve import evolve_target
-from hakiri.destinations.postgres.history import count_deletes
+from hakiri.destinations.postgres.history import count_changes, count_deletes
 from hakiri.destinations.postgres.inspect import inspect_postgres_target, observe_targets
 from hakiri.destinations.postgres.ledger import LoadLedger, ensure_ledger_tables
 from hakiri.destinations.postgres.load_modes import (
@@ -652,6 +653,9 @@ class PostgresDestination:
 
     def count_deletes(self, frame: Any, request: LoadRequest) -> tuple[int, int] | None:
         return count_deletes(self.url, self._schema(request), frame, request)
+
+    def count_changes(self, frame: Any, request: LoadRequest) -> ChangeCount | None:
+        return count_changes(self.url, self._schema(request), frame, request)
 
     def target_columns(self, request: LoadRequest) -> tuple[TargetColumn, ...] | None:
         """The target's columns as `plan` sees them (format_type spelling); None without a target."""

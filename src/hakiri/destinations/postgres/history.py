@@ -17,8 +17,16 @@ import sqlglot
 from psycopg import sql
 from sqlglot import exp
 
-from hakiri.destinations.base import LoadRequest
+from hakiri.destinations.base import ChangeCount, LoadRequest
 from hakiri.destinations.delete_guard import check_deletes
+from hakiri.destinations.history.changes import (
+    DOOMED,
+    batch_rows,
+    change_columns,
+    count_changes_query,
+    matched_rows,
+    target_rows,
+)
 from hakiri.destinations.history.deletes import (
     absent_rows,
     batch_time_of,
@@ -56,9 +64,9 @@ from hakiri.destinations.history.window import (
     in_batch_values,
     range_predicate,
 )
-from hakiri.destinations.postgres.load_modes import LoadContext, insert_from_staging
+from hakiri.destinations.postgres.load_modes import LoadContext, insert_from_staging, is_text_type
 
-__all__ = ["count_deletes", "detect_deletes", "load_replace_window", "load_scd2"]
+__all__ = ["count_changes", "count_deletes", "detect_deletes", "load_replace_window", "load_scd2"]
 
 _NEW, _KEYS, _RESULT = table("_h_new"), table("_h_keys"), table("_h_result")
 
@@ -262,3 +270,59 @@ def count_deletes(
         snapshot = views.add(frame.select(*map(quoted_name, key)).distinct(), "snapshot")
         gone = views.count(count_rows(targets, absent_rows(exp.true(), key, snapshot)))
     return gone, scoped
+
+
+def count_changes(url: str, schema: str, frame: Any, request: LoadRequest) -> ChangeCount | None:
+    """For `plan`, before any load: what the batch `frame` would insert, update, leave unchanged
+    and delete in the target (`history.changes`); None when there is no target yet or no key
+    to match on. The matched target rows' key and compared columns are read by the engine
+    (`pg_reader`, in the batch's types) and joined with the batch there: only counts return."""
+    from hakiri.destinations.postgres.inspect import observe_targets
+    from hakiri.destinations.postgres.sql_client import connect
+    from hakiri.spark.pg_reader import as_text, read_query
+
+    load = request.load
+    target = table(schema, request.target_table)
+    conn = connect(url)  # one read-only session: the target's columns, its live rows' count
+    try:
+        conn.read_only = True
+        [seen] = observe_targets(conn, [(schema, request.target_table)])
+        if not seen.exists:
+            return None
+        kinds = {c.name: c.type for c in seen.columns}
+        cols = change_columns(load, frame.columns, kinds)
+        matched = matched_rows(load, kinds)
+        if cols is None or matched is None:
+            return None
+        doomed, scoped = None, None
+        live = planned_live(load, kinds) if load.detects_deletes else None
+        if live is not None:
+            doomed = planned_doomed(load, live, request.batch_time, "postgres")
+            scoped = _count(conn, count_rows(target, live))
+        rows = _sql(target_rows(cols, target, matched, doomed))
+        # Each value as text the engine reads back exactly (timestamps in UTC ISO form).
+        names = (*cols.key, *cols.compared)
+        query = sql.SQL("SELECT {}, {} FROM ({}) AS r").format(
+            sql.SQL(", ").join(as_text(n, kinds[n]) for n in names),
+            sql.Identifier(DOOMED),
+            rows,
+        )
+        text = query.as_string(conn)
+    finally:
+        conn.close()
+    types = dict(frame.dtypes)
+    blank = (
+        [n for n in names if types[n] == "string" and is_text_type(kinds[n])]
+        if load.strategy.empty_strings_as_null
+        else []
+    )
+    read = read_query(
+        frame.sparkSession, url, text, [*((n, types[n]) for n in names), (DOOMED, "int")]
+    )
+    with TempViews(frame.sparkSession) as views:
+        batch = views.add(frame, "batch")
+        counted = views.define(batch_rows(cols, batch, blank), "batch_rows")
+        insert, update, unchanged, gone = views.counts(
+            count_changes_query(cols, counted, views.add(read, "target_rows"))
+        )
+    return ChangeCount(insert, update, unchanged, gone if live is not None else None, scoped)

@@ -222,6 +222,11 @@ class LoadStrategy:
         """Does a load compare the snapshot with the target to delete or close absent keys?"""
         return False
 
+    def changes_key(self, load: LoadSpec) -> list[str] | None:
+        """The key `plan --count-changes` matches a batch's rows with the target's on, to
+        count inserts, updates and unchanged rows; None: the mode's effect is not counted."""
+        return None
+
     def delete_verb(self, load: LoadSpec) -> str:
         """What the delete guard says the load does to a target row the snapshot lacks."""
         return "delete"

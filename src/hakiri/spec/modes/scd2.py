@@ -94,6 +94,10 @@ class Scd2(LoadStrategy):
     def detects_deletes(self, load: LoadSpec) -> bool:
         return load.deletes != "ignore"
 
+    def changes_key(self, load: LoadSpec) -> list[str] | None:
+        # Matched with the current versions: a changed one closes and a new version opens.
+        return load.key_columns
+
     def delete_verb(self, load: LoadSpec) -> str:
         return "close"
 

@@ -31,6 +31,9 @@ class Upsert(LoadStrategy):
     def detects_deletes(self, load: LoadSpec) -> bool:
         return load.deletes is not None
 
+    def changes_key(self, load: LoadSpec) -> list[str] | None:
+        return self.merge_key(load)
+
     def delete_verb(self, load: LoadSpec) -> str:
         return "delete" if load.deletes == "hard" else "mark deleted"
 
