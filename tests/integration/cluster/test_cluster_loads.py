@@ -1,11 +1,13 @@
 """The same loads on a real Spark standalone cluster (a master and two workers, separate JVM
-processes on loopback) as on `local[2]`: `hakiri apply` runs as a new process with
+processes on loopback) as on the suite's local session: `hakiri apply` runs as a new process with
 `[spark] master = "spark://…"`, its executors on the workers, and the tables it writes
 equal, row for row, the ones a local run writes.
 
 These applies run their Spark driver in the command, hakiri's default for a cluster's master
 (pinned with `HAKIRI_SPARK_REMOTE=in-process`): the cluster counts one finished application
-per apply. A Spark Connect server submitted to the cluster is not proven here yet."""
+per apply. The local reference runs in the test process, on the suite's session (no JVM
+driver to start for it). A Spark Connect server submitted to the cluster is not proven here
+yet."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ import psycopg
 import pytest
 from deltalake import DeltaTable
 from psycopg import sql
+from typer.testing import CliRunner
 
+from hakiri.cli.main import app
 from tests.support.spark_cluster import StandaloneCluster
 
 pytestmark = pytest.mark.integration
@@ -92,11 +96,26 @@ url = ""
 
 
 def _apply_on(cluster: StandaloneCluster, master: str, root: Path, pg_url: str) -> None:
-    """`hakiri apply` in a new process; on the cluster, it must show up there as one more app."""
+    """`hakiri apply` on the cluster in a new process (it must show up there as one more app);
+    the local reference in this process, on the suite's warm session (no JVM to start)."""
+    if master != cluster.url:
+        _apply_here(root, pg_url)
+        return
     before = len(cluster.finished_apps())
     _apply(root, pg_url)
-    if master == cluster.url:
-        assert len(cluster.finished_apps()) == before + 1  # it ran on the cluster, not locally
+    assert len(cluster.finished_apps()) == before + 1  # it ran on the cluster, not locally
+
+
+def _apply_here(root: Path, pg_url: str) -> None:
+    text = (root / "hakiri.toml").read_text().replace('url = ""', f'url = "{pg_url}"', 1)
+    (root / "hakiri.toml").write_text(text)
+    done = CliRunner().invoke(
+        app,
+        ["apply", "--project", str(root)],
+        env={"HAKIRI_COPY_MIN_RUN_BYTES": "0"},
+        catch_exceptions=False,
+    )
+    assert done.exit_code == 0, done.stdout + done.stderr
 
 
 def _apply(root: Path, pg_url: str) -> subprocess.CompletedProcess[str]:
@@ -144,7 +163,11 @@ def _quarantine(pg_url: str, schema: str, table: str) -> list[tuple[Any, ...]]:
 
 
 def test_every_postgres_load_mode_on_the_cluster_equals_the_local_one(
-    cluster: StandaloneCluster, tmp_path: Path, pg_url: str, pg_conn: psycopg.Connection
+    cluster: StandaloneCluster,
+    tmp_path: Path,
+    pg_url: str,
+    pg_conn: psycopg.Connection,
+    spark: object,
 ) -> None:
     results: dict[str, dict[str, Any]] = {}
     for where, master in (("local", "local[2]"), ("cluster", cluster.url)):
@@ -179,7 +202,7 @@ def _delta_rows(location: Path, columns: tuple[str, ...] | None = None) -> list[
 
 
 def test_every_context_store_load_mode_on_the_cluster_equals_the_local_one(
-    cluster: StandaloneCluster, tmp_path: Path, pg_url: str
+    cluster: StandaloneCluster, tmp_path: Path, pg_url: str, spark: object
 ) -> None:
     """One apply per side over three files, one batch each for the file modes: the first
     creates each table, the next ones MERGE into it (upsert), the third file's first half
