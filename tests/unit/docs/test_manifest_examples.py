@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from hakiri.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[3]
-DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 MODES = (
     "append",
     "truncate",
