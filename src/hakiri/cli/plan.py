@@ -140,8 +140,14 @@ def _pipeline(p: PipelinePlan) -> None:
             err.print(
                 f"    [cyan]transforms[/cyan] {escape(t.table)} -> {escape(columns or 'no columns')}"
             )
+        guessed = {c.name: c.type for c in t.inferred or () if c.type}
         if t.create:
-            if any(c.type for c in t.columns):
+            if guessed and not any(c.type for c in t.columns):
+                columns = ", ".join(
+                    f"{c.name} {guessed.get(c.name, '?')}" for c in t.inferred or ()
+                )
+                columns += f"; inferred from {t.inferred_rows:,} records, as apply infers them"
+            elif any(c.type for c in t.columns):
                 columns = ", ".join(
                     f"{c.name} {c.type or '(type from the data)'}" for c in t.columns
                 )
@@ -152,7 +158,7 @@ def _pipeline(p: PipelinePlan) -> None:
             err.print(f"    [green]+ create {escape(t.target)}[/green] ({escape(columns)})")
         for c in t.add_columns:
             err.print(
-                f"    [green]+ column {escape(t.target)}.{escape(c.name)}[/green] {escape(c.type or '(type from data)')}"
+                f"    [green]+ column {escape(t.target)}.{escape(c.name)}[/green] {escape(_added_type(c.type, guessed.get(c.name)))}"
             )
         for r in t.rename_columns:
             err.print(f"    [yellow]~ rename {escape(t.target)}.{escape(r)}[/yellow]")
@@ -220,6 +226,12 @@ def _changes(c: ChangePreview) -> str:
         parts.append(f"-{c.delete:,} {c.verb or 'delete'}")
     parts.append(f"{c.unchanged:,} unchanged")
     return f"next batch {c.batch}: {', '.join(parts)} (counted)"
+
+
+def _added_type(declared: str | None, guessed: str | None) -> str:
+    if declared:
+        return declared
+    return f"{guessed} (inferred)" if guessed else "(type from data)"
 
 
 def _show(value: Any) -> str:

@@ -13,6 +13,7 @@ Every decision here is the one `apply` makes, by the same code:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from hakiri.catalog.records import Batch, NewBatch, Retirement
 from hakiri.destinations.base import ColumnRetype
@@ -56,6 +57,7 @@ from hakiri.planner.model import (
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.transforms import OutputSchema, transform_schema
 from hakiri.planner.types import destination_type, source_type_as_spark
+from hakiri.sources.csv_sample import MONEY_HINT
 from hakiri.sources.cursors import CursorRange, cursor_kind_of
 from hakiri.sources.file_batches import snapshot_files
 from hakiri.sources.rest_source import WalkPart
@@ -130,6 +132,9 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     targets = [change for change, _ in schema]
     pending = [_pending(spec, t) for t in obs.tables]
     warnings = [w for t in obs.tables for w in _warnings(spec, t)]
+    warnings += [
+        w for t, (change, _) in zip(obs.tables, schema, strict=True) for w in _money(t, change)
+    ]
     warnings += [
         f"{p.table}: the rows its next snapshot deletes are counted at load, where "
         f"max_delete_fraction = {spec.load.max_delete_fraction:g} guards them; "
@@ -352,7 +357,10 @@ def _schema(
     if not now.exists:
         created = [Column(name=n, type=_destination(s, t.target.kind)) for n, s in columns or []]
         step = EvolveStep(table=t.table.name, create=True, columns=created) if columns else None
-        return TargetChange(**base, exists=False, create=True, columns=created, **common), step
+        inferred = _inferred(spec, t, None)
+        return TargetChange(
+            **base, exists=False, create=True, columns=created, **inferred, **common
+        ), step
     where = f"pipeline `{spec.id}`, table {t.table.name} -> {t.target.table}"
     refused: list[str] = []
     decision = SchemaDecision()
@@ -382,6 +390,7 @@ def _schema(
         rename_columns=step.rename_columns,
         retype_columns=step.retype_columns,
         incompatible=refused,
+        **_inferred(spec, t, {c.name for c in step.add_columns if c.type is None}),
         **common,
     )
     if refused:
@@ -412,15 +421,51 @@ def _destination(spark_type: str | None, kind: str) -> str | None:
     return destination_type(spark_type, kind) if spark_type else None
 
 
-def _loaded_columns(spec: PipelineSpec, t: TableObservation) -> list[tuple[str, str | None]] | None:
+def _money(t: TableObservation, change: TargetChange) -> list[str]:
+    """A hint per column about to be created as a float from data that looks like money."""
+    sample = t.source.sample if t.source is not None else None
+    if sample is None or not change.inferred:
+        return []
+    return [
+        f"{t.table.name}: column {c.name} infers as {c.type} from the data "
+        f"({sample.rows:,} records sampled): " + MONEY_HINT.format(column=c.name)
+        for c in change.inferred
+        if c.name in sample.money
+    ]
+
+
+def _inferred(spec: PipelineSpec, t: TableObservation, added: set[str] | None) -> dict[str, Any]:
+    """TargetChange's `inferred` types (of every column, or of the `added` ones), when the
+    source's types come from its data and the sample tells them."""
+    sample = t.source.sample if t.source is not None else None
+    if sample is None or (added is not None and not added):
+        return {}
+    columns = _loaded_columns(spec, t, sampled=True) or []
+    kind = t.target.kind
+    return {
+        "inferred": [
+            Column(name=n, type=_destination(s, kind))
+            for n, s in columns
+            if added is None or n in added
+        ],
+        "inferred_rows": sample.rows,
+    }
+
+
+def _loaded_columns(
+    spec: PipelineSpec, t: TableObservation, *, sampled: bool = False
+) -> list[tuple[str, str | None]] | None:
     """(name, Spark type) of the columns that reach the target: the source's, after the
-    transforms and the renames it follows; a type None is one only the data will tell."""
+    transforms and the renames it follows; a type None is one only the data will tell
+    (`sampled`: the type the source's sample infers instead, when there is one)."""
     if t.source is None or t.source.columns is None:
         return None
-    transformed = _transform_schema(spec, t)
+    guessed = dict(t.source.sample.types) if sampled and t.source.sample is not None else {}
+    transformed = _transform_schema(spec, t, guessed)
     if transformed is None:
         columns = [
-            (c.name, source_type_as_spark(spec.source.connector, c.type)) for c in t.source.columns
+            (c.name, source_type_as_spark(spec.source.connector, c.type) or guessed.get(c.name))
+            for c in t.source.columns
         ]
     elif transformed.columns is None:
         return None
@@ -431,15 +476,20 @@ def _loaded_columns(spec: PipelineSpec, t: TableObservation) -> list[tuple[str, 
     return [(renamed.get(n, n), s) for n, s in columns] + added
 
 
-def _transform_schema(spec: PipelineSpec, t: TableObservation) -> OutputSchema | None:
-    """The columns the pipeline's transforms produce from this table; None without transforms."""
+def _transform_schema(
+    spec: PipelineSpec, t: TableObservation, guessed: dict[str, str] | None = None
+) -> OutputSchema | None:
+    """The columns the pipeline's transforms produce from this table; None without transforms.
+    `guessed`: types for the source's untyped columns (a sample's)."""
     if not spec.transforms or t.source is None:
         return None
+    guessed = guessed or {}
     columns = (
         None
         if t.source.columns is None
         else [
-            (c.name, source_type_as_spark(spec.source.connector, c.type)) for c in t.source.columns
+            (c.name, source_type_as_spark(spec.source.connector, c.type) or guessed.get(c.name))
+            for c in t.source.columns
         ]
     )
     return transform_schema(columns, spec.transforms)

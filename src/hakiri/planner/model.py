@@ -83,6 +83,13 @@ class TargetChange(_Frozen):
         description="The columns the pipeline's transforms make of this table, with Spark types "
         "(null: no transforms, or the source's columns show only in its data).",
     )
+    inferred: list[Column] | None = Field(
+        None,
+        description="A source without declared types (CSV): the destination types the columns "
+        "to create or add would get, inferred from the first `inferred_rows` records the way "
+        "apply infers them from all (null: nothing to infer, or types are declared).",
+    )
+    inferred_rows: int | None = Field(None, description="Records the inferred types come from.")
 
     @property
     def changes_structure(self) -> bool:

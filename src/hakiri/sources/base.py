@@ -36,6 +36,16 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
+class TypeSample:
+    """The Spark types a file source's columns infer as on a sample (`sources.csv_sample`)."""
+
+    types: tuple[tuple[str, str], ...]  # (column, Spark type), in file order
+    rows: int  # records sampled
+    money: tuple[str, ...] = ()  # columns inferred as double that look like money
+    unjudged: tuple[str, ...] = ()  # text columns a custom date/timestamp format might type
+
+
+@dataclass(frozen=True)
 class SourceObservation:
     """One source table as seen now, before any data moves."""
 
@@ -46,6 +56,8 @@ class SourceObservation:
         None  # table sources: estimated rows past the cursor (all rows without one)
     )
     notes: tuple[str, ...] = field(default=())  # e.g. "glob matched no file"
+    # Columns without declared types: the types apply will infer, guessed from a sample.
+    sample: TypeSample | None = None
 
 
 @dataclass

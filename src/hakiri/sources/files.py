@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from hakiri.errors import SourceUnreachable
-from hakiri.sources.base import SourceColumn, SourceFile, SourceObservation
+from hakiri.sources.base import SourceColumn, SourceFile, SourceObservation, TypeSample
+from hakiri.sources.csv_sample import sample_csv_types
 from hakiri.spec.pipeline import FilesConfig, TableSpec
 
 __all__ = [
@@ -115,7 +116,12 @@ def inspect_files(project_root: Path, config: FilesConfig, table: TableSpec) -> 
     if declared is not None:
         return SourceObservation(table=table.name, columns=declared, files=files)
     columns, notes = _infer_columns(config, matches)
-    return SourceObservation(table=table.name, columns=columns, files=files, notes=notes)
+    sample = None
+    if config.format == "csv" and columns is not None:
+        sample = _sample_types(config, matches, [c.name for c in columns])
+    return SourceObservation(
+        table=table.name, columns=columns, files=files, notes=notes, sample=sample
+    )
 
 
 # ---------------------------------------------------------------- matching and hashing
@@ -184,6 +190,25 @@ def _infer_columns(
     if names is None:
         return None, (f"no {config.format} record in the matched files to take column names from",)
     return tuple(SourceColumn(name) for name in names), ()
+
+
+def _sample_types(
+    config: FilesConfig, matches: list[tuple[Path, str]], names: list[str]
+) -> TypeSample | None:
+    """The types apply will infer, guessed from the first records of the matched files."""
+
+    def records() -> Iterator[list[str]]:
+        for path, shown in matches:
+            with open_text(config, path, shown) as stream:
+                rows = csv_rows(config, stream)
+                if config.header:
+                    next(rows, None)
+                yield from rows
+
+    try:
+        return sample_csv_types(config, names, records())
+    except (OSError, UnicodeError, csv.Error, SourceUnreachable):
+        return None  # the read at apply says what is wrong, by file and line
 
 
 def _csv_header(config: FilesConfig, matches: list[tuple[Path, str]]) -> list[str] | None:
