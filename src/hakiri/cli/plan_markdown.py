@@ -113,7 +113,9 @@ def table(pipelines: list[PipelinePlan]) -> list[str]:
 def details(p: PipelinePlan) -> list[str]:
     """One folded section per pipeline: the text plan's lines in a `diff` block (GitHub
     colours `+` and `-`), then the steps apply will take."""
-    where = f": {p.source} → {p.destination} ({p.mode})" if p.source else ""
+    route = " → ".join(part for part in (p.source, p.destination) if part)
+    mode = f" ({p.mode})" if p.mode else ""
+    where = f": {route}{mode}" if route or mode else ""
     summary = html.escape(f"{p.id} — {p.action.value}{where}")
     lines = plan_lines(p)
     steps = step_lines(p)
