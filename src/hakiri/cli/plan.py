@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from hakiri.cli.plan_markdown import plan_markdown
 from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
 from hakiri.planner.model import (
     Action,
@@ -28,6 +30,12 @@ _MARK = {
 }
 
 
+class PlanFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
 def plan(
     ids: Annotated[
         list[str] | None,
@@ -35,6 +43,14 @@ def plan(
     ] = None,
     project: ProjectDir = Path("."),
     as_json: JsonFlag = False,
+    output_format: Annotated[
+        PlanFormat,
+        typer.Option(
+            "--format",
+            help="text (default), json (the same as --json) or markdown: a pull-request "
+            "comment on stdout (`> plan.md`; see docs/ci.md).",
+        ),
+    ] = PlanFormat.TEXT,
     detailed_exitcode: Annotated[
         bool,
         typer.Option("--detailed-exitcode", help="Exit 0 = no changes, 2 = changes, 1 = error."),
@@ -71,6 +87,11 @@ def plan(
     # catalog and database drivers: loaded only when planning
     from hakiri.services.plan import plan_project, save_plan
 
+    if as_json and output_format is PlanFormat.MARKDOWN:
+        err.print("[red]error:[/red] --json and --format markdown ask for two formats")
+        err.print("  [dim]hint:[/dim] keep one: --json is --format json")
+        raise typer.Exit(1)
+    as_json = as_json or output_format is PlanFormat.JSON
     counting = {"count_deletes": count_deletes, "count_changes": count_changes}
     document = (
         save_plan(project, ids or [], out, **counting)
@@ -79,6 +100,8 @@ def plan(
     )
     if as_json:
         emit_json(document.model_dump(mode="json"))
+    elif output_format is PlanFormat.MARKDOWN:
+        typer.echo(plan_markdown(document), nl=False)
     else:
         render(document)
     if document.summary.errors:
