@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 from hakiri.errors import HakiriError
 
 FailFast = Annotated[
@@ -172,9 +172,9 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
     recorded = _recorded(outcomes)
     if outcomes and all(o.status == "no-op" for o in outcomes):
         if not recorded:
-            err.print("no changes: every pipeline is up to date")
+            out.print("no changes: every pipeline is up to date")
             return
-        err.print(f"no rows to load; {recorded} recorded")
+        out.print(f"no rows to load; {recorded} recorded")
         for o in outcomes:
             for note in o.notes:
                 err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")
@@ -203,9 +203,9 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
             str(o.recovered),
             f"{o.seconds:.1f}s",
         )
-    err.print(table)
+    out.print(table)
     if recorded:
-        err.print(f"{recorded} recorded")
+        out.print(f"{recorded} recorded")
     for o in outcomes:
         for note in o.notes:
             err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")

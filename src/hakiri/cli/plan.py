@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 from hakiri.planner.model import (
     Action,
     ChangePreview,
@@ -103,13 +103,13 @@ def render(document: PlanDocument) -> None:
     for pipeline in document.pipelines:
         _pipeline(pipeline)
     s = document.summary
-    err.print()
+    out.print()
     line = f"Plan: {s.add} to add, {s.change} to change, {s.retire} to retire."
     if s.no_op:
         line += f" {s.no_op} unchanged."
     if s.pending:
         line += f" {s.pending} with data to load."
-    err.print(f"[bold]{line}[/bold]")
+    out.print(f"[bold]{line}[/bold]")
     if s.errors:
         noun = "pipeline" if s.errors == 1 else "pipelines"
         err.print(f"[red]error:[/red] {s.errors} {noun} could not be planned (see above)")
@@ -123,7 +123,7 @@ def render(document: PlanDocument) -> None:
 def _pipeline(p: PipelinePlan) -> None:
     mark, colour = _MARK[p.action]
     where = f"  {p.source} -> {p.destination} ({p.mode})" if p.source else ""
-    err.print(
+    out.print(
         f"[{colour}]{mark} {escape(p.id)}[/{colour}] [dim]{p.action.value}{escape(where)}[/dim]"
     )
     for change in p.diff:
@@ -131,13 +131,13 @@ def _pipeline(p: PipelinePlan) -> None:
         value = _show(change.after) if change.kind == "added" else _show(change.before)
         if change.kind == "changed":
             value = f"{_show(change.before)} -> {_show(change.after)}"
-        err.print(f"    {symbol} {escape(change.path)}: {escape(value)}")
+        out.print(f"    {symbol} {escape(change.path)}: {escape(value)}")
     for t in p.targets:
         if t.transformed is not None:
             columns = ", ".join(
                 f"{c.name} {c.type or '(type from the data)'}" for c in t.transformed
             )
-            err.print(
+            out.print(
                 f"    [cyan]transforms[/cyan] {escape(t.table)} -> {escape(columns or 'no columns')}"
             )
         if t.create:
@@ -149,23 +149,23 @@ def _pipeline(p: PipelinePlan) -> None:
                 columns = ", ".join(c.name for c in t.columns) + "; types from the data"
             else:
                 columns = "columns from the data"
-            err.print(f"    [green]+ create {escape(t.target)}[/green] ({escape(columns)})")
+            out.print(f"    [green]+ create {escape(t.target)}[/green] ({escape(columns)})")
         for c in t.add_columns:
-            err.print(
+            out.print(
                 f"    [green]+ column {escape(t.target)}.{escape(c.name)}[/green] {escape(c.type or '(type from data)')}"
             )
         for r in t.rename_columns:
-            err.print(f"    [yellow]~ rename {escape(t.target)}.{escape(r)}[/yellow]")
+            out.print(f"    [yellow]~ rename {escape(t.target)}.{escape(r)}[/yellow]")
         for r in t.retype_columns:
-            err.print(
+            out.print(
                 f"    [yellow]~ retype {escape(t.target)}.{escape(r.name)}[/yellow] {escape(r.from_type)} -> {escape(r.to_type)} (accepted)"
             )
         for w in t.widen_columns:
-            err.print(
+            out.print(
                 f"    [yellow]~ widen {escape(t.target)}.{escape(w.name)}[/yellow] {escape(w.from_type)} -> {escape(w.to_type)}"
             )
         for problem in t.incompatible:
-            err.print(f"    [red]! incompatible:[/red] {escape(problem)}")
+            out.print(f"    [red]! incompatible:[/red] {escape(problem)}")
     for work in p.pending:
         if not work.has_work:
             continue
@@ -180,37 +180,37 @@ def _pipeline(p: PipelinePlan) -> None:
             parts.append(f"{work.new_batches} new batch(es){rows}")
         if work.queued_batches:
             parts.append(f"{work.queued_batches} batch(es) left by an earlier run")
-        err.print(f"    [cyan]data[/cyan] {escape(work.table)}: {escape('; '.join(parts))}")
+        out.print(f"    [cyan]data[/cyan] {escape(work.table)}: {escape('; '.join(parts))}")
         if work.deletes is not None:
             d = work.deletes
             share = f" ({d.rows / d.of:.0%})" if d.of else ""
             line = f"the next snapshot would {d.verb} {d.rows:,} of {d.of:,} row(s){share}"
             if d.refused:
-                err.print(
+                out.print(
                     f"    [red]! deletes[/red] {escape(work.table)}: {escape(line)}, over "
                     f"max_delete_fraction = {d.max_fraction:g}: apply will refuse it"
                 )
             else:
-                err.print(f"    [yellow]- deletes[/yellow] {escape(work.table)}: {escape(line)}")
+                out.print(f"    [yellow]- deletes[/yellow] {escape(work.table)}: {escape(line)}")
         if work.changes is not None:
-            err.print(
+            out.print(
                 f"    [cyan]changes[/cyan] {escape(work.table)}: {escape(_changes(work.changes))}"
             )
     for step in p.steps:
         if isinstance(step, EnqueueStep):
             for retired in step.retired:
-                err.print(
+                out.print(
                     f"    [yellow]- {escape(retired.status)}[/yellow] {escape(retired.reason)}"
                 )
         if isinstance(step, LoadStep):
             at_once = f", {step.parallelism} at a time" if step.parallelism > 1 else ""
-            err.print(f"    [cyan]load[/cyan] {len(step.batches)} batch(es){at_once}")
+            out.print(f"    [cyan]load[/cyan] {len(step.batches)} batch(es){at_once}")
     if p.cdc is not None:
-        err.print(f"    [cyan]cdc[/cyan] {escape(p.cdc.describe())}")
+        out.print(f"    [cyan]cdc[/cyan] {escape(p.cdc.describe())}")
     for warning in p.warnings:
-        err.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
+        out.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
     for error in p.errors:
-        err.print(f"    [red]error:[/red] {escape(error)}")
+        out.print(f"    [red]error:[/red] {escape(error)}")
 
 
 def _changes(c: ChangePreview) -> str:
