@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -235,10 +234,28 @@ def gc(
     """Drop what crashed runs left: staging and `_new` tables, context-store staging areas."""
     from hakiri.services.gc import collect_garbage
 
-    dropped = collect_garbage(project, older_than)
+    found = collect_garbage(project, older_than)
     if as_json:
-        typer.echo(json.dumps(dropped))
-        return
-    for name in dropped:
-        err.print(f"dropped {escape(name)}")
-    err.print(f"gc: {len(dropped)} leftover(s) removed")
+        emit_json(found.dropped)  # the names dropped, as before; what was kept is on stderr
+    else:
+        for name in found.dropped:
+            out.print(f"dropped {escape(name)}")
+        out.print(f"gc: {len(found.dropped)} leftover(s) removed")
+    for kept in found.kept:
+        err.print(f"kept {escape(kept.name)} ({_kept_why(kept.why, older_than)})")
+
+
+def _kept_why(why: str, older_than: float) -> str:
+    if why == "running":
+        return "its run is still running"
+    if why == "locked":
+        return "in use right now: locked by another session"
+    age = next(
+        (
+            f"{older_than / n:g}{unit}"
+            for n, unit in ((3600, "h"), (60, "m"))
+            if older_than % n == 0
+        ),
+        f"{older_than:g}s",
+    )
+    return f"younger than {age}: a run may still be using it; --older-than 0 drops it now"
