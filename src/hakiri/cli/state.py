@@ -39,7 +39,7 @@ def status(
     project: ProjectDir = Path("."),
     as_json: JsonFlag = False,
 ) -> None:
-    """Phase, chunks done/running/pending, rows/s and ETA, cursors and the last runs of each pipeline."""
+    """Phase, batches done/running/pending, rows/s and ETA, cursors and the last runs of each pipeline."""
     from hakiri.services.status import pipeline_status
 
     found = pipeline_status(project, ids or [])
@@ -82,7 +82,7 @@ def _status_line(item: dict[str, Any]) -> str:
             counts += f", {c[status]} {status}"
     return (
         f"[bold]{escape(item['pipeline_id'])}[/bold]  phase {item['phase'] or 'never applied'}  "
-        f"chunks {c['done']}/{c['total']} done ({counts})"
+        f"batches {c['done']}/{c['total']} done ({counts})"
     )
 
 

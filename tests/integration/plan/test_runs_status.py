@@ -130,7 +130,7 @@ def test_status_throughput_and_eta_of_the_running_run(plan_project) -> None:
     text = cli(plan_project, "status", "orders")
     assert text.exit_code == 0, text.stderr
     assert "phase backfilling" in text.stdout
-    assert "chunks 2/5 done (1 running, 2 pending, 0 failed)" in text.stdout
+    assert "batches 2/5 done (1 running, 2 pending, 0 failed)" in text.stdout
     assert "rows/s, eta " in text.stdout
 
 
