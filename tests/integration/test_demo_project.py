@@ -55,7 +55,7 @@ def test_the_demo_project_applies_into_the_context_store_then_reports_no_changes
     first = cli("apply")
     assert first.exit_code == 0, first.stderr
     for header in ("pipeline", "mode", "rows", "quarantined", "duration"):
-        assert header in first.stderr
+        assert header in first.stdout
 
     from deltalake import DeltaTable
 
@@ -72,9 +72,9 @@ def test_the_demo_project_applies_into_the_context_store_then_reports_no_changes
 
     second = cli("apply")
     assert second.exit_code == 0, second.stderr
-    assert "no changes" in second.stderr
+    assert "no changes" in second.stdout
 
     # What plan says after the apply is what apply just said: nothing to load, exit 0.
     planned = cli("plan", "--detailed-exitcode")
     assert planned.exit_code == 0, planned.stderr
-    assert "3 unchanged" in planned.stderr and "data to load" not in planned.stderr
+    assert "3 unchanged" in planned.stdout and "data to load" not in planned.stdout

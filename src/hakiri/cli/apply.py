@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -18,7 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 from hakiri.errors import HakiriError
 
 FailFast = Annotated[
@@ -172,9 +171,9 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
     recorded = _recorded(outcomes)
     if outcomes and all(o.status == "no-op" for o in outcomes):
         if not recorded:
-            err.print("no changes: every pipeline is up to date")
+            out.print("no changes: every pipeline is up to date")
             return
-        err.print(f"no rows to load; {recorded} recorded")
+        out.print(f"no rows to load; {recorded} recorded")
         for o in outcomes:
             for note in o.notes:
                 err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")
@@ -203,9 +202,9 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
             str(o.recovered),
             f"{o.seconds:.1f}s",
         )
-    err.print(table)
+    out.print(table)
     if recorded:
-        err.print(f"{recorded} recorded")
+        out.print(f"{recorded} recorded")
     for o in outcomes:
         for note in o.notes:
             err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")
@@ -235,10 +234,28 @@ def gc(
     """Drop what crashed runs left: staging and `_new` tables, context-store staging areas."""
     from hakiri.services.gc import collect_garbage
 
-    dropped = collect_garbage(project, older_than)
+    found = collect_garbage(project, older_than)
     if as_json:
-        typer.echo(json.dumps(dropped))
-        return
-    for name in dropped:
-        err.print(f"dropped {escape(name)}")
-    err.print(f"gc: {len(dropped)} leftover(s) removed")
+        emit_json(found.dropped)  # the names dropped, as before; what was kept is on stderr
+    else:
+        for name in found.dropped:
+            out.print(f"dropped {escape(name)}")
+        out.print(f"gc: {len(found.dropped)} leftover(s) removed")
+    for kept in found.kept:
+        err.print(f"kept {escape(kept.name)} ({_kept_why(kept.why, older_than)})")
+
+
+def _kept_why(why: str, older_than: float) -> str:
+    if why == "running":
+        return "its run is still running"
+    if why == "locked":
+        return "in use right now: locked by another session"
+    age = next(
+        (
+            f"{older_than / n:g}{unit}"
+            for n, unit in ((3600, "h"), (60, "m"))
+            if older_than % n == 0
+        ),
+        f"{older_than:g}s",
+    )
+    return f"younger than {age}: a run may still be using it; --older-than 0 drops it now"

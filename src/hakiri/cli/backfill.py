@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -58,16 +58,16 @@ def rewind(
     apply = escape(f"`hakiri apply {found['pipeline_id']}`")
     pending = found["already_pending"]
     if found["chunks"]:
-        err.print(
+        out.print(
             f"rewound {len(found['chunks'])} chunk(s) of {where} {window} "
             f"(generation {found['generation']}): {apply} reloads them"
         )
         for chunk in found["chunks"]:
-            err.print(f"  {escape(chunk['predicate'])}")
+            out.print(f"  {escape(chunk['predicate'])}")
         if pending:
-            err.print(f"{pending} more chunk(s) in the window are pending already")
+            out.print(f"{pending} more chunk(s) in the window are pending already")
     else:
-        err.print(
+        out.print(
             f"nothing to rewind: the {pending} chunk(s) of {where} {window} are pending already; "
             f"{apply} loads them"
         )
@@ -91,7 +91,7 @@ def history(
         return
     for r in found:
         when = (r["created_at"] or "")[:19].replace("T", " ")
-        err.print(
+        out.print(
             f"{escape(when)}  {escape(r['table'])} {escape(r['from'])} .. {escape(r['to'])}  "
             f"{r['chunks']} chunk(s), generation {r['generation']}: {escape(r['reason'])}"
         )

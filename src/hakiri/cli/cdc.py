@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, escape, out
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -27,7 +27,7 @@ def lag(
         emit_json(found)
         return
     shown = CdcLag.model_validate({k: v for k, v in found.items() if k != "pipeline_id"})
-    err.print(f"{escape(pipeline_id)}  {escape(shown.describe())}")
+    out.print(f"{escape(pipeline_id)}  {escape(shown.describe())}")
 
 
 @app.command("drop-slot")
@@ -43,9 +43,9 @@ def drop_slot(
         return
     slot = escape(found["slot"])
     if found["dropped"]:
-        err.print(
+        out.print(
             f"dropped replication slot {slot}: the next `hakiri apply {escape(pipeline_id)}` "
             "takes a new snapshot of every table"
         )
     else:
-        err.print(f"replication slot {slot} does not exist: nothing to drop")
+        out.print(f"replication slot {slot} does not exist: nothing to drop")

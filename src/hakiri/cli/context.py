@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 from hakiri.spec.sizes import byte_size
 
 app = typer.Typer(no_args_is_help=True)
@@ -79,7 +79,7 @@ def tables(project: ProjectDir = Path("."), as_json: JsonFlag = False) -> None:
                 _when(t["last_commit_at"]),
                 Text(t["last_operation"] or ""),
             )
-        err.print(view)
+        out.print(view)
 
 
 @app.command("show")
@@ -102,7 +102,7 @@ def show(
         emit_json(found)
         return
     total = f" of {found['rows_total']:,}" if found["rows_total"] is not None else ""
-    err.print(
+    out.print(
         f"[bold]{escape(found['table'])}[/bold]  version {found['version']}  "
         f"{len(found['rows'])}{total} rows"
     )
@@ -111,7 +111,7 @@ def show(
         view.add_column(Text(column["name"]), header_style="bold", overflow="fold")
     for row in found["rows"]:
         view.add_row(*(_cell(row.get(c["name"])) for c in found["columns"]))
-    err.print(view)
+    out.print(view)
 
 
 @app.command("history")
@@ -140,7 +140,7 @@ def history(
             Text(_pairs(v["parameters"])),
             Text(_pairs({k.removeprefix("hakiri."): x for k, x in v["metadata"].items()})),
         )
-    err.print(view)
+    out.print(view)
 
 
 @app.command("optimize")
@@ -159,12 +159,12 @@ def optimize(
         return
     name = escape(found["table"])
     if not found["files_removed"]:
-        err.print(
+        out.print(
             f"nothing to compact in {name} ({_files(found['files_before'])}); "
             f"version stays {found['version']}"
         )
         return
-    err.print(
+    out.print(
         f"compacted {name}: {_files(found['files_before'])} -> {found['files_after']} "
         f"({found['files_added']} added, {found['files_removed']} removed); "
         f"version {found['version_before']} -> {found['version']}"
@@ -204,11 +204,11 @@ def vacuum(
     name = escape(found["table"])
     count = len(found["files"])
     if found["dry_run"]:
-        err.print(f"would remove {_files(count)} from {name} (older than {retain_hours}h)")
+        out.print(f"would remove {_files(count)} from {name} (older than {retain_hours}h)")
     else:
-        err.print(f"removed {_files(count)} from {name}; version {found['version']}")
+        out.print(f"removed {_files(count)} from {name}; version {found['version']}")
     for file in found["files"]:
-        err.print(f"  {escape(file)}")
+        out.print(f"  {escape(file)}")
 
 
 def _files(n: int) -> str:

@@ -6,13 +6,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
-
-# The result goes to stdout (a command's output), notes to stderr.
-out = Console(highlight=False, soft_wrap=True, emoji=False)
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 
 
 def diff(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, out
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -25,7 +25,7 @@ def status(as_json: JsonFlag = False) -> None:
         return
     for server in found:
         state = "in use" if server["in_use"] else ("idle" if server["ready"] else "starting")
-        err.print(
+        out.print(
             f"{server['fingerprint']}: {state}, sc://localhost:{server['port']}, "
             f"pid {server['pid']}, master {server['master']}, "
             f"up {_age(server['up_seconds'])}, hakiri {server['hakiri_version']}"
@@ -39,7 +39,7 @@ def start(project: ProjectDir = Path(".")) -> None:
     from hakiri.services.engine import start_engine
 
     server = start_engine(project)
-    err.print(
+    out.print(
         f"{server['fingerprint']}: ready on sc://localhost:{server['port']} (pid {server['pid']})"
     )
 
@@ -53,7 +53,7 @@ def stop() -> None:
     if not stopped:
         err.print("no local Spark Connect server is running")
     for server in stopped:
-        err.print(f"stopped {server['fingerprint']} (pid {server['pid']})")
+        out.print(f"stopped {server['fingerprint']} (pid {server['pid']})")
 
 
 def _age(seconds: float) -> str:

@@ -26,7 +26,7 @@ from hakiri.cli import (
     serve,
     state,
 )
-from hakiri.cli.render import err, error
+from hakiri.cli.render import emit_json_error, err, error, reset_json
 from hakiri.errors import HakiriError
 from hakiri.spark.jvm_output import DEBUG_ENV
 
@@ -37,6 +37,7 @@ class _HakiriGroup(TyperGroup):
     """Turns every error into one line plus a hint and exit code 1; tracebacks only with --debug."""
 
     def invoke(self, ctx: Any) -> Any:
+        reset_json()  # in-process callers (tests) run several commands in one process
         try:
             return super().invoke(ctx)
         except HakiriError as exc:
@@ -52,10 +53,11 @@ class _HakiriGroup(TyperGroup):
             # Anything else is a bug: still one line, never a bare traceback.
             if _debug["on"]:
                 traceback.print_exc()
-            err.print(f"[red]error:[/red] internal error: {type(exc).__name__}: {exc}")
-            err.print(
-                "  [dim]hint:[/dim] rerun with --debug for the traceback, and please report it"
-            )
+            message = f"internal error: {type(exc).__name__}: {exc}"
+            hint = "rerun with --debug for the traceback, and please report it"
+            err.print(f"[red]error:[/red] {message}")
+            err.print(f"  [dim]hint:[/dim] {hint}")
+            emit_json_error(message, hint, "InternalError")
             raise SystemExit(1) from None
 
 

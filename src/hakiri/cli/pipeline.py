@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from hakiri.cli.render import ProjectDir, err, escape
+from hakiri.cli.render import ProjectDir, escape, out
 from hakiri.errors import EditError
 from hakiri.services import pipelines
 
@@ -86,7 +86,7 @@ def create(
         schedule=schedule,
         sets=[_assignment(s) for s in sets or []],
     )
-    err.print(escape(pipelines.create(project, document, fmt.value).summary))
+    out.print(escape(pipelines.create(project, document, fmt.value).summary))
 
 
 @app.command("convert")
@@ -96,7 +96,7 @@ def convert(
     project: ProjectDir = Path("."),
 ) -> None:
     """Move a pipeline between TOML (hakiri.toml) and JSON (pipelines/ID.json); the old definition is removed."""
-    err.print(escape(pipelines.convert(project, pipeline_id, to.value).summary))
+    out.print(escape(pipelines.convert(project, pipeline_id, to.value).summary))
 
 
 @app.command("edit")
@@ -112,4 +112,4 @@ def edit(
     if not sets and not unset:
         raise EditError("nothing to edit", "pass --set key.path=value or --unset key.path")
     change = pipelines.edit(project, pipeline_id, [_assignment(s) for s in sets or []], unset or [])
-    err.print(escape(change.summary))
+    out.print(escape(change.summary))

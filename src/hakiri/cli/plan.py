@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from hakiri.cli.plan_markdown import plan_markdown
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out, remember_json
 from hakiri.planner.model import (
     Action,
     ChangePreview,
@@ -55,7 +55,7 @@ def plan(
         bool,
         typer.Option("--detailed-exitcode", help="Exit 0 = no changes, 2 = changes, 1 = error."),
     ] = False,
-    out: Annotated[
+    saved_to: Annotated[
         Path | None,
         typer.Option(
             "--out",
@@ -91,11 +91,12 @@ def plan(
         err.print("[red]error:[/red] --json and --format markdown ask for two formats")
         err.print("  [dim]hint:[/dim] keep one: --json is --format json")
         raise typer.Exit(1)
-    as_json = as_json or output_format is PlanFormat.JSON
+    if output_format is PlanFormat.JSON:
+        as_json = remember_json(True)  # an error then prints a JSON document too
     counting = {"count_deletes": count_deletes, "count_changes": count_changes}
     document = (
-        save_plan(project, ids or [], out, **counting)
-        if out
+        save_plan(project, ids or [], saved_to, **counting)
+        if saved_to
         else plan_project(project, ids or [], **counting)
     )
     if as_json:
@@ -105,14 +106,16 @@ def plan(
     else:
         render(document)
     if document.summary.errors:
-        if out:
+        if saved_to:
             err.print(
-                f"[red]error:[/red] the plan has errors, so no plan was saved to {escape(str(out))}"
+                "[red]error:[/red] the plan has errors, so no plan was saved to "
+                f"{escape(str(saved_to))}"
             )
         raise typer.Exit(1)
-    if out and not as_json:
+    if saved_to and not as_json:
         err.print(
-            f"Saved the plan to {escape(str(out))}; `hakiri apply {escape(str(out))}` executes it."
+            f"Saved the plan to {escape(str(saved_to))}; "
+            f"`hakiri apply {escape(str(saved_to))}` executes it."
         )
     if detailed_exitcode and document.summary.changes:
         raise typer.Exit(2)
@@ -126,13 +129,13 @@ def render(document: PlanDocument) -> None:
     for pipeline in document.pipelines:
         _pipeline(pipeline)
     s = document.summary
-    err.print()
+    out.print()
     line = f"Plan: {s.add} to add, {s.change} to change, {s.retire} to retire."
     if s.no_op:
         line += f" {s.no_op} unchanged."
     if s.pending:
         line += f" {s.pending} with data to load."
-    err.print(f"[bold]{line}[/bold]")
+    out.print(f"[bold]{line}[/bold]")
     if s.errors:
         noun = "pipeline" if s.errors == 1 else "pipelines"
         err.print(f"[red]error:[/red] {s.errors} {noun} could not be planned (see above)")
@@ -146,7 +149,7 @@ def render(document: PlanDocument) -> None:
 def _pipeline(p: PipelinePlan) -> None:
     mark, colour = _MARK[p.action]
     where = f"  {p.source} -> {p.destination} ({p.mode})" if p.source else ""
-    err.print(
+    out.print(
         f"[{colour}]{mark} {escape(p.id)}[/{colour}] [dim]{p.action.value}{escape(where)}[/dim]"
     )
     for change in p.diff:
@@ -154,13 +157,13 @@ def _pipeline(p: PipelinePlan) -> None:
         value = _show(change.after) if change.kind == "added" else _show(change.before)
         if change.kind == "changed":
             value = f"{_show(change.before)} -> {_show(change.after)}"
-        err.print(f"    {symbol} {escape(change.path)}: {escape(value)}")
+        out.print(f"    {symbol} {escape(change.path)}: {escape(value)}")
     for t in p.targets:
         if t.transformed is not None:
             columns = ", ".join(
                 f"{c.name} {c.type or '(type from the data)'}" for c in t.transformed
             )
-            err.print(
+            out.print(
                 f"    [cyan]transforms[/cyan] {escape(t.table)} -> {escape(columns or 'no columns')}"
             )
         guessed = {c.name: c.type for c in t.inferred or () if c.type}
@@ -178,23 +181,23 @@ def _pipeline(p: PipelinePlan) -> None:
                 columns = ", ".join(c.name for c in t.columns) + "; types from the data"
             else:
                 columns = "columns from the data"
-            err.print(f"    [green]+ create {escape(t.target)}[/green] ({escape(columns)})")
+            out.print(f"    [green]+ create {escape(t.target)}[/green] ({escape(columns)})")
         for c in t.add_columns:
-            err.print(
+            out.print(
                 f"    [green]+ column {escape(t.target)}.{escape(c.name)}[/green] {escape(_added_type(c.type, guessed.get(c.name)))}"
             )
         for r in t.rename_columns:
-            err.print(f"    [yellow]~ rename {escape(t.target)}.{escape(r)}[/yellow]")
+            out.print(f"    [yellow]~ rename {escape(t.target)}.{escape(r)}[/yellow]")
         for r in t.retype_columns:
-            err.print(
+            out.print(
                 f"    [yellow]~ retype {escape(t.target)}.{escape(r.name)}[/yellow] {escape(r.from_type)} -> {escape(r.to_type)} (accepted)"
             )
         for w in t.widen_columns:
-            err.print(
+            out.print(
                 f"    [yellow]~ widen {escape(t.target)}.{escape(w.name)}[/yellow] {escape(w.from_type)} -> {escape(w.to_type)}"
             )
         for problem in t.incompatible:
-            err.print(f"    [red]! incompatible:[/red] {escape(problem)}")
+            out.print(f"    [red]! incompatible:[/red] {escape(problem)}")
     for work in p.pending:
         if not work.has_work:
             continue
@@ -209,37 +212,37 @@ def _pipeline(p: PipelinePlan) -> None:
             parts.append(f"{work.new_batches} new batch(es){rows}")
         if work.queued_batches:
             parts.append(f"{work.queued_batches} batch(es) left by an earlier run")
-        err.print(f"    [cyan]data[/cyan] {escape(work.table)}: {escape('; '.join(parts))}")
+        out.print(f"    [cyan]data[/cyan] {escape(work.table)}: {escape('; '.join(parts))}")
         if work.deletes is not None:
             d = work.deletes
             share = f" ({d.rows / d.of:.0%})" if d.of else ""
             line = f"the next snapshot would {d.verb} {d.rows:,} of {d.of:,} row(s){share}"
             if d.refused:
-                err.print(
+                out.print(
                     f"    [red]! deletes[/red] {escape(work.table)}: {escape(line)}, over "
                     f"max_delete_fraction = {d.max_fraction:g}: apply will refuse it"
                 )
             else:
-                err.print(f"    [yellow]- deletes[/yellow] {escape(work.table)}: {escape(line)}")
+                out.print(f"    [yellow]- deletes[/yellow] {escape(work.table)}: {escape(line)}")
         if work.changes is not None:
-            err.print(
+            out.print(
                 f"    [cyan]changes[/cyan] {escape(work.table)}: {escape(_changes(work.changes))}"
             )
     for step in p.steps:
         if isinstance(step, EnqueueStep):
             for retired in step.retired:
-                err.print(
+                out.print(
                     f"    [yellow]- {escape(retired.status)}[/yellow] {escape(retired.reason)}"
                 )
         if isinstance(step, LoadStep):
             at_once = f", {step.parallelism} at a time" if step.parallelism > 1 else ""
-            err.print(f"    [cyan]load[/cyan] {len(step.batches)} batch(es){at_once}")
+            out.print(f"    [cyan]load[/cyan] {len(step.batches)} batch(es){at_once}")
     if p.cdc is not None:
-        err.print(f"    [cyan]cdc[/cyan] {escape(p.cdc.describe())}")
+        out.print(f"    [cyan]cdc[/cyan] {escape(p.cdc.describe())}")
     for warning in p.warnings:
-        err.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
+        out.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
     for error in p.errors:
-        err.print(f"    [red]error:[/red] {escape(error)}")
+        out.print(f"    [red]error:[/red] {escape(error)}")
 
 
 def _changes(c: ChangePreview) -> str:

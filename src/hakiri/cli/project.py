@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from hakiri.cli.render import JsonFlag, ProjectDir, diagnostic, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, diagnostic, emit_json, err, escape, out
 from hakiri.cli.schema import server_schemas
 from hakiri.errors import ManifestError
 from hakiri.services import init as init_service
@@ -26,7 +26,7 @@ def init(
     """Scaffold a working project: hakiri.toml, a sample pipeline and data, .gitignore."""
     written = init_service.init_project(directory, name, server_schemas())
     for path in written:
-        err.print(f"created {escape(display_path(path))}")
+        out.print(f"created {escape(display_path(path))}")
     err.print(f"next: cd {escape(display_path(directory))} && hakiri validate")
 
 
@@ -58,10 +58,10 @@ def validate(project: ProjectDir = Path("."), as_json: JsonFlag = False) -> None
     for warning in loaded.warnings:
         diagnostic(warning)
     for row in pipelines:
-        err.print(
+        out.print(
             f"  {row['id']:<24} {row['source']} -> {row['destination']} ({row['mode']})  {row['file']}:{row['line']}"
         )
     noun = "pipeline" if len(pipelines) == 1 else "pipelines"
-    err.print(
+    out.print(
         f"[green]ok:[/green] {len(pipelines)} {noun} valid in {escape(display_path(loaded.root / 'hakiri.toml'))}"
     )

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 
 
 def alerts(
@@ -43,7 +43,7 @@ def alerts(
         colour = {"error": "red", "warning": "yellow"}.get(alert["severity"], "dim")
         where = alert["pipeline_id"] or "-"
         run = f" run {alert['run_id'][:12]}" if alert["run_id"] else ""
-        err.print(
+        out.print(
             f"{escape(alert['created_at'][:19].replace('T', ' '))}  "
             f"[{colour}]{alert['severity']:<7}[/{colour}] {escape(alert['kind']):<12} "
             f"{escape(where)}{escape(run)}: {escape(alert['message'])}"
@@ -75,11 +75,11 @@ def errors(
             if record["dropped"]
             else "loaded (warn)"
         )
-        err.print(
+        out.print(
             f"#{record['id']}  run {escape(record['run_id'][:12])}  {escape(record['node_id'])}  "
             f"[yellow]{escape(record['rule_id'])}[/yellow] ({record['on_fail']}, {state})"
         )
-        err.print("    " + escape(json.dumps(record["row"], ensure_ascii=False, default=str)))
+        out.print("    " + escape(json.dumps(record["row"], ensure_ascii=False, default=str)))
 
 
 def replay(
@@ -100,7 +100,7 @@ def replay(
             if outcome.hint:
                 err.print(f"  [dim]hint:[/dim] {escape(outcome.hint)}")
         else:
-            err.print(
+            out.print(
                 f"replayed {outcome.rows:,} rows of run {escape(run_id)} into {escape(pipeline_id)}"
             )
         for note in outcome.notes:

@@ -1,6 +1,9 @@
-"""Output helpers shared by the commands: JSON on stdout, human text on stderr.
+"""Output helpers shared by the commands, and the rule they follow (Terraform, kubectl, psql):
+what a command produces (tables, plans, listings, the result summary, `--json`'s document)
+goes to stdout through `out`, so it can be piped and grepped; progress, notes, warnings,
+hints and errors go to stderr through `err`.
 
-rich honours NO_COLOR, and colour/markup is dropped when stderr is not a terminal.
+rich honours NO_COLOR, and colour/markup is dropped when the stream is not a terminal.
 """
 
 from __future__ import annotations
@@ -17,7 +20,15 @@ from rich.console import Console
 from hakiri.errors import Diagnostic, HakiriError, ManifestError
 
 # emoji=False: rule ids like `regex:email:` must print as written, not as ✉.
-# Not a terminal (cron logs, CI, pipes): tables get 160 columns instead of rich's 80.
+# Results, not a terminal (a pipe, a file): no width limit, so a table's row stays one line
+# that grep finds whole (rich would wrap it at 80 columns). soft_wrap: text is never wrapped.
+out = Console(
+    highlight=False,
+    soft_wrap=True,
+    emoji=False,
+    width=None if sys.stdout.isatty() else 100_000,
+)
+# Talk, not a terminal (cron logs, CI): tables get 160 columns instead of rich's 80.
 err = Console(
     stderr=True,
     highlight=False,
@@ -37,13 +48,42 @@ ProjectDir = Annotated[
         show_default=False,
     ),
 ]
+# Whether the running command was asked for --json, and printed its document yet: the CLI's
+# error boundary (cli/main.py) prints an error document then, so stdout always holds one.
+_json = {"requested": False, "emitted": False}
+
+
+def remember_json(value: bool) -> bool:
+    """Note that the command was asked for JSON (`--json`, or `--format json`)."""
+    if value:
+        _json["requested"] = True
+    return value
+
+
 JsonFlag = Annotated[
-    bool, typer.Option("--json", help="Print a JSON document on stdout instead of text.")
+    bool,
+    typer.Option(
+        "--json",
+        help="Print one JSON document on stdout instead of text (also on error).",
+        callback=remember_json,
+    ),
 ]
 
 
+def reset_json() -> None:
+    _json.update(requested=False, emitted=False)
+
+
 def emit_json(document: Any) -> None:
+    _json["emitted"] = True
     typer.echo(json.dumps(document, indent=2, default=str))
+
+
+def emit_json_error(message: str, hint: str | None, kind: str, **more: Any) -> None:
+    """`{"error": {"message", "hint", "kind", …}}` on stdout, when --json was asked for and the
+    command failed before printing its document."""
+    if _json["requested"] and not _json["emitted"]:
+        emit_json({"error": {"message": message, "hint": hint, "kind": kind, **more}})
 
 
 def diagnostic(d: Diagnostic) -> None:
@@ -55,12 +95,19 @@ def diagnostic(d: Diagnostic) -> None:
 
 
 def error(exc: HakiriError) -> None:
+    """The error on stderr, and under --json also as the command's JSON document."""
     if isinstance(exc, ManifestError):
         for d in exc.diagnostics:
             diagnostic(d)
     err.print(f"[red]error:[/red] {one_line(exc.reason)}")
     if exc.hint:
         err.print(f"  [dim]hint:[/dim] {one_line(exc.hint)}")
+    more = (
+        {"diagnostics": [d.to_json() for d in exc.diagnostics]}
+        if isinstance(exc, ManifestError)
+        else {}
+    )
+    emit_json_error(exc.reason, exc.hint, type(exc).__name__, **more)
 
 
 def one_line(text: str) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 from hakiri.errors import HakiriError
 from hakiri.services import schemas
 from hakiri.spec.loader import display_path
@@ -19,8 +19,9 @@ PipelineArg = Annotated[str, typer.Argument(metavar="ID", help="The pipeline.")]
 @app.command("export")
 def export(
     project: ProjectDir = Path("."),
-    out: Annotated[
-        Path | None, typer.Option(help="Directory to write to (default: <project>/schemas).")
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Directory to write to (default: <project>/schemas)."),
     ] = None,
     check: Annotated[
         bool,
@@ -28,7 +29,7 @@ def export(
     ] = False,
 ) -> None:
     """Write schemas/*.json (manifests, plan, serve's OpenAPI) from the models."""
-    directory = out or project / "schemas"
+    directory = out_dir or project / "schemas"
     extra = server_schemas()
     if check:
         drifted = schemas.check(directory, extra)
@@ -37,12 +38,12 @@ def export(
                 f"JSON Schema out of date: {', '.join(display_path(p) for p in drifted)}",
                 "run `hakiri schema export` and commit the result",
             )
-        err.print(
+        out.print(
             f"[green]ok:[/green] schemas in {escape(display_path(directory))} match the models"
         )
         return
     for path in schemas.export(directory, extra):
-        err.print(f"wrote {escape(display_path(path))}")
+        out.print(f"wrote {escape(display_path(path))}")
 
 
 def server_schemas() -> dict[str, str]:
@@ -72,7 +73,7 @@ def log(
         return
     for e in events:
         when = (e["created_at"] or "")[:19].replace("T", " ")
-        err.print(
+        out.print(
             f"{escape(when)}  {escape(e['table'])}  {escape(e['kind'])}  {escape(_detail(e))}"
         )
 
@@ -107,7 +108,7 @@ def accept(
         emit_json(accepted)
         return
     for e in accepted:
-        err.print(
+        out.print(
             f"accepted for {escape(e['table'])}: {escape('; '.join(e['detail']['describe']))}; "
             f"`hakiri apply {escape(pipeline_id)}` applies it"
         )

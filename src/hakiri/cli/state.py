@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape
+from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 
 
 def runs(
@@ -29,7 +29,7 @@ def runs(
         err.print("no runs recorded yet")
         return
     for run in found:
-        err.print(_run_line(run))
+        out.print(_run_line(run))
 
 
 def status(
@@ -39,7 +39,7 @@ def status(
     project: ProjectDir = Path("."),
     as_json: JsonFlag = False,
 ) -> None:
-    """Phase, chunks done/running/pending, rows/s and ETA, cursors and the last runs of each pipeline."""
+    """Phase, batches done/running/pending, rows/s and ETA, cursors and the last runs of each pipeline."""
     from hakiri.services.status import pipeline_status
 
     found = pipeline_status(project, ids or [])
@@ -47,31 +47,31 @@ def status(
         emit_json(found[0] if ids and len(ids) == 1 else found)
         return
     for item in found:
-        err.print(_status_line(item))
+        out.print(_status_line(item))
         pace = _pace_line(item)
         if pace:
-            err.print(f"    {escape(pace)}")
+            out.print(f"    {escape(pace)}")
         for warning in item["warnings"]:
-            err.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
+            out.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
         if item["last_error"]:
             last = item["last_error"]
-            err.print(
+            out.print(
                 f"    [red]last error[/red] {escape(last['at'][:19].replace('T', ' '))}: "
                 f"{escape(last['message'] or last['kind'] or 'failed')}"
             )
         for retired in item["retired"]:
-            err.print(f"    {escape(retired['status'])}: {escape(retired['reason'] or '')}")
+            out.print(f"    {escape(retired['status'])}: {escape(retired['reason'] or '')}")
         for table, cursor in item["cursors"].items():
-            err.print(f"    cursor {escape(table)}: {escape(_cursor_text(cursor))}")
+            out.print(f"    cursor {escape(table)}: {escape(_cursor_text(cursor))}")
         if item.get("cdc"):
-            err.print(f"    cdc {escape(_cdc_text(item['cdc']))}")
+            out.print(f"    cdc {escape(_cdc_text(item['cdc']))}")
         drift = item.get("drift")
         if isinstance(drift, dict):
-            err.print(f"    [yellow]drift not checked:[/yellow] {escape(drift['error'])}")
+            out.print(f"    [yellow]drift not checked:[/yellow] {escape(drift['error'])}")
         for found in drift if isinstance(drift, list) else []:
-            err.print(f"    [yellow]drift:[/yellow] {escape(found['message'])}")
+            out.print(f"    [yellow]drift:[/yellow] {escape(found['message'])}")
         for run in item["last_runs"]:
-            err.print("  " + _run_line(run))
+            out.print("  " + _run_line(run))
 
 
 def _status_line(item: dict[str, Any]) -> str:
@@ -82,7 +82,7 @@ def _status_line(item: dict[str, Any]) -> str:
             counts += f", {c[status]} {status}"
     return (
         f"[bold]{escape(item['pipeline_id'])}[/bold]  phase {item['phase'] or 'never applied'}  "
-        f"chunks {c['done']}/{c['total']} done ({counts})"
+        f"batches {c['done']}/{c['total']} done ({counts})"
     )
 
 

@@ -5,7 +5,7 @@ Plain data and a Protocol; no I/O here."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,6 +16,27 @@ if TYPE_CHECKING:  # kept out of import time: `plan` imports this module and mus
     from hakiri.quality.rules import RuleCheck
     from hakiri.quality.validators import ProbeResult
     from hakiri.spec.hooks import RefreshMatViewHook, SqlHook
+
+
+@dataclass(frozen=True)
+class KeptLeftover:
+    """A leftover `hakiri gc` found and kept: `why` is `running` (its run is still running),
+    `young` (younger than --older-than: a run may still be using it) or `locked` (in use)."""
+
+    name: str
+    why: str
+
+
+@dataclass
+class Garbage:
+    """What `hakiri gc` did at one place: the names it dropped, and the leftovers it kept."""
+
+    dropped: list[str] = field(default_factory=list)
+    kept: list[KeptLeftover] = field(default_factory=list)
+
+    def add(self, other: Garbage) -> None:
+        self.dropped += other.dropped
+        self.kept += other.kept
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hakiri.destinations.base import Destination, TargetObservation
+from hakiri.destinations.base import Destination, Garbage, TargetObservation
 from hakiri.destinations.capabilities import CONTEXT, POSTGRES, Capabilities
 from hakiri.destinations.context.types import spark_to_delta
 from hakiri.destinations.postgres.types import postgres_to_spark, spark_to_postgres
@@ -45,8 +45,8 @@ class DestinationKind:
     open: Callable[
         [Project, PipelineSpec, Target, Mapping[str, str], Callable[[], Any]], Destination
     ]
-    # Drop what crashed runs left at one place (in these schemas); the names dropped.
-    collect_garbage: Callable[[str, Sequence[str], set[str], float], list[str]]
+    # Drop what crashed runs left at one place (in these schemas); the names dropped and kept.
+    collect_garbage: Callable[[str, Sequence[str], set[str], float], Garbage]
     # A Spark SQL type -> the column type a target gets; a target column's type -> Spark's.
     column_type: Callable[[str], str | None]
     type_as_spark: Callable[[str], str | None]
@@ -111,7 +111,7 @@ def _pg_open(
     )
 
 
-def _pg_garbage(url: str, schemas: Sequence[str], live: set[str], older: float) -> list[str]:
+def _pg_garbage(url: str, schemas: Sequence[str], live: set[str], older: float) -> Garbage:
     from hakiri.destinations.postgres import gc
 
     return gc(url, schemas, live_runs=live, older_than_seconds=older)
@@ -214,7 +214,7 @@ def _ctx_open(
     return ContextDestination(context_store_path(project.root, project.settings, spec), spark)
 
 
-def _ctx_garbage(store: str, schemas: Sequence[str], live: set[str], older: float) -> list[str]:
+def _ctx_garbage(store: str, schemas: Sequence[str], live: set[str], older: float) -> Garbage:
     from hakiri.destinations.context.garbage import gc_context
 
     return gc_context(Path(store), live_runs=live, older_than_seconds=older)

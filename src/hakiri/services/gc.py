@@ -11,6 +11,7 @@ from pathlib import Path
 from hakiri.catalog.records import RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
+from hakiri.destinations.base import Garbage
 from hakiri.destinations.kinds import KINDS, kind_of
 from hakiri.sources.file_reader import remove_stale_link_dirs
 from hakiri.spec.connections import target_of
@@ -19,8 +20,9 @@ from hakiri.spec.loader import load_project
 
 def collect_garbage(
     root: Path, older_than_seconds: float, env: Mapping[str, str] | None = None
-) -> list[str]:
-    """Qualified names of the tables dropped. Tables of runs still running are never touched."""
+) -> Garbage:
+    """Qualified names of the tables dropped, and of those kept with why. Tables of runs still
+    running are never touched."""
     env = os.environ if env is None else env
     project = load_project(root, env)
     # Read-only: gc never migrates the catalog (only apply, run and replay do).
@@ -35,12 +37,14 @@ def collect_garbage(
             target = target_of(project.settings, spec, table)
             place = kind_of(target.kind).place(project, spec, env)
             places[(target.kind, place)].add(target.schema or "")
-    dropped: list[str] = []
+    found = Garbage()
     order = list(KINDS)  # the kinds in their registry's order, each kind's places sorted
     for (kind, place), schemas in sorted(places.items(), key=lambda i: (order.index(i[0][0]), i)):
-        dropped += kind_of(kind).collect_garbage(
-            place, sorted(s for s in schemas if s), live_runs, older_than_seconds
+        found.add(
+            kind_of(kind).collect_garbage(
+                place, sorted(s for s in schemas if s), live_runs, older_than_seconds
+            )
         )
     # Links and UTF-8 copies a killed command left for its engine to read (`file_reader`).
-    dropped += [str(d) for d in remove_stale_link_dirs(project.root, older_than_seconds)]
-    return dropped
+    found.dropped += [str(d) for d in remove_stale_link_dirs(project.root, older_than_seconds)]
+    return found

@@ -37,7 +37,7 @@ def test_optimize_compacts_small_files_into_a_new_version(
 
     again = project.cli("optimize", "orders")
     assert again.exit_code == 0
-    assert "nothing to compact" in again.stderr and "version stays 4" in again.stderr
+    assert "nothing to compact" in again.stdout and "version stays 4" in again.stdout
 
 
 def test_vacuum_refuses_a_retention_below_the_tables_without_force(project: ContextProject) -> None:
@@ -72,7 +72,7 @@ def test_vacuum_dry_run_lists_then_vacuum_removes_the_old_files(project: Context
 
     human = project.cli("vacuum", "orders", "--retain-hours", "0", "--force")
     assert human.exit_code == 0
-    assert "removed 1 file from orders" in human.stderr
+    assert "removed 1 file from orders" in human.stdout
     assert not first & {p.name for p in location.glob("*.parquet")}
     assert [r["id"] for r in project.json("show", "orders")["rows"]] == [3]
 

@@ -48,8 +48,8 @@ def test_tables_lists_every_store_with_rows_versions_and_files(project: ContextP
     assert (by_name["events"]["rows"], by_name["people"]["version"]) == (3, 0)
 
     human = project.cli("tables")
-    assert human.exit_code == 0 and human.stdout == ""
-    assert "orders" in human.stderr and "events" in human.stderr and "_staging" not in human.stderr
+    assert human.exit_code == 0 and human.stderr == ""
+    assert "orders" in human.stdout and "events" in human.stdout and "_staging" not in human.stdout
 
 
 def test_tables_on_an_empty_store(project: ContextProject) -> None:
@@ -80,9 +80,9 @@ def test_show_reads_the_first_rows_as_json_safe_values(project: ContextProject) 
 
     human = project.cli("show", "orders", "--limit", "3")
     assert human.exit_code == 0
-    assert "version 0" in human.stderr and "3 of 4 rows" in human.stderr
+    assert "version 0" in human.stdout and "3 of 4 rows" in human.stdout
     for header in ("id", "amount", "at", "note", "raw"):
-        assert header in human.stderr
+        assert header in human.stdout
 
 
 def test_show_version_travels_back_before_an_overwrite(project: ContextProject) -> None:
@@ -127,7 +127,7 @@ def test_history_is_newest_first_with_hakiri_commit_metadata(project: ContextPro
         v["version"] for v in project.json("history", "orders", "--limit", "2")["versions"]
     ] == [3, 2]
     human = project.cli("history", "orders")
-    assert human.exit_code == 0 and "batch_id=b1" in human.stderr
+    assert human.exit_code == 0 and "batch_id=b1" in human.stdout
 
 
 def test_help_imports_neither_deltalake_nor_pyarrow() -> None:

@@ -66,7 +66,7 @@ def test_apply_loads_every_file_and_a_second_apply_is_a_no_op(project) -> None:
 
     again = project.cli("apply")
     assert again.exit_code == 0
-    assert "no changes: every pipeline is up to date" in again.stderr
+    assert "no changes: every pipeline is up to date" in again.stdout
     assert len(json.loads(project.cli("runs", "orders", "--json").stdout)) == 1
     assert project.cli("plan", "--detailed-exitcode").exit_code == 0
 
@@ -135,7 +135,7 @@ def test_a_pipeline_without_a_connection_loads_into_the_context_store(project) -
     assert result.exit_code == 0, result.stderr
     table = DeltaTable(project.root / ".hakiri" / "context" / "people_copy")
     assert sorted(table.to_pyarrow_table().column("name").to_pylist()) == ["Ada", "Grace"]
-    assert "no changes" in project.cli("apply", "ctx").stderr
+    assert "no changes" in project.cli("apply", "ctx").stdout
 
 
 def test_a_pipeline_running_elsewhere_is_not_run_twice(project) -> None:
@@ -249,7 +249,7 @@ def test_a_loaded_file_that_changes_follows_on_change(project, on_change: str) -
         assert result.exit_code == 0, result.stderr
         assert ids == [1, 1, 2, 2, 7]
     elif on_change == "ignore":
-        assert result.exit_code == 0 and "no changes" in result.stderr
+        assert result.exit_code == 0 and "no changes" in result.stdout
         assert ids == [1, 2]
     else:
         assert result.exit_code == 1
@@ -272,4 +272,4 @@ def test_a_pipeline_removed_from_the_manifests_is_retired_by_apply(project) -> N
     assert project.cli("plan", "--detailed-exitcode").exit_code == 0  # converged
     assert [r[1] for r in project.rows("people")] == ["Ada", "Grace"]  # its table is kept
     again = project.cli("apply")
-    assert again.exit_code == 0 and "no changes" in again.stderr
+    assert again.exit_code == 0 and "no changes" in again.stdout

@@ -230,12 +230,12 @@ def clean_rows(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
 
 def _apply_here(root: Path, *args: str, crash_at: str | None = None) -> str:
     """`hakiri apply ARGS` in this process; with `crash_at` (`point[:hit]`) it must stop
-    there. Returns what it printed on stderr (nothing when it crashed)."""
+    there. Returns what it printed on stdout (nothing when it crashed)."""
     argv = ["apply", *args, "--project", str(root)]
     if crash_at is None:
         result = CliRunner().invoke(app, argv, catch_exceptions=False)
         assert result.exit_code == 0, result.stderr[-3000:]
-        return result.stderr
+        return result.stdout
     point, _, hit = crash_at.partition(":")
     with (
         crashing_at(point, int(hit or 1), process_dies=True),
@@ -263,11 +263,11 @@ def _crash_every_mode(root: Path, point: str, crash: Callable[..., None]) -> Non
 
 
 def _check_recovered(
-    root: Path, pg_url: str, schema: str, destination: str, clean_rows: dict, stderr: str
+    root: Path, pg_url: str, schema: str, destination: str, clean_rows: dict, stdout: str
 ) -> None:
     rows = _rows(pg_url, schema) if destination == "postgres" else _context_rows(root)
     assert rows == clean_rows
-    assert "no changes" in stderr
+    assert "no changes" in stdout
 
 
 def _check_collected(root: Path, pg_url: str, schema: str, destination: str) -> None:
@@ -323,7 +323,7 @@ def test_a_killed_process_loses_nothing_and_loads_nothing_twice(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     again = _hakiri(root, "apply")
     assert again.returncode == 0
-    _check_recovered(root, pg_url, schema, destination, clean_rows, again.stderr)
+    _check_recovered(root, pg_url, schema, destination, clean_rows, again.stdout)
     collected = _hakiri(root, "gc", "--older-than", "0")
     assert collected.returncode == 0, collected.stderr
     _check_collected(root, pg_url, schema, destination)

@@ -105,7 +105,7 @@ def test_a_file_fixed_after_a_malformed_record_loads_once(
     fixed = project.cli("apply")
     assert fixed.exit_code == 0, fixed.stderr
     assert _ids(project) == [1, 2, 3, 4]  # 3 and 4 once each
-    assert "1 batch superseded recorded" in fixed.stderr
+    assert "1 batch superseded recorded" in fixed.stdout
     chunks = _status(project)["chunks"]
     # a.csv and the fixed b.csv loaded once each; the bad version never loaded
     assert (chunks["done"], chunks["superseded"], chunks["failed"]) == (2, 1, 0)
@@ -113,7 +113,7 @@ def test_a_file_fixed_after_a_malformed_record_loads_once(
     assert (
         retired["file"] == "data/in/b.csv" and "changed before it was loaded" in retired["reason"]
     )
-    assert "no changes" in project.cli("apply").stderr
+    assert "no changes" in project.cli("apply").stdout
 
 
 def test_an_outage_then_an_edit_loads_the_edited_file_once(
@@ -175,7 +175,7 @@ def test_a_bad_file_deleted_is_gone_and_later_files_load(
     applied = project.cli("apply")
     assert applied.exit_code == 0, applied.stderr
     assert _ids(project) == [1, 3]
-    assert "1 batch gone recorded" in applied.stderr
+    assert "1 batch gone recorded" in applied.stdout
     status = _status(project)
     assert (status["chunks"]["gone"], status["chunks"]["failed"]) == (1, 0)
     assert project.cli("apply").exit_code == 0
@@ -195,7 +195,7 @@ def test_a_path_that_never_matched_a_file_warns_every_time_and_alerts_once(
         assert applied.exit_code == 0
         assert warning in " ".join(applied.stderr.split()), applied.stderr
         planned = project.cli("plan")
-        assert "has never matched a file" in planned.stderr
+        assert "has never matched a file" in planned.stdout
     [alert] = _alerts(project, "never_matched")
     assert alert["message"] == warning
     assert _status(project)["warnings"] == [warning]
@@ -214,15 +214,15 @@ def test_apply_and_plan_say_what_they_will_do_and_did(
     assert planned["action"] == "change"
     applied = project.cli("apply")
     assert applied.exit_code == 0
-    assert "no changes" not in applied.stderr
-    assert "1 manifest change recorded" in applied.stderr
-    assert "no changes: every pipeline is up to date" in project.cli("apply").stderr
+    assert "no changes" not in applied.stdout
+    assert "1 manifest change recorded" in applied.stdout
+    assert "no changes: every pipeline is up to date" in project.cli("apply").stdout
     # Data to load under an unchanged manifest: labelled `load`, never `no-op`.
     project.write("data/in/b.csv", "id,amount,note\n2,2.50,two\n")
     document = json.loads(project.cli("plan", "--json").stdout)
     assert document["pipelines"][0]["action"] == "load"
     assert (document["summary"]["no_op"], document["summary"]["pending"]) == (0, 1)
-    text = project.cli("plan").stderr
+    text = project.cli("plan").stdout
     assert "> p load" in " ".join(text.split())
 
 
@@ -262,4 +262,4 @@ def test_a_file_changed_while_the_run_loads_is_superseded_and_reloaded_in_the_sa
     assert (outcome.status, outcome.batches, outcome.superseded) == ("success", 2, 1)
     assert any("data/in/b.csv changed before it was loaded" in n for n in outcome.notes)
     assert [(r[0], str(r[1])) for r in project.rows("t")] == [(1, "1.50"), (2, "2.75"), (3, "3.50")]
-    assert "no changes" in project.cli("apply").stderr
+    assert "no changes" in project.cli("apply").stdout

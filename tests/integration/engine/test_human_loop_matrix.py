@@ -116,7 +116,7 @@ class Matrix:
         if expect:
             assert "Traceback" not in result.stderr
             assert "error:" in result.stderr and "hint:" in result.stderr, result.stderr
-        return result.stderr
+        return result.output
 
     def check(self, story: str) -> None:
         for mode in MODES:

@@ -138,7 +138,7 @@ def test_a_rewound_window_is_loaded_again_under_a_new_generation(
     }
     assert entry["created_at"]
     text = project.cli("backfill", "history", "p")
-    assert "vendor fix RT-481" in text.stderr
+    assert "vendor fix RT-481" in text.stdout
 
     runs = len(json.loads(project.cli("runs", "p", "--json").stdout))
     assert apply(project)["status"] == "no-op"
@@ -194,7 +194,7 @@ def test_rewind_refuses_windows_it_cannot_rewind(
     args = ("backfill", "rewind", "p", "--from", "2024-01-01T16:00Z", "--to", "2024-01-02")
     done = project.cli(*args, "--reason", "late fix")
     assert done.exit_code == 0, done.stderr
-    assert done.stderr.startswith(
+    assert done.stdout.startswith(
         "rewound 1 chunk(s) of p.src between 2024-01-01T16:00:00+00:00 and "
         "2024-01-02T00:00:00+00:00 (generation 1): `hakiri apply p` reloads them\n"
     )

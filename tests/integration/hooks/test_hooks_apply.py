@@ -120,8 +120,8 @@ def test_a_failing_post_hook_after_a_committed_load_marks_the_run_partial(
     # is recorded now, and apply says so.
     again = project.cli("apply")
     assert again.exit_code == 0
-    assert "no rows to load; 1 manifest change recorded" in again.stderr
-    assert "no changes: every pipeline is up to date" in project.cli("apply").stderr
+    assert "no rows to load; 1 manifest change recorded" in again.stdout
+    assert "no changes: every pipeline is up to date" in project.cli("apply").stdout
 
 
 def test_blue_green_post_hook_runs_before_the_swap_and_a_failure_keeps_the_old_table(

@@ -40,7 +40,7 @@ def test_empty_catalog_means_every_pipeline_is_added(plan_project) -> None:
 
     result = plan(plan_project, "--detailed-exitcode")
     assert result.exit_code == 2
-    assert "Plan: 2 to add, 0 to change, 0 to retire." in result.stderr
+    assert "Plan: 2 to add, 0 to change, 0 to retire." in result.stdout
     # plan wrote nothing: no catalog file, no context table, no PostgreSQL table
     assert not (plan_project.root / ".hakiri").exists()
     with psycopg.connect(plan_project.pg_url) as conn:
@@ -58,7 +58,7 @@ def test_after_an_apply_everything_is_a_no_op(plan_project) -> None:
     assert document["summary"]["pending"] == 0
     result = plan(plan_project, "--detailed-exitcode")
     assert result.exit_code == 0, result.stderr
-    assert "Plan: 0 to add, 0 to change, 0 to retire. 2 unchanged." in result.stderr
+    assert "Plan: 0 to add, 0 to change, 0 to retire. 2 unchanged." in result.stdout
 
 
 def test_an_edited_manifest_shows_the_field_diff(plan_project) -> None:
@@ -87,7 +87,7 @@ def test_an_edited_manifest_shows_the_field_diff(plan_project) -> None:
     ]
     result = plan(plan_project, "orders", "--detailed-exitcode")
     assert result.exit_code == 2
-    assert '~ schedule: null -> "every 1h"' in result.stderr
+    assert '~ schedule: null -> "every 1h"' in result.stdout
 
 
 def test_a_new_source_column_and_new_data_are_reported(plan_project) -> None:
@@ -116,11 +116,12 @@ def test_an_unreachable_target_is_one_error_line_for_that_pipeline(plan_project)
     result = plan(plan_project, "--detailed-exitcode", env={"WH_URL": bad})
     assert result.exit_code == 1
     errors = [
-        line.strip() for line in result.stderr.splitlines() if line.strip().startswith("error:")
+        line.strip() for line in result.output.splitlines() if line.strip().startswith("error:")
     ]
-    assert len(errors) == 2, result.stderr  # the pipeline's error, then the summary
-    assert "cannot connect to PostgreSQL" in errors[0] and "hunter2" not in result.stderr
-    assert "+ events" in result.stderr  # the other pipeline is still planned
+    # the pipeline's error (in the plan, on stdout), then the summary (on stderr)
+    assert len(errors) == 2, result.output
+    assert "cannot connect to PostgreSQL" in errors[0] and "hunter2" not in result.output
+    assert "+ events" in result.stdout  # the other pipeline is still planned
     assert "Traceback" not in result.stderr
     document = json.loads(plan(plan_project, "--json", env={"WH_URL": bad}).stdout)
     orders = next(p for p in document["pipelines"] if p["id"] == "orders")

@@ -51,7 +51,7 @@ def test_plan_warns_about_parallel_append_and_exits_2_while_chunks_remain(
     project = backfill_project(tmp_path, pg_url, pg_schema)
     before = project.cli("plan")
     assert before.exit_code == 0, before.stderr
-    assert "is loaded twice; use mode = 'upsert'" in before.stderr  # timestamp cursor + append
+    assert "is loaded twice; use mode = 'upsert'" in before.stdout  # timestamp cursor + append
 
     first = project.cli("apply", "--json")
     assert first.exit_code == 0, first.stderr
@@ -61,10 +61,10 @@ def test_plan_warns_about_parallel_append_and_exits_2_while_chunks_remain(
 
     result = project.cli("plan", "--detailed-exitcode")
     assert result.exit_code == 2, result.stderr
-    assert "~ p" in result.stderr
-    assert "backfilling src: 2 of 3 chunk(s) left" in result.stderr
-    assert "loaded twice" in result.stderr
-    assert "Plan: 0 to add, 1 to change, 0 to retire." in result.stderr
+    assert "~ p" in result.stdout
+    assert "backfilling src: 2 of 3 chunk(s) left" in result.stdout
+    assert "loaded twice" in result.stdout
+    assert "Plan: 0 to add, 1 to change, 0 to retire." in result.stdout
     [planned] = json.loads(project.cli("plan", "--json").stdout)["pipelines"]
     assert planned["action"] == "change" and planned["diff"] == []
     # the two chunks left are the work; no row is past planned_to (2024-01-01 16:40)
@@ -79,5 +79,5 @@ def test_plan_warns_about_parallel_append_and_exits_2_while_chunks_remain(
     # finished, and no row past planned_to: converged
     done = project.cli("plan", "--detailed-exitcode")
     assert done.exit_code == 0, done.stderr
-    assert "backfilling" not in done.stderr
-    assert "1 unchanged" in done.stderr
+    assert "backfilling" not in done.stdout
+    assert "1 unchanged" in done.stdout

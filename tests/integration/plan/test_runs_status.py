@@ -56,8 +56,8 @@ def test_runs_lists_newest_first(plan_project) -> None:
     assert runs[2]["row_count"] == 1200 and runs[2]["duration_seconds"] >= 0
     assert runs[1]["error_msg"] == "connection refused"
     text = cli(plan_project, "runs")
-    assert "DestinationUnreachable: connection refused" in text.stderr
-    assert "1,200 rows" in text.stderr
+    assert "DestinationUnreachable: connection refused" in text.stdout
+    assert "1,200 rows" in text.stdout
 
 
 def test_status_shape_for_one_pipeline(plan_project) -> None:
@@ -129,9 +129,9 @@ def test_status_throughput_and_eta_of_the_running_run(plan_project) -> None:
 
     text = cli(plan_project, "status", "orders")
     assert text.exit_code == 0, text.stderr
-    assert "phase backfilling" in text.stderr
-    assert "chunks 2/5 done (1 running, 2 pending, 0 failed)" in text.stderr
-    assert "rows/s, eta " in text.stderr
+    assert "phase backfilling" in text.stdout
+    assert "batches 2/5 done (1 running, 2 pending, 0 failed)" in text.stdout
+    assert "rows/s, eta " in text.stdout
 
 
 def _chunk(lo: int, hi: int) -> str:

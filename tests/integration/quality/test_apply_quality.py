@@ -344,7 +344,7 @@ def test_row_count_anomaly_is_skipped_then_silent_then_fires(
     assert run["status"] == "success" and alerts[0]["run_id"] == run["run_id"]
     assert any("anomaly" in w for w in run["quality"]["warnings"])
     text = project.cli("alerts", "--since", "1h")
-    assert "anomaly" in text.stderr and "loaded 200 rows" in text.stderr
+    assert "anomaly" in text.stdout and "loaded 200 rows" in text.stdout
     assert json.loads(project.cli("alerts", "--since", "2999-01-01", "--json").stdout) == []
 
 
@@ -421,7 +421,7 @@ def test_errors_shows_quarantined_rows_and_replay_loads_those_that_now_pass(
         (5, "regex:email", True),
     ]
     text = project.cli("errors", "p")
-    assert text.exit_code == 0 and "regex:email" in text.stderr and "not-an-email" in text.stderr
+    assert text.exit_code == 0 and "regex:email" in text.stdout and "not-an-email" in text.stdout
 
     # The rule was too strict: loosen it, then replay the run's dropped rows. The name rule is now
     # abort, which a replay applies as skip: row 4 stays quarantined instead of failing the replay.
@@ -435,7 +435,7 @@ def test_errors_shows_quarantined_rows_and_replay_loads_those_that_now_pass(
     assert 'column = "name", on_fail = "abort"' in (project.root / "hakiri.toml").read_text()
     replayed = project.cli("replay", "p", "--run", run_id[:12])  # a prefix, as `runs` prints it
     assert replayed.exit_code == 0, replayed.stderr
-    assert "replayed 1 rows" in replayed.stderr
+    assert "replayed 1 rows" in replayed.stdout
     assert "2 rows still break a rule" in replayed.stderr  # 4 (no name) and 5 (no @)
     assert [r[0] for r in project.rows("t")] == [1, 3]
     marks = {r[3]: r[4] for r in quarantine(project)}
@@ -444,7 +444,7 @@ def test_errors_shows_quarantined_rows_and_replay_loads_those_that_now_pass(
     assert replay_run["quality"]["replay_of"] == run_id
 
     again = project.cli("replay", "p", "--run", run_id)
-    assert again.exit_code == 0 and "replayed 0 rows" in again.stderr
+    assert again.exit_code == 0 and "replayed 0 rows" in again.stdout
     assert [r[0] for r in project.rows("t")] == [1, 3]
 
 

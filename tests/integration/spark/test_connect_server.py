@@ -143,7 +143,7 @@ def test_commands_share_one_local_server_that_outlives_them(
         timeout=120,
     )
     assert stopped.returncode == 0, stopped.stderr
-    assert f"stopped {server['fingerprint']}" in stopped.stderr
+    assert f"stopped {server['fingerprint']}" in stopped.stdout
     assert not pid_alive(int(server["pid"])) and not pid_alive(int(server["server_pid"]))
     assert _servers(env) == []
 

@@ -31,7 +31,7 @@ def test_init_scaffolds_a_project_that_validates(project, cli) -> None:
     assert ".hakiri/" in (root / ".gitignore").read_text()
     check = cli("validate", "--project", str(root))
     assert check.exit_code == 0, check.stderr
-    assert "1 pipeline valid" in check.stderr
+    assert "1 pipeline valid" in check.stdout
 
 
 def test_init_refuses_to_overwrite_a_project(project, cli) -> None:
@@ -45,7 +45,7 @@ def test_init_refuses_to_overwrite_a_project(project, cli) -> None:
 def test_the_repository_example_project_validates(cli) -> None:
     result = cli("validate", "--project", str(REPO))
     assert result.exit_code == 0, result.stderr
-    assert "3 pipelines valid" in result.stderr
+    assert "3 pipelines valid" in result.stdout
 
 
 def test_help_and_validate_never_import_pyspark() -> None:

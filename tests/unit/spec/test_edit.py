@@ -48,7 +48,7 @@ def test_convert_to_the_same_format_is_a_no_op(example_project, cli) -> None:
     snapshot = example_project.snapshot()
     result = cli("pipeline", "convert", "customers", "--to", "json")
     assert result.exit_code == 0
-    assert "already JSON" in result.stderr
+    assert "already JSON" in result.stdout
     assert example_project.snapshot() == snapshot
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 
+from hakiri.destinations.base import Garbage, KeptLeftover
 from hakiri.destinations.context.staging import STAGING_DIR, staging_area
 
 __all__ = ["gc_context"]
@@ -20,18 +21,20 @@ __all__ = ["gc_context"]
 
 def gc_context(
     store: Path, *, live_runs: Collection[str] = (), older_than_seconds: float = 3600.0
-) -> list[str]:
-    """Remove stale staging areas of one store; the paths removed."""
+) -> Garbage:
+    """Remove stale staging areas of one store; the paths removed, and those kept with why."""
     root = store / STAGING_DIR
+    found = Garbage()
     if not root.is_dir():
-        return []
+        return found
     cutoff = time.time() - older_than_seconds
-    removed: list[str] = []
     for path in sorted(p for p in root.iterdir() if p.is_dir()):
         if path.stat().st_mtime > cutoff:
+            found.kept.append(KeptLeftover(str(path), "young"))
             continue
         if staging_area(store, path.name).manifest().get("run_id") in live_runs:
+            found.kept.append(KeptLeftover(str(path), "running"))
             continue
         shutil.rmtree(path, ignore_errors=True)
-        removed.append(str(path))
-    return removed
+        found.dropped.append(str(path))
+    return found

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from psycopg import sql
 
+from hakiri.destinations.base import Garbage, KeptLeftover
 from hakiri.destinations.postgres.names import parse_marker, utc_now
 from hakiri.destinations.postgres.sql_client import Where, connect, driver_errors, translate
 from hakiri.destinations.postgres.staging import STAGING_PREFIX
@@ -34,11 +35,12 @@ ORDER BY c.relname
 
 def gc(
     url: str, schemas: Iterable[str], *, live_runs: set[str], older_than_seconds: float
-) -> list[str]:
-    """Drop leftover staging and `_new` tables in `schemas`; the qualified names dropped."""
+) -> Garbage:
+    """Drop leftover staging and `_new` tables in `schemas`; the qualified names dropped, and
+    those kept (a live run's, too young, locked) with why."""
     import psycopg
 
-    dropped: list[str] = []
+    found = Garbage()
     conn = connect(url, autocommit=True)
     try:
         conn.execute("SELECT pg_catalog.set_config('lock_timeout', %s, false)", (_LOCK_TIMEOUT,))
@@ -47,30 +49,36 @@ def gc(
             with driver_errors(where):
                 candidates = conn.execute(_CANDIDATES, (schema, STAGING_PREFIX)).fetchall()
             for table, comment in candidates:
-                if not _is_garbage(comment, live_runs, older_than_seconds):
+                keep = _kept_because(comment, live_runs, older_than_seconds)
+                if keep:
+                    if keep != "not ours":
+                        found.kept.append(KeptLeftover(f"{schema}.{table}", keep))
                     continue
                 try:
                     conn.execute(
                         sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, table))
                     )
                 except psycopg.errors.LockNotAvailable:
-                    continue  # in use right now: not garbage after all, or next time
+                    # in use right now: not garbage after all, or next time
+                    found.kept.append(KeptLeftover(f"{schema}.{table}", "locked"))
+                    continue
                 except psycopg.Error as exc:
                     raise translate(exc, Where(url, schema, table, "drop", conn.info.user)) from exc
-                dropped.append(f"{schema}.{table}")
+                found.dropped.append(f"{schema}.{table}")
     finally:
         conn.close()
-    return dropped
+    return found
 
 
-def _is_garbage(comment: str | None, live_runs: set[str], older_than_seconds: float) -> bool:
+def _kept_because(comment: str | None, live_runs: set[str], older_than_seconds: float) -> str:
+    """Why the table is not dropped (`not ours`, `running`, `young`); "" when it is garbage."""
     fields = parse_marker(comment)
     if fields is None or fields.get("kind") not in GC_KINDS:
-        return False  # not marked by hakiri (or a backup): not ours to judge
+        return "not ours"  # not marked by hakiri (or a backup): not ours to judge
     if fields.get("run") in live_runs:
-        return False
+        return "running"
     try:
         created = datetime.fromisoformat(str(fields.get("created_at")))
     except ValueError:
-        return False
-    return (utc_now() - created).total_seconds() >= older_than_seconds
+        return "not ours"
+    return "" if (utc_now() - created).total_seconds() >= older_than_seconds else "young"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from psycopg import sql
 
-from hakiri.destinations.base import TargetColumn
+from hakiri.destinations.base import KeptLeftover, TargetColumn
 from hakiri.destinations.postgres import gc
 from hakiri.destinations.postgres.names import MARKER_PREFIX
 from hakiri.destinations.postgres.staging import create_staging_table, staging_name
@@ -49,9 +49,10 @@ def test_gc_drops_orphaned_staging_and_new_tables_but_not_a_live_runs(
         pg_conn, pg_schema, "orders_backup_20240101000000", "backup", "dead-run", timedelta(days=9)
     )
 
-    dropped = gc(pg_url, [pg_schema], live_runs={"live-run"}, older_than_seconds=0)
+    found = gc(pg_url, [pg_schema], live_runs={"live-run"}, older_than_seconds=0)
 
-    assert sorted(dropped) == sorted([f"{pg_schema}.{orphan}", f"{pg_schema}.orders_new"])
+    assert sorted(found.dropped) == sorted([f"{pg_schema}.{orphan}", f"{pg_schema}.orders_new"])
+    assert found.kept == [KeptLeftover(f"{pg_schema}.{live}", "running")]
     assert tables_in(pg_conn, pg_schema) == sorted(
         [live, "orders", "orders_backup_20240101000000", "users_new"]
     )
@@ -64,9 +65,10 @@ def test_gc_keeps_tables_younger_than_the_threshold(
     old = _staging(pg_conn, pg_schema, run="dead-run")
     _mark(pg_conn, pg_schema, old, "staging", "dead-run", timedelta(hours=2))
 
-    dropped = gc(pg_url, [pg_schema], live_runs=set(), older_than_seconds=3600)
+    found = gc(pg_url, [pg_schema], live_runs=set(), older_than_seconds=3600)
 
-    assert dropped == [f"{pg_schema}.{old}"]
+    assert found.dropped == [f"{pg_schema}.{old}"]
+    assert found.kept == [KeptLeftover(f"{pg_schema}.{young}", "young")]
     assert tables_in(pg_conn, pg_schema) == [young]
 
 
@@ -77,6 +79,7 @@ def test_gc_skips_a_table_in_use(pg_url: str, pg_conn: psycopg.Connection, pg_sc
             sql.SQL("SELECT * FROM {}").format(sql.Identifier(pg_schema, orphan))
         ).fetchall()
 
-        dropped = gc(pg_url, [pg_schema], live_runs=set(), older_than_seconds=0)
+        found = gc(pg_url, [pg_schema], live_runs=set(), older_than_seconds=0)
 
-    assert dropped == [] and tables_in(pg_conn, pg_schema) == [orphan]
+    assert found.dropped == [] and tables_in(pg_conn, pg_schema) == [orphan]
+    assert found.kept == [KeptLeftover(f"{pg_schema}.{orphan}", "locked")]
