@@ -41,17 +41,18 @@ def size_text(size: int) -> str:
 
 
 def _in_flight(progress: Any) -> str:
-    """`120,000 rows, 18 MB, 41% of 44 MB`: the batch's rows, staged bytes and share."""
+    """`120,000 rows, 18 MB, 41% of 44 MB`: the batch's rows, and how much of its input they
+    are (the rows' share of the records expected, in bytes of the input); without an estimate,
+    the bytes the destination holds so far."""
     parts = [f"{progress.rows:,} rows"]
-    if progress.bytes:
-        parts.append(size_text(progress.bytes))
     fraction = progress.fraction
     if fraction is not None and progress.input_bytes:
-        parts.append(f"{fraction:.0%} of {size_text(progress.input_bytes)}")
+        read = size_text(round(fraction * progress.input_bytes))
+        parts += [read, f"{fraction:.0%} of {size_text(progress.input_bytes)}"]
     elif fraction is not None:
         parts.append(f"{fraction:.0%} of ~{progress.expected_rows:,} rows")
-    elif progress.input_bytes:
-        parts.append(f"input {size_text(progress.input_bytes)}")
+    elif progress.bytes:
+        parts.append(f"{size_text(progress.bytes)} staged")
     return ", ".join(parts)
 
 

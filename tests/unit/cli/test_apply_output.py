@@ -89,10 +89,10 @@ def test_a_batch_in_flight_reads_as_rows_bytes_and_share_of_the_input() -> None:
     waiting = BatchProgress("orders", "t", "data/orders.csv", 12.4, input_bytes=44_000_000)
     assert progress_line(waiting) == "orders: loading data/orders.csv (44 MB), 12s so far"
     unknown = BatchProgress("orders", "t", "orders (id > 5)", 3.0, rows=10, bytes=8192)
-    assert progress_line(unknown) == "orders: 10 rows, 8.2 kB"
+    assert progress_line(unknown) == "orders: 10 rows, 8.2 kB staged"
     # an estimate is never 100% (or more) while the batch is still loading
     over = BatchProgress("o", "t", "f", 1.0, rows=500, bytes=0, expected_rows=400, input_bytes=9)
-    assert progress_line(over) == "o: 500 rows, 99% of 9 B"
+    assert progress_line(over) == "o: 500 rows, 9 B, 99% of 9 B"
     assert [size_text(n) for n in (0, 999, 1_500, 44_000_000, 1_400_000_000)] == [
         "0 B",
         "999 B",
@@ -107,4 +107,4 @@ def test_off_a_terminal_each_report_is_one_plain_line() -> None:
     display = LoadDisplay(console, bar=False, every=1.0)
     long = BatchProgress("a_pipeline_with_a_long_name", "t", "f", 1.0, rows=1_234_567, bytes=5)
     display.in_flight(long)
-    assert console.export_text() == "a_pipeline_with_a_long_name: 1,234,567 rows, 5 B\n"
+    assert console.export_text() == "a_pipeline_with_a_long_name: 1,234,567 rows, 5 B staged\n"
