@@ -108,6 +108,9 @@ class FakeDestination:
 
     # ------------------------------------------------------------------ the protocol
 
+    def stage_progress(self, request: LoadRequest) -> None:
+        return None
+
     def stage(self, rows: Any, request: LoadRequest) -> StagedBatch:
         """Collect the rows that pass the rules (`rows` is a RuleCheck) into a staging area."""
         self._check_mode(request)

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import time
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-)
 from rich.table import Table
 
+from hakiri.cli.load_progress import LoadDisplay, progress_seconds
 from hakiri.cli.render import JsonFlag, ProjectDir, emit_json, err, escape, out
 from hakiri.errors import HakiriError
 
@@ -83,7 +77,7 @@ def _apply(
     as_json: bool,
     plan_file: Path | None = None,
 ) -> None:
-    from hakiri.services.apply import apply_project, apply_saved_plan
+    from hakiri.services.apply import ProgressWatch, apply_project, apply_saved_plan
 
     def progress(outcome) -> None:  # type: ignore[no-untyped-def]
         if not as_json:
@@ -100,66 +94,33 @@ def _apply(
                 detail = f": no rows to load; {recorded} recorded"
             err.print(f"{mark[outcome.status]} {escape(outcome.pipeline_id)}{detail}")
 
-    # A progress bar per pipeline, only for a person watching a terminal.
-    bars = None
-    if err.is_terminal and not as_json:
-        bars = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("batches  {task.fields[rows]:,} rows  {task.fields[pace]}"),
-            console=err,
-            transient=True,
-        )
-    tasks: dict[str, TaskID] = {}
-    # The runner reports finished batches only: a pipeline's clock starts when the previous
-    # pipeline's outcome arrives (or at the start), so the first batch's time is counted too.
-    clock = {"since": time.monotonic()}
+    # A bar per pipeline for a person watching a terminal; elsewhere a line every few seconds.
+    display = LoadDisplay(
+        err, bar=err.is_terminal and not as_json, every=progress_seconds(os.environ)
+    )
 
     def on_outcome(outcome) -> None:  # type: ignore[no-untyped-def]
-        clock["since"] = time.monotonic()
+        display.outcome()
         progress(outcome)
 
-    def on_batch(pipeline_id: str, done: int, total: int, rows: int) -> None:
-        if bars is None:
-            return
-        pace = _pace(time.monotonic() - clock["since"], done, total, rows)
-        if pipeline_id not in tasks:
-            tasks[pipeline_id] = bars.add_task(pipeline_id, total=total, rows=0, pace="")
-        bars.update(tasks[pipeline_id], completed=done, total=total, rows=rows, pace=pace)
-
-    if bars is not None:
-        bars.start()
-    try:
+    with display:
         options = dict(
             fail_fast=fail_fast,
             lease_timeout=lease_timeout,
             on_outcome=on_outcome,
-            on_batch=on_batch,
+            on_batch=display.batch_done,
+            progress=ProgressWatch(display.every, display.in_flight) if display.every else None,
         )
         if plan_file is not None:
             outcomes = apply_saved_plan(project, plan_file, **options)
         else:
             outcomes = apply_project(project, ids, **options)
-    finally:
-        if bars is not None:
-            bars.stop()
     if as_json:
         emit_json([asdict(o) for o in outcomes])
     else:
         _summary(outcomes)
     if any(o.status == "failed" for o in outcomes):
         raise typer.Exit(1)
-
-
-def _pace(elapsed: float, done: int, total: int, rows: int) -> str:
-    """`12,345 rows/s  eta 3m 20s` for the progress bar, from the pipeline's wall clock."""
-    from hakiri.cli.state import duration_text
-
-    if elapsed <= 0 or done <= 0:
-        return ""
-    eta = duration_text(elapsed / done * max(total - done, 0))
-    return f"{rows / elapsed:,.0f} rows/s  eta {eta}"
 
 
 def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
@@ -178,30 +139,7 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
             for note in o.notes:
                 err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")
         return
-    table = Table(
-        "pipeline",
-        "mode",
-        "status",
-        "rows",
-        "deleted",
-        "quarantined",
-        "batches",
-        "recovered",
-        "duration",
-        box=None,
-    )
-    for o in outcomes:
-        table.add_row(
-            o.pipeline_id,
-            o.mode,
-            o.status,
-            f"{o.rows:,}",
-            f"{o.deleted:,}",
-            f"{o.quarantined:,}",
-            str(o.batches),
-            str(o.recovered),
-            f"{o.seconds:.1f}s",
-        )
+    table = summary_table(outcomes, out.width)
     out.print(table)
     if recorded:
         out.print(f"{recorded} recorded")
@@ -212,6 +150,63 @@ def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
             err.print(f"[red]error:[/red] {escape(o.pipeline_id)}: {escape(o.error)}")
             if o.hint:
                 err.print(f"  [dim]hint:[/dim] {escape(o.hint)}")
+
+
+# The summary's columns. A table wider than the console loses columns in this order: first
+# the counts that are 0 for every pipeline (recovered, quarantined, deleted, batches), then
+# `mode`, then those counts even when not 0; a long pipeline id wraps onto more lines. No
+# cell is ever cut short with `…`.
+SUMMARY_COLUMNS = (
+    "pipeline",
+    "mode",
+    "status",
+    "rows",
+    "deleted",
+    "quarantined",
+    "batches",
+    "recovered",
+    "duration",
+)
+DROPPABLE = ("recovered", "quarantined", "deleted", "batches")
+
+
+def summary_table(outcomes, width: int) -> Table:  # type: ignore[no-untyped-def]
+    """The summary of an apply, one row per pipeline, fitted to `width` columns."""
+    rows = [
+        {
+            "pipeline": o.pipeline_id,
+            "mode": o.mode,
+            "status": o.status,
+            "rows": f"{o.rows:,}",
+            "deleted": f"{o.deleted:,}",
+            "quarantined": f"{o.quarantined:,}",
+            "batches": str(o.batches),
+            "recovered": str(o.recovered),
+            "duration": f"{o.seconds:.1f}s",
+        }
+        for o in outcomes
+    ]
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in SUMMARY_COLUMNS}
+    shown = list(SUMMARY_COLUMNS)
+
+    def fits() -> bool:  # the pipeline column may wrap down to its header's width
+        least = sum(widths[c] for c in shown if c != "pipeline") + len("pipeline")
+        return least + 2 * len(shown) <= width
+
+    zero = [c for c in DROPPABLE if all(r[c] == "0" for r in rows)]
+    for column in [*zero, "mode", *(c for c in DROPPABLE if c not in zero)]:
+        if fits():
+            break
+        shown.remove(column)
+    table = Table(box=None)
+    for column in shown:
+        if column == "pipeline":
+            table.add_column(column, overflow="fold", min_width=len(column))
+        else:
+            table.add_column(column, no_wrap=True, min_width=widths[column])
+    for r in rows:
+        table.add_row(*(r[c] for c in shown))
+    return table
 
 
 def _recorded(outcomes) -> str:  # type: ignore[no-untyped-def]

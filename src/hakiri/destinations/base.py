@@ -47,6 +47,14 @@ class TargetColumn:
 
 
 @dataclass(frozen=True)
+class StageProgress:
+    """What a staging write in flight has written so far, as the destination sees it."""
+
+    rows: int
+    bytes: int  # the staging data's size in the destination
+
+
+@dataclass(frozen=True)
 class TargetObservation:
     """One target table as it is now."""
 
@@ -258,6 +266,12 @@ class Destination(Protocol):
         and, when `request.quarantine` is set, the rule violations (rule_id, on_fail, dropped,
         row) too, to be committed into it in the same transaction as the rows. The rules are
         judged by `rows.finish()` after this returns."""
+        ...
+
+    def stage_progress(self, request: LoadRequest) -> StageProgress | None:
+        """While `stage(…, request)` runs in another thread: what it has written so far; None
+        before the write starts, after it ends, or where the destination cannot see a write in
+        flight. Cheap and read-only: a progress display polls it every few seconds."""
         ...
 
     def commit(

@@ -24,6 +24,7 @@ from hakiri.destinations.gates import check_empty_source
 from hakiri.engine.crash import crash_point
 from hakiri.engine.evidence import guessed_columns
 from hakiri.engine.lineage import LineageRecorder
+from hakiri.engine.progress import InFlight, ProgressWatch, watching
 from hakiri.engine.ratelimit import TokenBucket
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
@@ -70,10 +71,12 @@ class BatchLoader:
         metrics: RunMetrics,
         bucket: TokenBucket | None = None,
         lineage: LineageRecorder | None = None,
+        progress: ProgressWatch | None = None,
     ) -> None:
         self.spec, self.catalog, self.source, self.targets = spec, catalog, source, targets
         self.schema, self.spark, self.holder = schema, spark, holder
         self.metrics, self.bucket, self.lineage = metrics, bucket, lineage
+        self.progress = progress
 
     def load(self, batch: Batch, run_id: str, run_bytes: int | None = None) -> Loaded:
         """One batch, traced as `hakiri.chunk` (a child of `hakiri.run`)."""
@@ -89,7 +92,14 @@ class BatchLoader:
         }
         with span("hakiri.chunk", attributes) as chunk:
             waited = self.bucket.acquire(self.source.requests_per_read()) if self.bucket else 0.0
-            loaded = self._load(batch, run_id, run_bytes)
+            flight = InFlight(
+                self.spec.id,
+                batch.table_name,
+                chunk_predicate(batch) or batch.table_name,
+                batch.size_bytes,
+            )
+            with watching(flight, self.progress):
+                loaded = self._load(batch, run_id, run_bytes, flight)
             chunk.set_attributes(
                 {
                     "hakiri.chunk.rows": loaded.result.rows_loaded,
@@ -99,11 +109,13 @@ class BatchLoader:
             )
         return loaded
 
-    def _load(self, batch: Batch, run_id: str, run_bytes: int | None) -> Loaded:
+    def _load(self, batch: Batch, run_id: str, run_bytes: int | None, flight: InFlight) -> Loaded:
         from hakiri.spark.errors import spark_errors
         from hakiri.spark.transforms import apply_transforms
 
         destination, request = self.targets.request(batch, run_id, run_bytes)
+        # stage_progress finds the write by batch id and target table, which `replace` keeps
+        flight.probe = lambda: destination.stage_progress(request)
         lock = self.targets.commit_lock(destination)
         checked = None
         malformed = 0
@@ -117,6 +129,7 @@ class BatchLoader:
                 with span("hakiri.read"):
                     read = self.source.read(self.spark(), batch)
                     label = read.label
+                    flight.expected_rows = read.expected_rows
                     request = replace(
                         request,
                         batch_time=read.taken_at or batch.created_at,

@@ -44,6 +44,7 @@ from hakiri.engine.drift import mark_after_run, refuse_frozen_drift
 from hakiri.engine.failures import NEVER_MATCHED_ALERT, alert_run_failed
 from hakiri.engine.leases import keep_lease, recover_stale_claims, take_lease
 from hakiri.engine.lineage import LineageRecorder
+from hakiri.engine.progress import ProgressWatch
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.replay import Replayer
 from hakiri.engine.run_quality import RunQuality, audit_run
@@ -95,6 +96,7 @@ class PipelineRunner:
         on_batch: Callable[[str, int, int, int], None] | None = None,
         controls: RunControls | None = None,
         audit: Callable[[], list[ProbeResult]] | None = None,
+        progress: ProgressWatch | None = None,
     ) -> None:
         self.project, self.spec, self.catalog = project, spec, catalog
         # `source_diff` validators, after the run's loads (services.diff.source_diff_audit)
@@ -126,6 +128,7 @@ class PipelineRunner:
             self.metrics,
             bucket,
             self.lineage,
+            progress,
         )
         self._lock = threading.Lock()  # guards outcome, quality and claims across chunk workers
         self._run_bytes: int | None = None  # input of the pending batches, when all are files

@@ -18,6 +18,7 @@ from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.failures import record_failed_attempt
+from hakiri.engine.progress import ProgressWatch
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.planner.builder import applied_now
@@ -37,8 +38,10 @@ def apply_project(
     on_outcome: Callable[[Outcome], None] | None = None,
     on_batch: Callable[[str, int, int, int], None] | None = None,
     planned: Mapping[str, dict[str, list[str]]] | None = None,
+    progress: ProgressWatch | None = None,
 ) -> list[Outcome]:
-    """`planned` (from a saved plan): per pipeline, the batches each table may enqueue."""
+    """`planned` (from a saved plan): per pipeline, the batches each table may enqueue;
+    `progress`: who is told, and how often, how far a batch in flight has got."""
     env = os.environ if env is None else env
     observability.configure(env)
     project = load_project(root, env)
@@ -57,7 +60,7 @@ def apply_project(
             for spec in specs:
                 controls = RunControls(planned=planned.get(spec.id, {})) if planned else None
                 outcome = _run_one(
-                    project, spec, catalog, spark, env, lease_timeout, on_batch, controls
+                    project, spec, catalog, spark, env, lease_timeout, on_batch, controls, progress
                 )
                 outcomes.append(outcome)
                 if on_outcome:
@@ -152,10 +155,13 @@ def _run_one(
     lease_timeout: float,
     on_batch: Callable[[str, int, int, int], None] | None,
     controls: RunControls | None = None,
+    progress: ProgressWatch | None = None,
 ) -> Outcome:
     runner = None
     try:
-        runner = runner_for(project, spec, catalog, spark, env, lease_timeout, on_batch, controls)
+        runner = runner_for(
+            project, spec, catalog, spark, env, lease_timeout, on_batch, controls, progress
+        )
         return runner.run()
     except HakiriError as exc:
         run_id = runner.run_id if runner is not None else None
@@ -176,6 +182,7 @@ def runner_for(
     lease_timeout: float,
     on_batch: Callable[[str, int, int, int], None] | None = None,
     controls: RunControls | None = None,
+    progress: ProgressWatch | None = None,
 ) -> PipelineRunner:
     """The engine for one pipeline, wired to its destinations, Spark and the file reader."""
     from hakiri.services.diff import source_diff_audit
@@ -191,4 +198,5 @@ def runner_for(
         on_batch,
         controls,
         audit=lambda: source_diff_audit(project, spec, env, spark.get),
+        progress=progress,
     )

@@ -107,6 +107,9 @@ class BatchRead:
     # A pass over the frame failed: the error that says why in the source's terms (files: the
     # record an engine's parser stopped at, by file and line), or None.
     explain: Callable[[BaseException], Exception | None] = _nothing_to_explain
+    # About how many records the batch holds, when the source can tell cheaply (files: see
+    # `sources.files.estimate_records`): the 100% of a progress display.
+    expected_rows: int | None = None
 
 
 @contextlib.contextmanager

@@ -37,7 +37,13 @@ from hakiri.sources.file_batches import (
     snapshot_files,
 )
 from hakiri.sources.file_reader import PROVENANCE_COLUMNS, read_files, with_provenance
-from hakiri.sources.files import FileStamp, hash_file, inspect_files, remembered_hash
+from hakiri.sources.files import (
+    FileStamp,
+    estimate_records,
+    hash_file,
+    inspect_files,
+    remembered_hash,
+)
 from hakiri.spark.engines import (
     engine_of_session,
     provenance_capability,
@@ -153,6 +159,9 @@ class FileSource:
             else (),
             taken_at=_taken_at(stamps),
             explain=_explained_changes(read.explain) if config.changes else read.explain,
+            expected_rows=None
+            if config.changes
+            else estimate_records(config, [self._full(f.path) for f in files]),
         )
 
     def _full(self, path: str) -> Path:

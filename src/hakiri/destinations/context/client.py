@@ -53,6 +53,7 @@ from hakiri.destinations.base import (
     QuarantineTable,
     SchemaChange,
     StagedBatch,
+    StageProgress,
     TargetColumn,
 )
 from hakiri.destinations.capabilities import CONTEXT, NO_SQL_HOOKS, NO_SQL_HOOKS_HINT, check_replay
@@ -150,6 +151,11 @@ class ContextDestination:
         self.spark = spark
 
     # ------------------------------------------------------------------ staging
+
+    def stage_progress(self, request: LoadRequest) -> StageProgress | None:
+        """None: Spark's Parquet writer keeps a row group in memory until it is full (128 MB),
+        so the staging files show nothing of a write in flight."""
+        return None
 
     def stage(self, rows: RuleCheck, request: LoadRequest) -> StagedBatch:
         """Spark writes the rows as Parquet into a fresh `<store>/_staging/<16 hex>/rows/`, and the

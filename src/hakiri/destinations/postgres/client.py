@@ -35,6 +35,7 @@ from hakiri.destinations.base import (
     QuarantineTable,
     SchemaChange,
     StagedBatch,
+    StageProgress,
     TargetColumn,
 )
 from hakiri.destinations.capabilities import POSTGRES
@@ -57,6 +58,7 @@ from hakiri.destinations.postgres.load_modes import (
     relation_exists,
 )
 from hakiri.destinations.postgres.names import check_identifier
+from hakiri.destinations.postgres.progress import staging_progress
 from hakiri.destinations.postgres.quarantine import (
     QUARANTINE_STAGED,
     insert_quarantined,
@@ -166,6 +168,8 @@ class PostgresDestination:
         self.lock_timeout = lock_timeout
         self.commit_attempts = max(1, commit_attempts)
         self.retry_backoff_seconds = retry_backoff_seconds
+        # (batch id, target table) -> the staging table being written, for `stage_progress`
+        self._writing: dict[tuple[str, str], tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ staging
 
@@ -344,12 +348,16 @@ class PostgresDestination:
                     else:
                         create_table_like(conn, schema, name, like, request)
                 conn.commit()
+            flight = (request.batch_id, request.target_table)
+            self._writing[flight] = (schema, first)
             try:
                 written = write()
             except HakiriError:
                 raise
             except Exception as exc:
                 raise translate_spark_write_error(exc, where) from exc
+            finally:
+                self._writing.pop(flight, None)
             with driver_errors(where):
                 counts = [
                     finish_staging_table(conn, schema, name, () if like else columns, rows)
@@ -363,6 +371,14 @@ class PostgresDestination:
         finally:
             conn.close()
         return counts
+
+    def stage_progress(self, request: LoadRequest) -> StageProgress | None:
+        """Rows and bytes in the staging table `stage` is writing for `request` (see
+        `destinations.postgres.progress`)."""
+        writing = self._writing.get((request.batch_id, request.target_table))
+        if writing is None:
+            return None
+        return staging_progress(self.url, *writing)
 
     def writer_for(self, request: LoadRequest, frame: Any = None) -> StageWriter:
         """The stage writer for this request: the one given, else as `writer` says; COPY on an
