@@ -125,7 +125,10 @@ class Bench:
     def apply(self, controls: RunControls | None = None) -> Outcome:
         """One run of `p`, on a catalog opened for it (as one `hakiri apply` would)."""
         with Catalog.open(self.catalog_url, migrate=True) as catalog:
-            return self.runner(catalog, controls).run()
+            outcome = self.runner(catalog, controls).run()
+        if outcome.status == "failed":  # shown with the test's output when it fails
+            print(f"run failed: {outcome.error} (hint: {outcome.hint})")
+        return outcome
 
     def rows(self) -> list[dict[str, Any]]:
         return self.destination.rows("t")
