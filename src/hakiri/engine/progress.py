@@ -64,6 +64,10 @@ class InFlight:
     started: float = field(default_factory=time.monotonic)
     probe: Callable[[], Any] | None = None  # -> StageProgress | None, once staging may start
     expected_rows: int | None = None
+    # The furthest reading so far: a reading never goes back (a COPY that just finished moves
+    # its rows from the running-COPY view to the table's statistics, which lag behind).
+    rows_seen: int | None = None
+    bytes_seen: int | None = None
 
     def progress(self) -> BatchProgress:
         seen = None
@@ -72,13 +76,17 @@ class InFlight:
                 seen = self.probe()
             except Exception as exc:  # a display's reading never fails a load
                 log.debug("progress probe failed: %s", exc)
+        if seen is not None and seen.rows is not None:
+            self.rows_seen = max(seen.rows, self.rows_seen or 0)
+        if seen is not None and seen.bytes is not None:
+            self.bytes_seen = max(seen.bytes, self.bytes_seen or 0)
         return BatchProgress(
             self.pipeline_id,
             self.table,
             self.label,
             time.monotonic() - self.started,
-            rows=None if seen is None else seen.rows,
-            bytes=None if seen is None else seen.bytes,
+            rows=self.rows_seen,
+            bytes=self.bytes_seen,
             expected_rows=self.expected_rows,
             input_bytes=self.input_bytes,
         )

@@ -24,6 +24,7 @@ from hakiri.errors import SparkSetupError
 __all__ = ["sail_endpoint", "stop_sail"]
 
 _LOCK = threading.Lock()
+SESSION_TIMEOUT_ENV = "SAIL_SPARK__SESSION_TIMEOUT_SECS"
 _SERVER: list[Any] = []  # the running server, at most one
 
 
@@ -41,6 +42,11 @@ def sail_endpoint() -> str:
                 ) from None
             # Sail logs through Rust's env_logger to stderr; a command prints its own errors.
             os.environ.setdefault("RUST_LOG", "error")
+            # Sail drops a session idle for 15 minutes (spark.session_timeout_secs = 900): serve
+            # between hourly runs, or any long-lived process, would find its session gone
+            # ("session … is not running"). The server lives in this process and serves only
+            # its sessions, so they live as long as it does (a year, unless set otherwise).
+            os.environ.setdefault(SESSION_TIMEOUT_ENV, str(365 * 24 * 3600))
             server = SparkConnectServer(ip="127.0.0.1", port=0)
             try:
                 server.start(background=True)

@@ -9,8 +9,8 @@ into SQL, so any spelling (spaces, quotes, upper case, non-ASCII) is looked up a
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hakiri.destinations.base import TargetColumn, TargetObservation
 from hakiri.errors import DestinationUnreachable
@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 CONNECT_TIMEOUT_SECONDS = 5
+T = TypeVar("T")
 # A target locked by a running load (blue_green swap, DDL) must not hang `plan`.
 _TIMEOUTS = ("statement_timeout", "30s", "lock_timeout", "5s")
 
@@ -77,41 +78,47 @@ def inspect_postgres_targets(
     url: str, tables: Sequence[tuple[str, str]]
 ) -> list[TargetObservation]:
     """`inspect_postgres_target` for many (schema, table) pairs over one connection, in the order asked."""
-    import psycopg
-
-    shown = mask_url(url)
     if not tables:
         return []
-    try:
-        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS)
-    except psycopg.Error as exc:
-        raise DestinationUnreachable(
-            f"cannot connect to PostgreSQL at {shown}: {first_line_without_password(exc, url)}",
-            "check the connection's url/host and that the server is up",
-        ) from None
-    try:
-        # Every transaction of this session is READ ONLY: plan must not be able to write.
-        conn.read_only = True
-        with conn.transaction():
-            conn.execute(
-                "SELECT pg_catalog.set_config(%s, %s, true), pg_catalog.set_config(%s, %s, true)",
-                _TIMEOUTS,
-            )
-            return _inspect(conn, tables)
-    except psycopg.Error as exc:
-        raise DestinationUnreachable(
-            f"cannot inspect target tables on PostgreSQL at {shown}: {first_line_without_password(exc, url)}",
-            "check that the connection's user may read the catalog (pg_catalog) of the target database",
-        ) from None
-    finally:
-        conn.close()
+    return _read_only(
+        url,
+        lambda conn: _inspect(conn, tables),
+        "cannot inspect target tables",
+        "check that the connection's user may read the catalog (pg_catalog) of the target database",
+    )
 
 
 def count_postgres_rows(url: str, tables: Sequence[tuple[str, str]]) -> list[int | None]:
     """count(*) of each existing (schema, table), None for one that does not exist; one READ
     ONLY transaction. A full count, not the planner's estimate: drift compares it exactly."""
-    import psycopg
     from psycopg import sql
+
+    def count(conn: psycopg.Connection[Any]) -> list[int | None]:
+        schemas = [schema for schema, _ in tables]
+        names = [table for _, table in tables]
+        found = conn.execute(_RELATIONS, (schemas, names)).fetchall()
+        counts: list[int | None] = []
+        for (schema, table), (_, oid, _) in zip(tables, found, strict=True):
+            if oid is None:
+                counts.append(None)
+                continue
+            query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table))
+            [(rows,)] = conn.execute(query).fetchall()
+            counts.append(int(rows))
+        return counts
+
+    return _read_only(
+        url,
+        count,
+        "cannot count the rows of target tables",
+        "check that the connection's user may read the target tables",
+    )
+
+
+def _read_only(url: str, work: Callable[[psycopg.Connection[Any]], T], failed: str, hint: str) -> T:
+    """`work` in one READ ONLY transaction with plan's timeouts (plan must not be able to
+    write, nor hang on a locked target); a failure is DestinationUnreachable in one line."""
+    import psycopg
 
     shown = mask_url(url)
     try:
@@ -128,23 +135,10 @@ def count_postgres_rows(url: str, tables: Sequence[tuple[str, str]]) -> list[int
                 "SELECT pg_catalog.set_config(%s, %s, true), pg_catalog.set_config(%s, %s, true)",
                 _TIMEOUTS,
             )
-            schemas = [schema for schema, _ in tables]
-            names = [table for _, table in tables]
-            found = conn.execute(_RELATIONS, (schemas, names)).fetchall()
-            counts: list[int | None] = []
-            for (schema, table), (_, oid, _) in zip(tables, found, strict=True):
-                if oid is None:
-                    counts.append(None)
-                    continue
-                query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table))
-                [(rows,)] = conn.execute(query).fetchall()
-                counts.append(int(rows))
-            return counts
+            return work(conn)
     except psycopg.Error as exc:
         raise DestinationUnreachable(
-            f"cannot count the rows of target tables on PostgreSQL at {shown}: "
-            f"{first_line_without_password(exc, url)}",
-            "check that the connection's user may read the target tables",
+            f"{failed} on PostgreSQL at {shown}: {first_line_without_password(exc, url)}", hint
         ) from None
     finally:
         conn.close()
