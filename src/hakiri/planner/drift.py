@@ -37,17 +37,15 @@ class TargetDrift:
     marked_run: str | None = None
 
     @property
-    def empty(self) -> bool:
-        return not (
-            self.dropped_table or self.added or self.removed or self.retyped or self.primary_key
-        ) and (self.rows is None)
-
-    @property
     def of_schema(self) -> bool:
         """Columns, types, the key or the table itself changed (what `schema_policy` rules)."""
         return bool(
             self.dropped_table or self.added or self.removed or self.retyped or self.primary_key
         )
+
+    @property
+    def empty(self) -> bool:
+        return not self.of_schema and self.rows is None
 
     def changes(self) -> list[str]:
         """One phrase per change: 'column note added (text)', '120 rows deleted', ..."""

@@ -20,18 +20,31 @@ from datetime import date, datetime
 from hakiri.sources.base import TypeSample
 from hakiri.spec.pipeline import FilesConfig
 
-__all__ = ["MONEY_HINT", "SAMPLE_ROWS", "money_like", "sample_csv_types"]
+__all__ = [
+    "INTEGER_TEXT",
+    "ISO_DATE_TEXT",
+    "ISO_TIMESTAMP_TEXT",
+    "MONEY_HINT",
+    "SAMPLE_ROWS",
+    "money_like",
+    "sample_csv_types",
+]
 
 SAMPLE_ROWS = 1_000
 
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")
-_NUMBER = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[dDfF]?$")
-_SPECIAL_DOUBLES = frozenset({"NaN", "Infinity", "+Infinity", "-Infinity"})
-_ISO_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
-_ISO_TIMESTAMP = re.compile(
+# Integers, ISO dates and ISO timestamps as Spark's CSV inference reads them by default
+# (the engine's inference in file_reader uses the same texts).
+INTEGER_TEXT = r"^[+-]?[0-9]+$"
+ISO_DATE_TEXT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+ISO_TIMESTAMP_TEXT = (
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?"
     r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?$"
 )
+_INTEGER = re.compile(INTEGER_TEXT)
+_NUMBER = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[dDfF]?$")
+_SPECIAL_DOUBLES = frozenset({"NaN", "Infinity", "+Infinity", "-Infinity"})
+_ISO_DATE = re.compile(ISO_DATE_TEXT)
+_ISO_TIMESTAMP = re.compile(ISO_TIMESTAMP_TEXT)
 _CENTS = re.compile(r"^[+-]?[0-9]+\.[0-9]{2}$")
 _MONEY_WORDS = re.compile(
     r"(amount|price|cost|total|balance|fee|revenue|salary|tax|payment|charge|money|"

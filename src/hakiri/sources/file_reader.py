@@ -29,6 +29,7 @@ from urllib.parse import unquote
 from hakiri.errors import SourceDataError, SourceUnreachable
 from hakiri.guards.spark_types import quoted_name
 from hakiri.sources.base import SourceFile
+from hakiri.sources.csv_sample import INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP_TEXT
 from hakiri.sources.files import (
     BOM,
     csv_names,
@@ -650,13 +651,9 @@ def _first_record_names(config: FilesConfig, loc: _Located) -> tuple[str, ...]:
     return tuple(names or ())
 
 
-# Text that is an integer, a date or a timestamp as Spark's CSV inference reads them by default.
-_INTEGER = r"^[+-]?[0-9]+$"
-_ISO_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-_ISO_TIMESTAMP = (
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?"
-    r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?$"
-)
+# Text that is an integer, a date or a timestamp as Spark's CSV inference reads them by
+# default: the same patterns plan's sample applies (sources.csv_sample).
+_INTEGER, _ISO_DATE, _ISO_TIMESTAMP = INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP_TEXT
 
 
 def _inferred_fields(
