@@ -1,4 +1,4 @@
-"""`hakiri context tables|show|history|optimize|vacuum`: the local Delta Lake context store.
+"""`hakiri context tables|show|history|optimize|vacuum|repair`: the local Delta Lake context store.
 
 deltalake and pyarrow are imported by the service, inside each command: `--help` stays instant.
 """
@@ -209,6 +209,46 @@ def vacuum(
         out.print(f"removed {_files(count)} from {name}; version {found['version']}")
     for file in found["files"]:
         out.print(f"  {escape(file)}")
+
+
+@app.command("repair")
+def repair(
+    tables: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[TABLE]...", help="Tables to repair (default: every table)."),
+    ] = None,
+    project: ProjectDir = Path("."),
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only say what would be rewritten.")
+    ] = False,
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Make tables an earlier hakiri wrote on Spark readable again: their text columns, recorded
+    as `string collate UTF8_BINARY`, become `string` in every log entry (no data file changes,
+    every version is kept, the old entries are saved under the store's _repair/)."""
+    from hakiri.services.context import repair_tables
+
+    done = repair_tables(project, tables or [], dry_run=dry_run, store=store)
+    if as_json:
+        emit_json(done)
+        return
+    if not done:
+        err.print("the context store has no tables")
+    for table in done:
+        name = escape(table["table"])
+        if not table["log_entries"]:
+            out.print(f"{name}: nothing to repair")
+            continue
+        columns = ", ".join(escape(c) for c in table["columns"])
+        entries = len(table["log_entries"])
+        if table["dry_run"]:
+            out.print(f"{name}: would rewrite {entries} log entries (columns {columns})")
+        else:
+            out.print(
+                f"{name}: repaired {entries} log entries (columns {columns} are `string`); "
+                f"the old entries are in {escape(_shown(table['originals']))}"
+            )
 
 
 def _files(n: int) -> str:

@@ -37,6 +37,7 @@ __all__ = [
     "context_stores",
     "list_context_tables",
     "optimize_table",
+    "repair_tables",
     "show_table",
     "table_history",
     "vacuum_table",
@@ -265,6 +266,42 @@ def vacuum_table(
         "version": delta.version(),
         "files": sorted(files),
     }
+
+
+def repair_tables(
+    root: Path,
+    tables: list[str],
+    dry_run: bool = False,
+    store: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Rewrite the `string collate UTF8_BINARY` columns an earlier hakiri recorded in tables'
+    logs as `string`, in place, every version kept (`destinations.context.repair`); `tables`
+    empty: every table of every store. One entry per table looked at."""
+    from hakiri.destinations.context.repair import repair_collated_strings
+
+    if tables:
+        found = [_find(root, name, store, env) for name in tables]
+    else:
+        found = [
+            ContextTable(name, s) for s in context_stores(root, env) for name in list_tables(s)
+        ]
+    done = []
+    for table in found:
+        repair = repair_collated_strings(table.path, dry_run=dry_run)
+        if repair.changed and not dry_run:
+            _open(table)  # delta-rs reads it now, or says what else is wrong
+        done.append(
+            {
+                "table": table.name,
+                "path": str(table.path),
+                "dry_run": dry_run,
+                "columns": sorted(repair.columns),
+                "log_entries": repair.entries,
+                "originals": str(repair.kept_in) if repair.kept_in else None,
+            }
+        )
+    return done
 
 
 def _json_value(value: Any) -> Any:

@@ -34,6 +34,7 @@ from hakiri.destinations.kinds import kind_of
 from hakiri.errors import LoadError
 from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode, LoadSpec
+from tests.support.context_store import as_a_source_reads, read_context_table
 from tests.support.fake_destination import FakeDestination
 
 KINDS = ["postgres", "context", "fake"]
@@ -86,7 +87,7 @@ class Harness:
     def stage(
         self, rows: Sequence[tuple[Any, ...]], request: LoadRequest, ddl: str = ORDERS
     ) -> StagedBatch:
-        frame = self.spark.createDataFrame([tuple(r) for r in rows], ddl)
+        frame = as_a_source_reads(self.spark.createDataFrame([tuple(r) for r in rows], ddl))
         return self.destination.stage(RuleCheck.unchecked(frame), request)
 
     def load(
@@ -134,6 +135,7 @@ def harness(
         def delta_rows(table: str) -> list[tuple[Any, ...]]:
             if not (store / table / "_delta_log").is_dir():
                 return []
+            read_context_table(store / table, spark)  # Spark opens it too
             return sorted(tuple(r.values()) for r in delta.table_rows(store / table))
 
         yield Harness(

@@ -17,6 +17,7 @@ import pytest
 from psycopg import sql
 
 from tests.support.cdc_workload import drop_mirror
+from tests.support.context_store import read_context_table
 from tests.support.project import Project
 
 pytestmark = pytest.mark.integration
@@ -134,11 +135,8 @@ def _delta_differences(project: Project, table: str) -> int:
 
 
 def _delta_rows(project: Project, table: str) -> list[dict[str, Any]]:
-    from deltalake import DeltaTable
-
-    path = project.root / ".hakiri" / "context" / table
-    rows: list[dict[str, Any]] = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
-    return rows
+    """The table's rows (delta-rs), once Spark has opened it too."""
+    return read_context_table(project.root / ".hakiri" / "context" / table)
 
 
 def _note_of_order_2(project: Project, destination: str) -> str | None:

@@ -16,6 +16,7 @@ import pytest
 
 from hakiri.engine.crash import CRASH_EXIT_CODE
 from tests.conftest import API_TOKEN
+from tests.support.context_store import read_context_table
 from tests.support.project import Project
 
 pytestmark = pytest.mark.integration
@@ -58,10 +59,8 @@ def _loaded(project: Project, destination: str, table: str, text: str) -> dict[i
     if destination == "postgres":
         rows = project.query(f'SELECT id, {text} FROM "{project.schema}".{table}')
     else:
-        from deltalake import DeltaTable
-
-        arrow = DeltaTable(str(project.root / ".hakiri" / "context" / table)).to_pyarrow_table()
-        rows = list(zip(arrow["id"].to_pylist(), arrow[text].to_pylist(), strict=True))
+        read = read_context_table(project.root / ".hakiri" / "context" / table)
+        rows = [(row["id"], row[text]) for row in read]
     assert len(rows) == len({r[0] for r in rows}), f"{table}: an id loaded twice"
     return dict(rows)
 

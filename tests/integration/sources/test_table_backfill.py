@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.context_store import read_context_table
 from tests.support.project import Project
 from tests.support.tables import UPSERT, make_source, table_project
 
@@ -282,6 +283,7 @@ def test_a_backfill_into_the_context_store(
         "updated_at = timestamptz '2024-01-02 10:00+00' WHERE id = 3"
     )
     assert json.loads(project.cli("apply", "--json").stdout)[0]["rows"] == 1
+    read_context_table(tmp_path / ".hakiri" / "context" / "dst", spark)  # Spark opens it too
     table = DeltaTable(tmp_path / ".hakiri" / "context" / "dst").to_pyarrow_table()
     ids = table.column("id").to_pylist()
     assert sorted(ids) == list(range(1, 2_001))

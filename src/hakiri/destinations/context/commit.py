@@ -125,6 +125,11 @@ def _translate(exc: Exception, location: Path, action: str, reading: bool) -> Ha
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return LoadError(reason, "free some disk space (or vacuum old versions), then apply again")
     if reading:
+        from hakiri.destinations.context.inspect import table_read_error
+        from hakiri.destinations.context.repair import is_collation_error
+
+        if is_collation_error(str(exc)):
+            return table_read_error(location, exc)
         return DestinationUnreachable(
             reason,
             "the context store's transaction log is damaged; restore it, or move the table "

@@ -46,10 +46,7 @@ def inspect_context_target(store_path: Path, table: str) -> TargetObservation:
         )
         row_estimate = _row_count(delta)
     except Exception as exc:  # delta-rs raises DeltaError, OSError, ValueError... for a damaged log
-        raise DestinationUnreachable(
-            f"cannot read the Delta table at {location}: {_first_line(exc)}",
-            "the context store's transaction log is damaged; restore it, or move the table away to rebuild it",
-        ) from None
+        raise table_read_error(location, exc) from None
     return TargetObservation(
         table=table, schema=None, exists=True, columns=columns, row_estimate=row_estimate
     )
@@ -121,8 +118,19 @@ def table_row_count(delta: Any) -> int | None:
 
 
 def table_read_error(location: Path, exc: BaseException) -> DestinationUnreachable:
-    """The error for a Delta table whose log delta-rs cannot read (the same words as inspection's)."""
+    """The error for a Delta table whose log delta-rs cannot read: a log hakiri can repair
+    (text columns recorded as collated strings) says how; anything else is a damaged log."""
+    from hakiri.destinations.context.repair import is_collation_error
+
+    message = _first_line(exc)
+    if is_collation_error(str(exc)):
+        return DestinationUnreachable(
+            f"cannot read the Delta table at {location}: its log records text columns as "
+            "`string collate UTF8_BINARY`, a Spark type delta-rs does not read",
+            f"`hakiri context repair {Path(location).name}` rewrites them as `string` in place, "
+            "keeping every row and version (the table was written by an earlier hakiri on Spark)",
+        )
     return DestinationUnreachable(
-        f"cannot read the Delta table at {location}: {_first_line(exc)}",
+        f"cannot read the Delta table at {location}: {message}",
         "the context store's transaction log is damaged; restore it, or move the table away to rebuild it",
     )

@@ -37,7 +37,9 @@ __all__ = [
     "delta_type_name",
     "new_staging_area",
     "parquet_uri",
+    "plain_schema",
     "read_parquet",
+    "sql_type",
     "staged_columns",
     "staging_area",
     "writable_frame",
@@ -261,10 +263,61 @@ def _check_timestamp_encoding(frame: DataFrame) -> None:
 
 
 def read_parquet(spark: SparkSession, files: Sequence[Path], schema: Any = None) -> DataFrame:
-    """A DataFrame over Parquet files (an empty one with `schema` when there are none)."""
+    """A DataFrame over Parquet files (an empty one with `schema` when there are none). Without
+    `schema`, staged files written by Apache Spark are read with the schema their footers
+    record, spelt in SQL (`plain_schema`), so that no collated string reaches a Delta log."""
     if not files:
         if schema is None:  # pragma: no cover - callers always pass a schema for the empty case
             raise LoadError("no Parquet files to read", "report this as a bug")
         return spark.createDataFrame([], schema)
+    if schema is None:
+        schema = plain_schema(files[0])
     reader = spark.read if schema is None else spark.read.schema(schema)
     return reader.parquet(*(parquet_uri(f) for f in files))
+
+
+_SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
+
+
+def plain_schema(file: Path) -> str | None:
+    """The Spark schema a Parquet file's footer records, as a DDL string whose strings are
+    plain `string`; None for a file Apache Spark did not write (Sail's, pyarrow's).
+
+    Why: a PySpark client names a `StringType()`'s collation (UTF8_BINARY) when it sends a
+    type to a Spark Connect server (a mapInArrow schema: how PostgreSQL, CDC and REST sources
+    read), and Spark 4 then types the column as an explicitly collated string. A cast to
+    `string` does not undo it in the files Spark writes (the optimizer drops the cast as a
+    no-op), so the staged files' footers say `string collate UTF8_BINARY`, and a Delta table
+    written from them records that in its log, where delta-rs (plan, `context show`, any other
+    reader) cannot read it. Read back with the schema spelt in SQL, parsed by the engine, the
+    same columns are plain strings. (`repair` mends tables written before this.)"""
+    import json
+
+    import pyarrow.parquet as pq
+    from pyspark.sql.types import StructType
+
+    recorded = (pq.read_metadata(file).metadata or {}).get(_SPARK_SCHEMA_KEY)
+    if recorded is None:
+        return None
+    schema = StructType.fromJson(json.loads(recorded))
+    return ", ".join(f"{_quoted(f.name)} {sql_type(f.dataType)}" for f in schema.fields)
+
+
+def sql_type(data_type: DataType) -> str:
+    """A Spark type spelt in SQL (`struct<`a b`:string,n:array<bigint>>`), strings uncollated."""
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+    if isinstance(data_type, StringType):
+        return "string"
+    if isinstance(data_type, ArrayType):
+        return f"array<{sql_type(data_type.elementType)}>"
+    if isinstance(data_type, MapType):
+        return f"map<{sql_type(data_type.keyType)},{sql_type(data_type.valueType)}>"
+    if isinstance(data_type, StructType):
+        fields = ",".join(f"{_quoted(f.name)}:{sql_type(f.dataType)}" for f in data_type.fields)
+        return f"struct<{fields}>"
+    return data_type.simpleString()
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

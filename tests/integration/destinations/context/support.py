@@ -19,6 +19,7 @@ from hakiri.destinations.context.commit import commit_metadata
 from hakiri.quality.rules import RuleCheck
 from hakiri.spec.load import LoadMode, LoadSpec
 from hakiri.spec.quality import DatasetValidator, RowRule
+from tests.support.context_store import as_a_source_reads
 
 PROJECT = "shop"
 PIPELINE = "orders_pipe"
@@ -53,7 +54,8 @@ def request(
 
 
 def frame(spark: SparkSession, ddl: str, rows: Sequence[Sequence[Any]]) -> DataFrame:
-    return spark.createDataFrame([tuple(r) for r in rows], ddl)
+    """The rows, typed as a source's read types them (`as_a_source_reads`)."""
+    return as_a_source_reads(spark.createDataFrame([tuple(r) for r in rows], ddl))
 
 
 def load(
