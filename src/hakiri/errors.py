@@ -7,6 +7,7 @@
     ├── PlanStale               a saved plan no longer describes what apply would do
     ├── EditError               a pipeline create/convert/edit request that cannot be carried out
     ├── SparkSetupError         no usable engine setup (Java, a jar, Sail, a remote endpoint)
+    │   └── EngineLost          the engine stopped answering while a command used it
     ├── CatalogError            the control-plane catalog cannot be opened or used
     │   └── CatalogOutdated     the catalog's schema is older (or newer) than this hakiri
     ├── LeaseHeld               another process holds the pipeline's lease
@@ -51,6 +52,7 @@ __all__ = [
     "Diagnostic",
     "EditError",
     "EmptySource",
+    "EngineLost",
     "HakiriError",
     "HookError",
     "LeaseHeld",
@@ -153,6 +155,10 @@ class EditError(HakiriError):
 
 
 class SparkSetupError(HakiriError):
+    pass
+
+
+class EngineLost(SparkSetupError):
     pass
 
 

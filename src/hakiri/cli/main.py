@@ -50,6 +50,14 @@ class _HakiriGroup(TyperGroup):
             # vendored by newer typer releases): let it render them as usual.
             if type(exc).__module__.split(".")[0] in ("click", "typer"):
                 raise
+            from hakiri.spark.errors import is_spark_failure, translate
+
+            if is_spark_failure(exc):  # an engine failure no layer below put into words
+                if _debug["on"]:
+                    traceback.print_exc()
+                failure = translate(exc)
+                error(failure)
+                raise SystemExit(failure.exit_code) from None
             # Anything else is a bug: still one line, never a bare traceback.
             if _debug["on"]:
                 traceback.print_exc()

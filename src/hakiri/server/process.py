@@ -36,6 +36,7 @@ __all__ = ["ServeOptions", "serve"]
 
 LOOP_SECONDS = 0.5  # the reconciler's pass; every-Ns schedules are exact to this
 BACKOFF_MAX_SECONDS = 10.0  # the longest pause between ticks while they fail
+EXIT_GRACE_SECONDS = 8.0  # after the drain: to close the API, the engine session, the catalog
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,15 @@ def serve(root: Path, options: ServeOptions, env: Mapping[str, str]) -> int:
     state = ServeState(project, catalog, env, lambda: _spark_up(spark))
     reconciler = Reconciler(state, spark, env, settings, log)
     stop = threading.Event()
+    drain_seconds = float(duration_seconds(settings.drain_timeout))
+
+    def on_signal(*_: object) -> None:
+        if not stop.is_set():
+            stop.set()
+            _exit_at_the_latest(drain_seconds + EXIT_GRACE_SECONDS)
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, on_signal)
 
     port = settings.port if options.port is None else options.port
     api = _start_api(state, options.host or settings.host, port)
@@ -74,7 +82,7 @@ def serve(root: Path, options: ServeOptions, env: Mapping[str, str]) -> int:
         spark.get()  # one session for the process, up before the first tick
         log(f"ready: {len(project.pipelines)} pipeline(s), catalog {catalog.url_display}")
         _loop(root, env, state, reconciler, stop, duration_seconds(settings.watch_interval))
-        stuck = reconciler.drain(float(duration_seconds(settings.drain_timeout)))
+        stuck = reconciler.drain(drain_seconds)
         if stuck:
             log(
                 f"drain timed out with {', '.join(stuck)} still loading; their claims are "
@@ -121,6 +129,21 @@ def _loop(
         state.wakeup.wait(pause)
         state.wakeup.clear()
     log("draining: no new runs or chunk claims")
+
+
+def _exit_at_the_latest(seconds: float) -> None:
+    """After a stop signal: end the process `seconds` from now if it has not ended by then. The
+    drain and the shutdown after it normally finish first; an engine that hangs (a call
+    to it that never returns) must not keep serve alive past what its supervisor allows."""
+
+    def deadline() -> None:
+        time.sleep(seconds)
+        log(
+            f"did not stop within {seconds:.0f}s of the signal (the engine does not answer): exiting"
+        )
+        os._exit(1)
+
+    threading.Thread(target=deadline, name="hakiri-exit-deadline", daemon=True).start()
 
 
 class ManifestWatcher:
@@ -200,16 +223,13 @@ def manifest_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+READY_PROBE_SECONDS = 1.5  # /readyz answers within 2 s, whatever the engine does
+
+
 def _spark_up(spark: LazySpark) -> bool:
-    """Does the session answer? A query of one literal: a round trip to the engine, no job."""
-    session = spark.session
-    if session is None:
-        return False
-    try:
-        session.sql("SELECT 1").collect()
-    except Exception:
-        return False
-    return True
+    """Does the engine answer? A query of one literal (a round trip, no job), given
+    READY_PROBE_SECONDS; an engine known to be gone is down without asking."""
+    return spark.answers(READY_PROBE_SECONDS)
 
 
 class _Api:

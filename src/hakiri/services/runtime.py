@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,7 +15,7 @@ from hakiri.spec.connections import Target, destination_kind
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
 
-__all__ = ["LazySpark", "destination_for"]
+__all__ = ["LazySpark", "destination_for", "engine_needs", "local_engine_fingerprints"]
 
 
 def _uses_postgres(project: Project) -> bool:
@@ -33,35 +35,74 @@ def _jars_for(project: Project, spec: PipelineSpec) -> frozenset[str]:
     return kind_of(destination_kind(project.settings, spec)).spark_jars
 
 
-def _delta_available() -> bool:
+def _delta_available(env: Mapping[str, str]) -> bool:
     """Can delta-spark's jars be had (cached, or resolved now)?"""
     from hakiri.errors import SparkSetupError
     from hakiri.spark.delta import delta_jars
 
     try:
-        delta_jars(())
+        delta_jars((), env)
     except SparkSetupError:
         return False
     return True
 
 
-def _jdbc_available() -> bool:
+def _jdbc_available(env: Mapping[str, str]) -> bool:
     """Can the PostgreSQL JDBC driver be had (found, cached, or resolved now)?"""
     from hakiri.errors import SparkSetupError
     from hakiri.spark.session import resolve_jdbc_jars
 
     try:
-        resolve_jdbc_jars(None)
+        resolve_jdbc_jars(None, env)
     except SparkSetupError:
         return False
     return True
 
 
-class LazySpark:
-    """One SparkSession for the whole apply, started on first use.
+def engine_needs(
+    project: Project,
+    *,
+    delta: bool | None = None,
+    long_lived: bool = False,
+    env: Mapping[str, str] = os.environ,
+) -> dict[str, bool]:
+    """What the project's engine starts with: the PostgreSQL driver (`require_jdbc`) and
+    delta-spark (`delta`). A long-lived engine (serve's) gets both whenever their jars can be
+    had: a reload may add a pipeline that needs them, and jars cannot be added to a running
+    engine."""
+    wants_delta = _uses_context_store(project) if delta is None else delta
+    return {
+        "require_jdbc": _uses_postgres(project) or (long_lived and _jdbc_available(env)),
+        "delta": wants_delta or (long_lived and _delta_available(env)),
+    }
 
-    A session already active in this process (a test suite's, or serve's) is
-    reused and left running; one we started is stopped when the apply ends.
+
+def local_engine_fingerprints(project: Project, env: Mapping[str, str] = os.environ) -> set[str]:
+    """The fingerprints of the local servers this project's commands use (apply's and serve's),
+    from the jars already cached: nothing is downloaded to tell."""
+    from hakiri.errors import SparkSetupError
+    from hakiri.spark.packages import OFFLINE_ENV
+    from hakiri.spark.session import local_recipe
+
+    offline = {**env, OFFLINE_ENV: "true"}
+    found = set()
+    for long_lived in (False, True):
+        try:
+            needs = engine_needs(project, long_lived=long_lived, env=offline)
+            recipe = local_recipe(project.settings.spark, project.root, **needs, env=offline)
+        except SparkSetupError:
+            continue
+        found.add(recipe.fingerprint())
+    return found
+
+
+class LazySpark:
+    """One SparkSession for the whole apply (or serve), started on first use.
+
+    A session already active in this process (a test suite's) is reused and left running;
+    one we started is stopped when the apply ends. When the engine of a session we started
+    is gone (its local server died or was stopped, an endpoint stopped answering), the next
+    `get` starts a new one: a long-lived process heals instead of failing every run after.
     """
 
     def __init__(
@@ -75,41 +116,65 @@ class LazySpark:
         self.project = project
         # delta-spark in the session: when asked, else when a pipeline loads into the context store
         self.delta = _uses_context_store(project) if delta is None else delta
-        # A long-lived session (serve's) gets delta-spark and the PostgreSQL driver whenever
-        # their jars can be had: a reload may add a pipeline that needs them, and jars cannot
-        # be added to a running engine.
         self.long_lived = long_lived
         self.session: Any = None
         self.owned = False
         self.asked_remote = remote  # overrides the project's and HAKIRI_SPARK_REMOTE
         self.remote: str | None = None  # the Spark Connect endpoint, when not a driver in-process
         self.lease: Any = None  # the hold on hakiri's local Spark Connect server, if used
+        self._lock = threading.RLock()
+        self._probe: _Probe | None = None
 
     def get(self) -> Any:
-        if self.session is None:
-            from pyspark.sql import SparkSession
+        with self._lock:
+            if self.session is not None and self.owned and self.engine_gone() is not None:
+                self._let_go()  # its engine is gone: a new one below
+            if self.session is None:
+                self._start()
+            return self.session
 
-            from hakiri.spark.session import connect_session, remote_of, session_for
+    def _start(self) -> None:
+        from hakiri.spark.session import connect_session, remote_of, running_session, session_for
 
-            if self.asked_remote is None:
-                self.session = SparkSession.getActiveSession()
-                if self.session is not None:
-                    return self.session
-            settings = self.project.settings.spark
-            jdbc = _uses_postgres(self.project) or (self.long_lived and _jdbc_available())
-            delta = self.delta or (self.long_lived and _delta_available())
-            needs = {"require_jdbc": jdbc, "delta": delta}
-            self.remote = self.asked_remote or remote_of(settings)
-            if self.remote is None:
-                self.session = session_for(settings, self.project.root, **needs)
-            else:
-                self.session, self.lease = connect_session(
-                    settings, self.project.root, self.remote, **needs
-                )
-            self.owned = True
-        return self.session
+        if self.asked_remote is None:
+            self.session = running_session()
+            if self.session is not None:
+                return
+        settings = self.project.settings.spark
+        needs = engine_needs(self.project, delta=self.delta, long_lived=self.long_lived)
+        self.remote = self.asked_remote or remote_of(settings)
+        if self.remote is None:
+            self.session = session_for(settings, self.project.root, **needs)
+        else:
+            self.session, self.lease = connect_session(
+                settings, self.project.root, self.remote, **needs
+            )
+        self.owned = True
+
+    def engine_gone(self) -> str | None:
+        """Why the engine of the current session is known to be gone; None while it is not."""
+        from hakiri.spark.liveness import session_watch
+
+        watch = session_watch(self.session) if self.session is not None else None
+        return watch.cause() if watch is not None else None
+
+    def answers(self, timeout: float) -> bool:
+        """Does the engine answer a query of one literal within `timeout` seconds? Never waits
+        longer, whatever the engine does (serve's /readyz); False before the first `get`."""
+        session = self.session
+        if session is None or self.engine_gone() is not None:
+            return False
+        with self._lock:
+            if self._probe is None or self._probe.session is not session or self._probe.done():
+                self._probe = _Probe(session)
+            probe = self._probe
+        return probe.wait(timeout)
 
     def stop(self) -> None:
+        with self._lock:
+            self._let_go()
+
+    def _let_go(self) -> None:
         if self.session is not None and self.owned:
             if self.remote is not None:
                 from hakiri.spark.session import close_isolated_sessions
@@ -125,6 +190,33 @@ class LazySpark:
                 options = self.project.settings.spark.conf.get("spark.driver.extraJavaOptions", "")
                 start_warm_up(str(options))
         self.session = None
+        self.owned = False
+
+
+class _Probe:
+    """`SELECT 1` on a session, in a daemon thread of its own: a caller waits for it as long as
+    it likes, and a probe that never returns (an engine that hangs) holds up nothing."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._answered = False
+        self._finished = threading.Event()
+        threading.Thread(target=self._ask, name="hakiri-engine-probe", daemon=True).start()
+
+    def _ask(self) -> None:
+        try:
+            self.session.sql("SELECT 1").collect()
+            self._answered = True
+        except Exception:
+            self._answered = False
+        finally:
+            self._finished.set()
+
+    def done(self) -> bool:
+        return self._finished.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._finished.wait(timeout) and self._answered
 
 
 def destination_for(

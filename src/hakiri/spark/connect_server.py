@@ -54,10 +54,12 @@ from hakiri.spark.class_sharing import (
 
 __all__ = [
     "REMOTE_ENV",
+    "Holder",
     "Recipe",
     "ServerLease",
     "ServerState",
     "connect_local",
+    "holders",
     "in_use",
     "pid_alive",
     "running_servers",
@@ -139,19 +141,88 @@ class ServerState:
 
 
 class ServerLease:
-    """A command's hold on a local server: `users.lock` held shared until `release`."""
+    """A command's hold on a local server: `users.lock` held shared until `release`, and a file
+    in `holders/` that says who holds it (for `hakiri engine stop` to name)."""
 
-    def __init__(self, directory: Path, handle: IO[bytes], state: ServerState) -> None:
+    def __init__(
+        self, directory: Path, handle: IO[bytes], state: ServerState, holder: str = ""
+    ) -> None:
         self.directory = directory
         self.state = state
         self._handle: IO[bytes] | None = handle
+        self._holder_file: Path | None = _write_holder(directory, holder)
+
+    def gone(self) -> str | None:
+        """None while the server's processes run; else what happened to it, in a few words."""
+        owned = _owned_pids(self.state)
+        if self.state.server_pid not in owned:
+            return f"its JVM (pid {self.state.server_pid}) is gone"
+        if self.state.supervisor_pid not in owned:
+            return f"its supervisor (pid {self.state.supervisor_pid}) is gone"
+        return None
 
     def release(self) -> None:
         if self._handle is None:
             return
         _touch(self.directory / "last-used")
+        if self._holder_file is not None:
+            self._holder_file.unlink(missing_ok=True)
+            self._holder_file = None
         self._handle.close()  # drops the shared lock
         self._handle = None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A command holding a local server (`holders/<pid>-<n>.json`)."""
+
+    pid: int
+    command: str
+    project: str
+    since: float
+
+
+def holders(state: ServerState) -> list[Holder]:
+    """The commands that hold the server now (files of processes that died are skipped)."""
+    found = []
+    for path in sorted(Path(state.directory, "holders").glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            holder = Holder(
+                int(data["pid"]), str(data["command"]), str(data["project"]), float(data["since"])
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if pid_alive(holder.pid):
+            found.append(holder)
+        else:
+            path.unlink(missing_ok=True)
+    return found
+
+
+_HOLDS = iter(range(1, 1 << 62))  # a process may hold several leases (serve after a restart)
+
+
+def _write_holder(directory: Path, project: str) -> Path | None:
+    command = _command_line()
+    path = directory / "holders" / f"{os.getpid()}-{next(_HOLDS)}.json"
+    document = {"pid": os.getpid(), "command": command, "project": project, "since": time.time()}
+    try:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(document), encoding="utf-8")
+    except OSError:
+        return None
+    return path
+
+
+def _command_line() -> str:
+    """This process as a user would name it: `hakiri apply`, `hakiri serve`, `pytest`."""
+    if not sys.argv or not sys.argv[0]:
+        return ""
+    program = Path(sys.argv[0])
+    name = "hakiri" if program.name == "hakiri" or "hakiri" in program.parts else program.name
+    verb = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    return f"{name} {verb}".strip()
 
 
 def _code_stamp() -> str:
@@ -166,21 +237,38 @@ def engine_root(env: Mapping[str, str]) -> Path:
     return cache_root(env) / "engine"
 
 
-def connect_local(recipe: Recipe, env: Mapping[str, str] = os.environ) -> tuple[Any, ServerLease]:
+def connect_local(
+    recipe: Recipe, env: Mapping[str, str] = os.environ, *, holder: str = ""
+) -> tuple[Any, ServerLease]:
     """A Spark Connect session to the local server of `recipe`, started if it is not running,
-    and the lease that keeps it from idling out while this command uses it."""
+    and the lease that keeps it from idling out while this command uses it. `holder` (the
+    project) is what `hakiri engine stop` names while the lease is held.
+
+    The session retries a call for a bounded time, and not at all once the server's processes
+    are gone (`spark.liveness`): a killed or stopped server fails the command in seconds."""
     from pyspark.sql import SparkSession
 
-    lease = _lease(recipe, env)
+    from hakiri.spark.liveness import guard_session, watch_for
+
+    lease = _lease(recipe, env, holder)
     try:
-        session = SparkSession.builder.remote(lease.state.url).getOrCreate()
+        # create(), not getOrCreate(): that returns whatever session this process made first,
+        # even one on another (or a dead) server. (The generic builder also switches PySpark
+        # in this process to Spark Connect, which `pyspark.sql.functions` needs.)
+        session = SparkSession.builder.remote(lease.state.url).create()
     except Exception:
         lease.release()
         raise
-    return session, lease
+    watch = watch_for(
+        lease.state.url,
+        probe=lease.gone,
+        log=str(Path(lease.directory, "server.log")),
+        local=True,
+    )
+    return guard_session(session, watch), lease
 
 
-def _lease(recipe: Recipe, env: Mapping[str, str]) -> ServerLease:
+def _lease(recipe: Recipe, env: Mapping[str, str], holder: str = "") -> ServerLease:
     directory = engine_root(env) / recipe.fingerprint()
     _private_dir(directory)
     with _locked(directory / "start.lock", fcntl.LOCK_EX):
@@ -198,7 +286,7 @@ def _lease(recipe: Recipe, env: Mapping[str, str]) -> ServerLease:
         except BaseException:
             users.close()
             raise
-    return ServerLease(directory, users, state)
+    return ServerLease(directory, users, state, holder)
 
 
 def _start(directory: Path, recipe: Recipe, env: Mapping[str, str]) -> ServerState:
@@ -250,10 +338,25 @@ def in_use(state: ServerState) -> bool:
     return False
 
 
-def stop_server(state: ServerState) -> None:
-    """Stop a local server (its supervisor stops the JVM and cleans up); waits for it."""
-    _stop_pids(state)
-    Path(state.directory, "server.json").unlink(missing_ok=True)
+def stop_server(state: ServerState, *, force: bool = True) -> list[Holder]:
+    """Stop a local server (its supervisor stops the JVM and cleans up) and wait for it.
+    Without `force`, a server a command holds is left running: the holders are returned
+    (empty when it was stopped). The check and the stop happen under the start lock, so no
+    command takes the server between them."""
+    directory = Path(state.directory)
+    with (
+        _locked(directory / "start.lock", fcntl.LOCK_EX),
+        open(directory / "users.lock", "ab") as users,
+    ):
+        try:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a command holds it
+            held = holders(state)
+            if not force:
+                return held or [Holder(0, "a hakiri command", "", time.time())]
+        _stop_pids(state)
+        Path(state.directory, "server.json").unlink(missing_ok=True)
+    return []
 
 
 def _stop_pids(state: ServerState) -> None:

@@ -27,6 +27,7 @@ from urllib.parse import unquote
 
 from hakiri.errors import (
     DestinationUnreachable,
+    EngineLost,
     HakiriError,
     LoadError,
     SourceDataError,
@@ -34,6 +35,7 @@ from hakiri.errors import (
     SparkSetupError,
 )
 from hakiri.spark.jdbc import JDBC_DRIVER_CLASS, NO_JDBC_DRIVER_HINT
+from hakiri.spark.liveness import is_engine_stopping, is_engine_unavailable, lost_engine
 from hakiri.spec.interpolate import mask_url
 
 __all__ = ["JavaThrowable", "Side", "parse_java_trace", "spark_errors", "translate"]
@@ -79,8 +81,10 @@ class JavaThrowable:
 
     @property
     def simple_name(self) -> str:
-        """`org.apache.spark.SparkException` -> `SparkException` (Scala's `$` suffixes dropped)."""
-        return self.cls.rsplit(".", 1)[-1].rstrip("$")
+        """`org.apache.spark.SparkException` -> `SparkException` (Scala's `$` suffixes dropped;
+        Spark's internal `ExtendedAnalysisException` is the AnalysisException users know)."""
+        name = self.cls.rsplit(".", 1)[-1].rstrip("$")
+        return "AnalysisException" if name == "ExtendedAnalysisException" else name
 
     @property
     def first_line(self) -> str:
@@ -119,7 +123,7 @@ def is_spark_failure(exc: BaseException) -> bool:
     """True for exceptions raised on behalf of the engine (not for pyspark API misuse)."""
     kind = type(exc)
     names = {k.__name__ for k in kind.__mro__}
-    if names & _GATEWAY_ERRORS:
+    if names & _GATEWAY_ERRORS or "RpcError" in names:  # RpcError: a Connect call, raw
         return True
     if (kind.__module__ or "").startswith("pyspark.errors"):
         # SparkConnectException (a Connect server's answer) and CapturedException (a classic
@@ -147,7 +151,11 @@ def translate(
     """The HakiriError that says what `exc` (raised by Spark or the JVM) means for the user."""
     if isinstance(exc, HakiriError):
         return exc
-    error = _classify(_chain_of(exc), context, side, fallback)
+    if is_engine_unavailable(exc) or is_engine_stopping(_trace_text(exc)):
+        # The engine itself went away (or is going), whatever was being done.
+        error: HakiriError = EngineLost(*lost_engine(exc))
+    else:
+        error = _classify(_chain_of(exc), context, side, fallback)
     error.reason = _one_line(error.reason, tuple(secrets))
     error.args = (error.reason,)
     return error
@@ -189,9 +197,27 @@ def parse_java_trace(text: str) -> list[JavaThrowable]:
     return chain
 
 
+# A Spark Connect client's words for a server-side failure: the message (after "(java.Class) "
+# when the class has no PySpark counterpart), then, when the server sends it, a blank line,
+# "JVM stacktrace:" and the chain, whose first line is the class alone (its message is the one
+# above).
+_JVM_SECTION = "\n\nJVM stacktrace:\n"
+_CONNECT_CLASS = re.compile(r"^\(((?:[A-Za-z_$][\w$]*\.)+[A-Za-z_$][\w$]*)\) ", re.S)
+
+
 def _chain_of(exc: BaseException) -> list[JavaThrowable]:
     text = _trace_text(exc)
-    chain = parse_java_trace(text) if text else []
+    head, section, trace = text.partition(_JVM_SECTION)
+    connect = bool(section) or bool(_CONNECT_CLASS.match(head))
+    chain = parse_java_trace(trace if section else text) if text else []
+    if connect:
+        named = _CONNECT_CLASS.match(head)
+        message = head[named.end() :].strip() if named else head.strip()
+        if chain and not chain[0].message:
+            chain[0] = JavaThrowable(chain[0].cls, message)
+        elif not chain:
+            cls = named.group(1) if named else type(exc).__name__
+            chain = [JavaThrowable(cls, message)]
     if not chain:
         chain = [JavaThrowable(type(exc).__name__, str(exc) or type(exc).__name__)]
     return chain

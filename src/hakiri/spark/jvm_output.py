@@ -22,7 +22,13 @@ from pathlib import Path
 
 from hakiri.spark.class_sharing import cache_root
 
-__all__ = ["DEBUG_ENV", "JVM_LOG_ENV", "jvm_log_path", "jvm_output_to_log"]
+__all__ = [
+    "DEBUG_ENV",
+    "JVM_LOG_ENV",
+    "jvm_log_path",
+    "jvm_output_to_log",
+    "quiet_connect_client",
+]
 
 DEBUG_ENV = "HAKIRI_DEBUG"
 JVM_LOG_ENV = "HAKIRI_JVM_LOG"
@@ -63,3 +69,22 @@ def jvm_output_to_log(env: Mapping[str, str] = os.environ) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+# PySpark's Spark Connect client logs every failure that has a query context as one JSON
+# document (the message, the Java stack trace, the gRPC call) on stderr, from these loggers.
+_CLIENT_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+
+
+def quiet_connect_client(env: Mapping[str, str] = os.environ) -> None:
+    """Keep the Spark Connect client's own error log off stderr (unless --debug): hakiri reports
+    each failure itself, as one line with a hint."""
+    if env.get(DEBUG_ENV) == "1":
+        return
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in _CLIENT_LOGGERS:
+        # PySpark's own logger class, made now (PySpark passes it keywords a plain one refuses).
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)

@@ -39,7 +39,7 @@ from hakiri.spec.interpolate import mask_url
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from hakiri.spark.connect_server import ServerLease
+    from hakiri.spark.connect_server import Recipe, ServerLease
     from hakiri.spec.project import SparkSettings
 
 __all__ = [
@@ -48,14 +48,17 @@ __all__ = [
     "SAIL",
     "JarResolution",
     "build_spark_session",
+    "configure_session",
     "connect_session",
     "default_spark_conf",
     "engine_of",
     "is_connect",
     "isolated_session",
     "jdbc_url_from_postgres_url",
+    "local_recipe",
     "remote_of",
     "resolve_jdbc_jars",
+    "running_session",
     "session_for",
 ]
 
@@ -251,6 +254,20 @@ def session_for(
         return build_spark_session(master=settings.master, conf=conf, jars=jars, app_name=app_name)
 
 
+def running_session() -> SparkSession | None:
+    """A session this process already has: the thread's active one, else the process's default
+    (a Spark Connect session is active only in the thread that made it)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        return session
+    try:
+        return SparkSession.active()
+    except Exception:  # none at all
+        return None
+
+
 def engine_of(settings: SparkSettings, env: Mapping[str, str] = os.environ) -> str:
     """The engine a project runs on: HAKIRI_SPARK_ENGINE, else `[spark] engine` ('spark' or
     'sail')."""
@@ -299,27 +316,45 @@ def connect_session(
     lease that keeps that server up while the command uses it."""
     from pyspark.sql import SparkSession
 
-    from hakiri.spark.connect_server import Recipe, connect_local
+    from hakiri.spark.connect_server import connect_local
     from hakiri.spark.engines import mark_engine
     from hakiri.spark.java import require_java
-    from hakiri.spec.base import duration_seconds
+    from hakiri.spark.liveness import guard_session, watch_for
 
     if remote == SAIL:
         return _sail_session(settings), None
     with spark_errors(f"connecting to Spark at {mask_url(remote)}", fallback=SparkSetupError):
         if remote != "local":  # an endpoint: its engine is the one the project names
-            session = SparkSession.builder.remote(remote).getOrCreate()
+            session = guard_session(SparkSession.builder.remote(remote).create(), watch_for(remote))
+            configure_session(session, _session_conf(settings, delta), mask_url(remote))
             return mark_engine(session, engine_of(settings, env)), None
         require_java(env)
-        jars, conf = _engine_jars_and_conf(settings, project_root, require_jdbc, delta, env)
-        recipe = Recipe(
-            master=settings.master,
-            jars=tuple(jars),
-            conf=tuple(sorted(conf.items())),
-            python=conf.get("spark.pyspark.python", sys.executable),
-            idle_timeout=float(duration_seconds(settings.idle_timeout)),
+        recipe = local_recipe(
+            settings, project_root, require_jdbc=require_jdbc, delta=delta, env=env
         )
-        return connect_local(recipe, env)
+        return connect_local(recipe, env, holder=str(project_root))
+
+
+def local_recipe(
+    settings: SparkSettings,
+    project_root: Path,
+    *,
+    require_jdbc: bool = False,
+    delta: bool = False,
+    env: Mapping[str, str] = os.environ,
+) -> Recipe:
+    """What hakiri's local server for this project starts with (its fingerprint names it)."""
+    from hakiri.spark.connect_server import Recipe
+    from hakiri.spec.base import duration_seconds
+
+    jars, conf = _engine_jars_and_conf(settings, project_root, require_jdbc, delta, env)
+    return Recipe(
+        master=settings.master,
+        jars=tuple(jars),
+        conf=tuple(sorted(conf.items())),
+        python=conf.get("spark.pyspark.python", sys.executable),
+        idle_timeout=float(duration_seconds(settings.idle_timeout)),
+    )
 
 
 def _sail_session(settings: SparkSettings) -> SparkSession:
@@ -327,20 +362,72 @@ def _sail_session(settings: SparkSettings) -> SparkSession:
     from pyspark.sql import SparkSession
 
     from hakiri.spark.engines import mark_engine
+    from hakiri.spark.liveness import guard_session, watch_for
     from hakiri.spark.sail import sail_endpoint
     from hakiri.spark.tally import mark_in_process
 
     endpoint = sail_endpoint()
     with spark_errors("connecting to Sail", fallback=SparkSetupError):
-        session = SparkSession.builder.remote(endpoint).getOrCreate()
-        wanted = {**default_spark_conf(), **settings.conf}
-        # Sail keeps settings per session: the ones hakiri's sessions need are kept with
-        # the session, for `isolated_session` to give its sessions too.
-        sql = {k: _conf_value(v) for k, v in wanted.items() if k.startswith("spark.sql.")}
-        session._hakiri_sql_conf = sql  # type: ignore[attr-defined]
-        for key, value in sql.items():  # the rest configure a JVM Sail does not have
-            session.conf.set(key, value)
+        session = guard_session(
+            SparkSession.builder.remote(endpoint).getOrCreate(), watch_for(endpoint)
+        )
+        # Settings other than spark.sql.* configure a JVM Sail does not have.
+        wanted = {
+            k: v for k, v in _session_conf(settings, False).items() if k.startswith("spark.sql.")
+        }
+        configure_session(session, wanted, "Sail")
     return mark_in_process(mark_engine(session, SAIL))
+
+
+# A session may set these for itself (Delta reads its own from the session, too); the rest of
+# a project's settings configure the server, which a Spark Connect endpoint's owner starts.
+_SESSION_PREFIXES = ("spark.sql.", "spark.databricks.delta.")
+
+
+def _session_conf(settings: SparkSettings, delta: bool) -> dict[str, str]:
+    """The settings hakiri's sessions run with, hakiri's defaults and then the user's
+    `[spark] conf`: the ones a session can hold (for an endpoint hakiri did not start)."""
+    conf: dict[str, str | int | float | bool] = {**default_spark_conf(), **settings.conf}
+    if delta:
+        conf = with_delta_conf(conf)
+    return {k: _conf_value(v) for k, v in conf.items() if k.startswith(_SESSION_PREFIXES)}
+
+
+def configure_session(session: SparkSession, wanted: Mapping[str, str], where: str) -> None:
+    """Set `wanted` on a Spark Connect session whose server hakiri did not start with them (an
+    endpoint, Sail). A static setting a session cannot change must already have the value
+    hakiri needs on the server; if it has not, SparkSetupError names the server-side fix.
+    The settings are kept with the session, for `isolated_session` to give its sessions too."""
+    problems = []
+    applied = {}
+    for key, value in wanted.items():
+        try:
+            session.conf.set(key, value)
+            applied[key] = value
+        except Exception as exc:
+            if "CANNOT_MODIFY" not in str(exc) and "static" not in str(exc).lower():
+                raise
+            current = session.conf.get(key, None) or ""
+            if not _satisfies(key, current, value):
+                problems.append((key, value, current))
+    session._hakiri_sql_conf = applied  # type: ignore[attr-defined]
+    if problems:
+        key, value, current = problems[0]
+        others = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SparkSetupError(
+            f"the Spark server at {where} runs with {key}={current or '(unset)'}, and hakiri "
+            f"needs {value}: a setting only the server's start can change{others}",
+            "start the Spark Connect server with "
+            + " ".join(f"--conf {k}={v}" for k, v, _ in problems),
+        )
+
+
+def _satisfies(key: str, current: str, wanted: str) -> bool:
+    """Does a static setting's server value serve hakiri (extensions: a superset is fine)?"""
+    if key == "spark.sql.extensions":
+        have = {e.strip() for e in current.split(",") if e.strip()}
+        return {e.strip() for e in wanted.split(",") if e.strip()} <= have
+    return current.strip() == wanted.strip()
 
 
 def _engine_jars_and_conf(
@@ -404,6 +491,7 @@ _REMOTE_LOCK = threading.Lock()
 
 def _new_session(spark: SparkSession) -> SparkSession:
     from hakiri.spark.engines import engine_of_session, mark_engine
+    from hakiri.spark.liveness import copy_guard
     from hakiri.spark.tally import mark_in_process, tallies_in_process
 
     if not is_connect(spark):  # a driver in this process: a session of the same SparkContext
@@ -411,6 +499,7 @@ def _new_session(spark: SparkSession) -> SparkSession:
     # Spark Connect: a client session of its own on the same server (not made the default
     # or active one, as the builder's create() would).
     session = type(spark)(connection=spark.client._builder)  # type: ignore[call-arg]
+    copy_guard(spark, session)
     mark_engine(session, engine_of_session(spark))
     if tallies_in_process(spark):
         mark_in_process(session)

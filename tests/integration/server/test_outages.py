@@ -1,18 +1,24 @@
-"""`hakiri serve` through an outage of its catalog: the catalog's PostgreSQL is stopped and
-started again under a running serve. Serve backs off, says so once (not twice a second),
+"""`hakiri serve` through outages: of its catalog (the catalog's PostgreSQL is stopped and
+started again under a running serve: serve backs off, says so once (not twice a second),
 reports it on /readyz, and recovers by itself: the file that arrived meanwhile is loaded
-exactly once."""
+exactly once), and of its engine (killed, then frozen)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import pytest
+from deltalake import DeltaTable
 
+from tests.support.engines import HAKIRI, isolated_engine_env, servers
 from tests.support.postgres import TestPostgres
 from tests.support.project import Project
-from tests.support.serve import ServeProcess, files_manifest
+from tests.support.serve import SERVE_SPARK, TOKEN, ServeProcess, files_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -73,3 +79,90 @@ def test_serve_rides_out_a_catalog_outage_and_loads_what_came_meanwhile_once(
         assert 1 <= len(failures) <= 2, during  # said once (and not once a tick)
         assert "said again every 60s while it lasts" in failures[0]
         assert "the scheduler recovered after" in serve.log
+
+
+def test_serve_rides_out_its_engine_being_killed_and_stops_on_time_whatever_the_engine_does(
+    tmp_path: Path,
+) -> None:
+    """serve's local Spark Connect server is killed while a triggered run loads: the run fails
+    with the reason, /readyz says 503 at once (and answers within 2 s throughout), the next
+    run starts a new engine and loads what the failed one did not, exactly once. Then, with
+    that engine frozen (SIGSTOP), SIGTERM still ends serve within its drain timeout + 10 s."""
+    env = {**isolated_engine_env(tmp_path), "HAKIRI_SERVE_TOKEN": TOKEN, "NO_COLOR": "1"}
+    root = tmp_path / "p"
+    (root / "data").mkdir(parents=True)
+    rows = 200_000
+    with (root / "data" / "a.csv").open("w") as out:
+        out.write("id,name\n")
+        out.writelines(f"{i},n{i}\n" for i in range(rows))
+    (root / "hakiri.toml").write_text(
+        f"""
+[project]
+name = "engine-outage"
+{SERVE_SPARK}
+[serve]
+drain_timeout = "5s"
+
+[[pipeline]]
+id = "p"
+source = {{ connector = "files", config = {{ path = "data/*.csv", columns = {{ id = "bigint", name = "string" }} }} }}
+tables = ["t"]
+load = {{ mode = "append" }}
+"""
+    )
+
+    def readyz() -> tuple[float, int]:
+        started = time.monotonic()
+        status = httpx.get(serve.url + "/readyz", timeout=30).status_code
+        return time.monotonic() - started, status
+
+    def finished(run_id: str) -> dict | None:
+        runs = serve.get("/v1/pipelines/p/runs").json()
+        return next((r for r in runs if r["run_id"] == run_id and r["ended_at"]), None)
+
+    with ServeProcess(root, env=env) as serve:
+        serve.wait_ready()
+        first = serve.post("/v1/pipelines/p/runs", token=TOKEN).json()["run_id"]
+        engine = serve.wait_for(
+            lambda: next((s for s in servers(env) if s["in_use"]), None), 120, "serve's engine"
+        )
+        serve.wait_for(
+            lambda: (r := _run(serve, first)) and r["status"] == "running", 120, "the run"
+        )
+        time.sleep(1)
+        os.kill(engine["server_pid"], signal.SIGKILL)
+
+        failed = serve.wait_for(lambda: finished(first), 60, "the interrupted run to end")
+        assert failed["status"] == "failed", failed
+        assert f"localhost:{engine['port']}" in failed["error_msg"], failed
+        readings = [readyz() for _ in range(3)]
+        assert all(seconds < 2 for seconds, _ in readings), readings
+        assert readings[-1][1] == 503, readings
+
+        (root / "data" / "b.csv").write_text("id,name\n-1,late\n")
+        second = serve.post("/v1/pipelines/p/runs", token=TOKEN).json()["run_id"]
+        run = serve.wait_for(lambda: finished(second), 180, "the run after the engine died")
+        assert (run["status"], run["row_count"]) == ("success", rows + 1), run
+        table = DeltaTable(str(root / ".hakiri" / "context" / "t")).to_pyarrow_table()
+        assert table.num_rows == rows + 1  # a.csv once, b.csv once
+        serve.wait_for(lambda: readyz()[1] == 200, 30, "/readyz to be 200 again")
+
+        (new,) = [s for s in servers(env) if s["in_use"]]
+        assert new["pid"] != engine["pid"]
+        os.kill(new["server_pid"], signal.SIGSTOP)  # an engine that hangs, not one that died
+        try:
+            assert all(seconds < 2 for seconds, _ in [readyz(), readyz()])
+            stopping = time.monotonic()
+            serve.process.send_signal(signal.SIGTERM)
+            serve.process.wait(40)
+            assert time.monotonic() - stopping < 5 + 10, serve.log
+        finally:
+            os.kill(new["server_pid"], signal.SIGCONT)
+            subprocess.run([*HAKIRI, "engine", "stop", "--force"], env=env, timeout=120)
+    assert "Traceback" not in serve.log, serve.log
+
+
+def _run(serve: ServeProcess, run_id: str) -> dict | None:
+    return next(
+        (r for r in serve.get("/v1/pipelines/p/runs").json() if r["run_id"] == run_id), None
+    )

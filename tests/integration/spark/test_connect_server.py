@@ -6,19 +6,16 @@ the suite's, linked in), so the servers they start and stop are this test's only
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
-from hakiri.spark.class_sharing import cache_root
 from hakiri.spark.connect_server import pid_alive
+from tests.support.engines import isolated_engine_env, servers, wait
 
 pytestmark = pytest.mark.integration
 
@@ -49,19 +46,7 @@ tables = ["t"]
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    """A cache of this test's own (its engine directory is empty) that shares the suite's jars."""
-    from hakiri.spark.delta import delta_jars
-    from hakiri.spark.session import resolve_jdbc_jars
-
-    resolve_jdbc_jars(None)  # resolved once into the suite's cache, as the `spark` fixture does
-    delta_jars(())
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "jars").symlink_to(cache_root(os.environ) / "jars")
-    if (cache_root(os.environ) / "jvm").is_dir():
-        (cache / "jvm").symlink_to(cache_root(os.environ) / "jvm")
-    variables = {k: v for k, v in os.environ.items() if k != "HAKIRI_SPARK_REMOTE"}
-    return {**variables, "HAKIRI_CACHE_DIR": str(cache)}
+    return isolated_engine_env(tmp_path)
 
 
 def _apply(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -80,29 +65,8 @@ def _finish(process: subprocess.Popen[str]) -> str:
     return out + err
 
 
-def _servers(env: dict[str, str]) -> list[dict[str, object]]:
-    done = subprocess.run(
-        [sys.executable, "-m", "hakiri.cli.main", "engine", "status", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return json.loads(done.stdout)
-
-
 def _rows(root: Path) -> int:
     return DeltaTable(str(root / ".hakiri" / "context" / "t")).to_pyarrow_table().num_rows
-
-
-def _wait(condition, seconds: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return condition()
 
 
 def test_commands_share_one_local_server_that_outlives_them(
@@ -115,23 +79,23 @@ def test_commands_share_one_local_server_that_outlives_them(
     for process in both:
         _finish(process)
     assert _rows(first) == ROWS and _rows(second) == ROWS
-    servers = _servers(env)
-    assert len(servers) == 1, servers
-    server = servers[0]
+    running = servers(env)
+    assert len(running) == 1, running
+    server = running[0]
     assert server["ready"] and not server["in_use"]
 
     # A command killed while it uses the server leaves it running; the next one reuses it.
     (first / "data" / "b.csv").write_text("id,name\n" + "".join(f"{i},m{i}\n" for i in range(50)))
     killed = _apply(first, env)
     users = Path(env["HAKIRI_CACHE_DIR"], "engine", str(server["fingerprint"]), "users.lock")
-    assert _wait(lambda: _servers(env)[0]["in_use"], 120), "the command never used the server"
+    assert wait(lambda: servers(env)[0]["in_use"], 120), "the command never used the server"
     killed.send_signal(signal.SIGKILL)
     killed.wait(30)
     assert users.exists()
     again = _apply(first, env)
     _finish(again)
     assert _rows(first) == ROWS + 50
-    after = _servers(env)
+    after = servers(env)
     assert [s["pid"] for s in after] == [server["pid"]]  # the same server, not a new one
 
     # `hakiri engine stop` stops it; status then finds none.
@@ -145,7 +109,7 @@ def test_commands_share_one_local_server_that_outlives_them(
     assert stopped.returncode == 0, stopped.stderr
     assert f"stopped {server['fingerprint']}" in stopped.stdout
     assert not pid_alive(int(server["pid"])) and not pid_alive(int(server["server_pid"]))
-    assert _servers(env) == []
+    assert servers(env) == []
 
 
 def test_an_unused_local_server_stops_after_its_idle_timeout(
@@ -154,4 +118,4 @@ def test_an_unused_local_server_stops_after_its_idle_timeout(
     root = _project(tmp_path / "p", idle_timeout="2s")
     _finish(_apply(root, env))
     assert _rows(root) == ROWS
-    assert _wait(lambda: _servers(env) == [], 60), _servers(env)
+    assert wait(lambda: servers(env) == [], 60), servers(env)

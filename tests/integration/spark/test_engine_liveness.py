@@ -1,0 +1,147 @@
+"""An engine that goes away under a command, on real processes: `hakiri apply` on hakiri's local
+Spark Connect server while the server's JVM is killed, or `hakiri engine stop` is run in
+another shell. The apply fails within a minute with one line (or, for a plain stop, is not
+disturbed at all), and the next apply loads the file once, on a new server.
+
+Every command runs in a process of its own, on engines of this test's own (tests/support/
+engines.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.support.engines import HAKIRI, isolated_engine_env, servers
+
+pytestmark = pytest.mark.integration
+
+ROWS = 200_000
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**isolated_engine_env(tmp_path), "HAKIRI_PROGRESS_SECONDS": "1", "NO_COLOR": "1"}
+
+
+def _project(root: Path) -> Path:
+    (root / "data").mkdir(parents=True)
+    with (root / "data" / "a.csv").open("w") as out:
+        out.write("id,name,amount\n")
+        out.writelines(f"{i},name {i},{i * 0.5}\n" for i in range(ROWS))
+    (root / "hakiri.toml").write_text(
+        """
+[project]
+name = "liveness"
+
+[spark]
+master = "local[1]"
+
+[[pipeline]]
+id = "p"
+source = { connector = "files", config = { path = "data/*.csv", columns = { id = "bigint", name = "string", amount = "double" } } }
+tables = ["t"]
+"""
+    )
+    return root
+
+
+def _apply(root: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*HAKIRI, "apply", "--project", str(root)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
+
+
+def _loading(process: subprocess.Popen[bytes], log: Path, env: dict[str, str]) -> dict:
+    """Wait until the apply is loading the file on a server it holds; that server."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text(errors="replace")
+        if "loading" in log.read_text(errors="replace"):
+            held = [s for s in servers(env) if s["in_use"] and s["ready"]]
+            if held:
+                time.sleep(2)  # into the load, past the session's start
+                return held[0]
+        time.sleep(0.3)
+    raise AssertionError(f"the apply never got to loading:\n{log.read_text(errors='replace')}")
+
+
+def _rows(root: Path) -> int:
+    return DeltaTable(str(root / ".hakiri" / "context" / "t")).to_pyarrow_table().num_rows
+
+
+@pytest.mark.parametrize("how", ["sigkill", "stop --force"])
+def test_an_apply_whose_engine_goes_away_fails_in_seconds_and_the_next_loads_once(
+    tmp_path: Path, env: dict[str, str], how: str
+) -> None:
+    root = _project(tmp_path / "p")
+    log = tmp_path / "apply.err"
+    apply = _apply(root, env, log)
+    server = _loading(apply, log, env)
+
+    if how == "sigkill":
+        os.kill(server["server_pid"], signal.SIGKILL)
+    else:
+        stop = subprocess.run(
+            [*HAKIRI, "engine", "stop", "--force"], env=env, capture_output=True, text=True
+        )
+        assert stop.returncode == 0, stop.stderr
+    gone = time.monotonic()
+    code = apply.wait(90)
+    waited = time.monotonic() - gone
+
+    said = log.read_text(errors="replace")
+    errors = [line for line in said.splitlines() if line.startswith("error:")]
+    assert code == 1, said
+    assert waited < 60, f"{waited:.0f}s:\n{said}"
+    assert len(errors) == 1, said
+    assert f"localhost:{server['port']}" in errors[0], errors
+    assert "Traceback" not in said and "_MultiThreadedRendezvous" not in said, said
+    assert "hint: run the command again" in said, said
+
+    again = subprocess.run(
+        [*HAKIRI, "apply", "--project", str(root)], env=env, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr
+    assert _rows(root) == ROWS  # the file, once
+    (new,) = [s for s in servers(env) if s["ready"]]
+    assert new["pid"] != server["pid"]  # a new server
+
+
+def test_engine_stop_keeps_a_server_a_command_uses_and_names_it(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    root = _project(tmp_path / "p")
+    log = tmp_path / "apply.err"
+    apply = _apply(root, env, log)
+    server = _loading(apply, log, env)
+
+    status = subprocess.run(
+        [*HAKIRI, "engine", "status", "--project", str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert f"{server['fingerprint']} (this project's): in use" in status.stdout, status.stdout
+    assert f"held by `hakiri apply` in {root}" in status.stdout, status.stdout
+
+    stop = subprocess.run([*HAKIRI, "engine", "stop"], env=env, capture_output=True, text=True)
+    assert stop.returncode == 0, stop.stderr
+    assert f"kept {server['fingerprint']}" in stop.stderr, stop.stderr
+    assert f"in use by `hakiri apply` in {root} (pid {apply.pid})" in stop.stderr, stop.stderr
+    assert "--force" in stop.stderr
+
+    assert apply.wait(300) == 0, log.read_text(errors="replace")
+    assert _rows(root) == ROWS
+
+    stopped = subprocess.run([*HAKIRI, "engine", "stop"], env=env, capture_output=True, text=True)
+    assert f"stopped {server['fingerprint']}" in stopped.stdout, stopped.stderr
+    assert servers(env) == []

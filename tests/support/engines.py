@@ -1,0 +1,57 @@
+"""Commands in processes of their own, with engines of their own: a cache directory of the
+test's (its `engine/` empty) that shares the suite's jars, so the local Spark Connect servers
+those commands start, stop or kill are the test's only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hakiri.spark.class_sharing import cache_root
+
+HAKIRI = [sys.executable, "-m", "hakiri.cli.main"]
+
+
+def isolated_engine_env(tmp_path: Path) -> dict[str, str]:
+    """os.environ with HAKIRI_CACHE_DIR in `tmp_path` (the suite's jars and JVM archive linked
+    in) and no HAKIRI_SPARK_REMOTE: the default engine, on servers of this test's own."""
+    from hakiri.spark.delta import delta_jars
+    from hakiri.spark.session import resolve_jdbc_jars
+
+    resolve_jdbc_jars(None)  # resolved once into the suite's cache, as the `spark` fixture does
+    delta_jars(())
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "jars").symlink_to(cache_root(os.environ) / "jars")
+    if (cache_root(os.environ) / "jvm").is_dir():
+        (cache / "jvm").symlink_to(cache_root(os.environ) / "jvm")
+    variables = {k: v for k, v in os.environ.items() if k != "HAKIRI_SPARK_REMOTE"}
+    return {**variables, "HAKIRI_CACHE_DIR": str(cache)}
+
+
+def servers(env: dict[str, str]) -> list[dict[str, Any]]:
+    """`hakiri engine status --json` under `env`."""
+    done = subprocess.run(
+        [*HAKIRI, "engine", "status", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return list(json.loads(done.stdout))
+
+
+def wait(condition: Callable[[], Any], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return bool(condition())
