@@ -40,6 +40,7 @@ from hakiri.destinations.context.commit import (
 )
 from hakiri.destinations.context.inspect import type_name
 from hakiri.destinations.context.rs_commit import commit_properties
+from hakiri.destinations.context.staging import sql_type
 from hakiri.destinations.context.tables import require_delta
 from hakiri.destinations.context.types import delta_type_json
 from hakiri.errors import LoadError
@@ -408,7 +409,9 @@ def _projection(
 
     projection = []
     for column in evolution.columns:
-        data_type = target[column.name].dataType
+        # Spelt in SQL: a type object sent over Spark Connect would make a string column a
+        # collated one in the rewritten table's log (`staging.plain_schema` says why).
+        data_type = sql_type(target[column.name].dataType)
         if column.source is None:
             expression = F.lit(None).cast(data_type)
         elif column.converted:
@@ -443,7 +446,9 @@ def _check_conversions(
     aggregates = []
     for n, column in enumerate(converted):
         values = F.col(quoted_name(column.source or ""))
-        unfit = values.isNotNull() & values.try_cast(target[column.name].dataType).isNull()
+        unfit = (
+            values.isNotNull() & values.try_cast(sql_type(target[column.name].dataType)).isNull()
+        )
         aggregates += [
             F.count_if(unfit).alias(f"lost{n}"),
             F.first(F.when(unfit, values.cast("string")), ignorenulls=True).alias(f"value{n}"),
