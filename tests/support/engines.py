@@ -55,3 +55,11 @@ def wait(condition: Callable[[], Any], seconds: float) -> bool:
             return True
         time.sleep(0.2)
     return bool(condition())
+
+
+def stop_engines(env: dict[str, str]) -> None:
+    """Stop every local server of `env`'s cache (a test's own engines, after it)."""
+    from hakiri.spark.connect_server import running_servers, stop_server
+
+    for state in running_servers(env):
+        stop_server(state)

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from deltalake import DeltaTable
 
-from tests.support.engines import HAKIRI, isolated_engine_env, servers
+from tests.support.engines import isolated_engine_env, servers, stop_engines
 from tests.support.postgres import TestPostgres
 from tests.support.project import Project
 from tests.support.serve import SERVE_SPARK, TOKEN, ServeProcess, files_manifest
@@ -81,14 +81,22 @@ def test_serve_rides_out_a_catalog_outage_and_loads_what_came_meanwhile_once(
         assert "the scheduler recovered after" in serve.log
 
 
+@pytest.fixture
+def engine_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Engines of this test's own (tests/support/engines.py), stopped after it."""
+    variables = {**isolated_engine_env(tmp_path), "HAKIRI_SERVE_TOKEN": TOKEN, "NO_COLOR": "1"}
+    yield variables
+    stop_engines(variables)
+
+
 def test_serve_rides_out_its_engine_being_killed_and_stops_on_time_whatever_the_engine_does(
-    tmp_path: Path,
+    tmp_path: Path, engine_env: dict[str, str]
 ) -> None:
     """serve's local Spark Connect server is killed while a triggered run loads: the run fails
     with the reason, /readyz says 503 at once (and answers within 2 s throughout), the next
     run starts a new engine and loads what the failed one did not, exactly once. Then, with
     that engine frozen (SIGSTOP), SIGTERM still ends serve within its drain timeout + 10 s."""
-    env = {**isolated_engine_env(tmp_path), "HAKIRI_SERVE_TOKEN": TOKEN, "NO_COLOR": "1"}
+    env = engine_env
     root = tmp_path / "p"
     (root / "data").mkdir(parents=True)
     rows = 200_000
@@ -158,7 +166,6 @@ load = {{ mode = "append" }}
             assert time.monotonic() - stopping < 5 + 10, serve.log
         finally:
             os.kill(new["server_pid"], signal.SIGCONT)
-            subprocess.run([*HAKIRI, "engine", "stop", "--force"], env=env, timeout=120)
     assert "Traceback" not in serve.log, serve.log
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 from hakiri.spark.connect_server import pid_alive
-from tests.support.engines import isolated_engine_env, servers, wait
+from tests.support.engines import isolated_engine_env, servers, stop_engines, wait
 
 pytestmark = pytest.mark.integration
 
@@ -45,8 +46,10 @@ tables = ["t"]
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return isolated_engine_env(tmp_path)
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    variables = isolated_engine_env(tmp_path)
+    yield variables
+    stop_engines(variables)
 
 
 def _apply(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:

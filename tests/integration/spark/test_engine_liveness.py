@@ -12,12 +12,13 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
-from tests.support.engines import HAKIRI, isolated_engine_env, servers
+from tests.support.engines import HAKIRI, isolated_engine_env, servers, stop_engines
 
 pytestmark = pytest.mark.integration
 
@@ -25,8 +26,10 @@ ROWS = 200_000
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return {**isolated_engine_env(tmp_path), "HAKIRI_PROGRESS_SECONDS": "1", "NO_COLOR": "1"}
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    variables = {**isolated_engine_env(tmp_path), "HAKIRI_PROGRESS_SECONDS": "1", "NO_COLOR": "1"}
+    yield variables
+    stop_engines(variables)
 
 
 def _project(root: Path) -> Path:
