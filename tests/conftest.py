@@ -3,7 +3,9 @@
 - `pg_url`: one throwaway PostgreSQL per session (or HAKIRI_TEST_PG_URL).
 - `pg_conn`: an autocommit psycopg connection to it, per test.
 - `pg_schema`: a fresh schema per test, dropped afterwards.
-- `spark`: one local SparkSession per session, with the PostgreSQL JDBC driver.
+- `spark`: one Spark Connect session per test process, on a local Spark Connect server of
+  its own (the PostgreSQL JDBC driver and delta-spark), as a `hakiri` command gets one;
+  `spark_ui`: that server's Spark UI, whose REST API tells what Spark ran.
 - `api_server`: a GitHub-shaped HTTP API on loopback (tests/support/api_server.py) over a
   small dataset, per test; it wants `API_TOKEN` as its bearer token.
 
@@ -34,8 +36,8 @@ if TYPE_CHECKING:
 
 INTEGRATION_FIXTURES = frozenset({"pg_url", "spark", "spark_cluster"})
 
-# The engine the suite runs on: "spark" (Apache Spark, a driver in each test process) or
-# "sail" (Sail's Spark Connect server inside each test process). `make test` runs the whole
+# The engine the suite runs on: "spark" (Apache Spark: hakiri's local Spark Connect server, one
+# per test process) or "sail" (Sail's Spark Connect server inside each test process). `make test` runs the whole
 # suite on Spark and the conformance tests (marked `conformance`) again on Sail.
 ENGINE = os.environ.get("HAKIRI_TEST_ENGINE", "spark")
 if ENGINE == "sail":  # the hakiri commands the tests run in processes of their own, too
@@ -169,42 +171,70 @@ def pg_catalog(pg_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The session's one SparkSession, as `hakiri apply` would start it for a project using
-    PostgreSQL and the context store. On Spark: local[2], UI off, the PostgreSQL JDBC driver and
-    delta-spark on the classpath. On Sail (HAKIRI_TEST_ENGINE=sail): a session on this test
-    process's Sail server, made by hakiri's own engine code."""
-    if ENGINE == "sail":
-        from hakiri.spark.session import SAIL, connect_session
-        from hakiri.spec.project import SparkSettings
+    """The session's one Spark session, made by hakiri's own engine code, the way a `hakiri`
+    command on a local master gets it: a Spark Connect session. On Spark: on a local Spark
+    Connect server of this test process's own (local[2], the PostgreSQL JDBC driver and
+    delta-spark; Spark's UI on a free port, for the tests that read what Spark ran through its
+    REST API, `spark_ui`). On Sail (HAKIRI_TEST_ENGINE=sail): on this test process's Sail
+    server. A command run in the test process (CliRunner) uses this session."""
+    from hakiri.spark.session import connect_session
+    from hakiri.spec.project import SparkSettings
 
-        session, _ = connect_session(SparkSettings(engine="sail"), Path.cwd(), SAIL)
+    if ENGINE == "sail":
+        session, _ = connect_session(SparkSettings(engine="sail"), Path.cwd(), "sail")
         yield session
         return
     from hakiri.errors import SparkSetupError
-    from hakiri.spark.delta import delta_jars, with_delta_conf
-    from hakiri.spark.session import build_spark_session, resolve_jdbc_jars
+    from hakiri.spark.connect_server import stop_server
 
+    ui_port = _free_port()
+    settings = SparkSettings(
+        master="local[2]",
+        conf={
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(ui_port),
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+        },
+    )
     problem = None
     try:
-        driver = resolve_jdbc_jars(None)
-        jars = [*driver.jars, *delta_jars(())]
+        session, lease = connect_session(
+            settings, Path.cwd(), "local", require_jdbc=True, delta=True
+        )
     except SparkSetupError as exc:
         problem = f"{exc.reason}\nhint: {exc.hint}"
     if problem:
         pytest.fail(problem, pytrace=False)
-
-    conf = with_delta_conf(
-        {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-        }
-    )
-    session = build_spark_session(master="local[2]", conf=conf, jars=jars, app_name="hakiri-tests")
+    session._hakiri_test_ui = f"http://127.0.0.1:{ui_port}"
     try:
         yield session
     finally:
         session.stop()
+        assert lease is not None
+        lease.release()
+        stop_server(lease.state)
+
+
+@pytest.fixture(scope="session")
+def spark_ui(spark: SparkSession) -> str:
+    """The base URL of Spark's UI (its REST API under /api/v1) for the `spark` session's
+    server: what Spark ran, as a user's Spark UI shows it."""
+    if ENGINE == "sail":
+        pytest.fail("Sail has no Spark UI: mark the test spark_only", pytrace=False)
+    return str(session_ui(spark))
+
+
+def session_ui(spark: SparkSession) -> str:
+    return str(spark._hakiri_test_ui)  # type: ignore[attr-defined]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -221,23 +251,6 @@ def spark_cluster() -> Iterator[StandaloneCluster]:
 
 
 _SESSION_STARTED = time.time()
-
-
-@pytest.fixture(autouse=True)
-def _no_spark_connect_in_the_test_process() -> Iterator[None]:
-    """hakiri's default engine is a Spark Connect server; a command run inside the test process
-    (CliRunner) must use the suite's `spark` session instead, which it reuses when it is active.
-    A Spark Connect session made here would switch PySpark in this process to Spark Connect
-    for good (SPARK_CONNECT_MODE_ENABLED), and every later `spark` fixture would fail."""
-    yield
-    if ENGINE == "sail":
-        return  # every session of a Sail run is a Spark Connect session
-    if os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None) is not None:
-        pytest.fail(
-            "this test started a Spark Connect session inside the test process: request the "
-            "`spark` fixture (an in-process command reuses it) or run hakiri in a subprocess",
-            pytrace=False,
-        )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

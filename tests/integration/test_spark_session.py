@@ -1,4 +1,4 @@
-"""The session's SparkSession starts, has hakiri's settings and writes to PostgreSQL over JDBC."""
+"""The suite's Spark session starts, has hakiri's settings and writes to PostgreSQL over JDBC."""
 
 from __future__ import annotations
 
@@ -15,14 +15,16 @@ if TYPE_CHECKING:
 
 
 def test_session_has_hakiri_defaults(spark: SparkSession) -> None:
-    conf = spark.sparkContext.getConf()
+    """The suite's session is a Spark Connect session on hakiri's local server, started with
+    hakiri's settings and the PostgreSQL driver, as a command's is."""
+    from hakiri.spark.session import is_connect
 
+    assert is_connect(spark)
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
-    assert conf.get("spark.ui.enabled") == "false"
-    assert spark.sparkContext.master == "local[2]"
+    assert spark.conf.get("spark.master") == "local[2]"
     for jar in resolve_jdbc_jars(None).jars:
-        assert jar in (conf.get("spark.jars") or "")
+        assert jar in (spark.conf.get("spark.jars") or "")
 
 
 def test_jdbc_write_lands_every_row(

@@ -65,6 +65,7 @@ __all__ = [
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 IN_PROCESS = "in-process"  # `[spark] remote`: a Spark driver inside the command, no Spark Connect
 ENGINE_ENV = "HAKIRI_SPARK_ENGINE"
+_CONNECT_SWITCH = "SPARK_CONNECT_MODE_ENABLED"  # PySpark's: is_remote() reads it
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,10 @@ def build_spark_session(
     # psycopg and hakiri: this one, not whatever `python3` the PATH finds. pyspark takes it
     # from PYSPARK_PYTHON only (spark.pyspark.python is read by spark-submit, not here).
     os.environ.setdefault("PYSPARK_PYTHON", settings.get("spark.pyspark.python", sys.executable))
+    # A driver in this process was asked for. PySpark's switch to Spark Connect, set in a
+    # parent process that used Spark Connect (a test suite, a notebook) and inherited here,
+    # would make this builder a Connect client without a URL instead.
+    os.environ.pop(_CONNECT_SWITCH, None)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

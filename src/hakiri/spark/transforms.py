@@ -28,6 +28,7 @@ the text (see `hakiri.guards.expressions`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,10 @@ def apply_transforms(frame: DataFrame, steps: Sequence[TransformStep]) -> DataFr
         compile_step = _STEPS[type(step)]
         try:
             frame = compile_step(_Batch(frame, where, case_sensitive), step)
+            # Over Spark Connect a frame is analysed when the engine is first asked about it
+            # (its columns the client may work out alone): ask now, one round trip, so that a
+            # step that does not fit the data is named. A driver in this process analyses at once.
+            frame.isStreaming  # noqa: B018
         except UnsafeExpression as exc:
             raise UnsafeExpression(f"{where}: {exc.reason}", exc.hint) from None
         except HakiriError:
@@ -301,10 +306,12 @@ def _check_spark_parse(frame: DataFrame, text: str, columns: Sequence[str]) -> N
 
     sqlglot and Spark read the same text; this catches any place where they would
     not (a session setting such as spark.sql.parser.escapedStringLiterals changes
-    where a string ends). Spark Connect sessions have no parser here: skipped.
+    where a string ends). A driver in this process hands over the parse tree itself; over
+    Spark Connect, the engine's parse comes back as the parsed plan EXPLAIN prints.
     """
     session = getattr(frame.sparkSession, "_jsparkSession", None)
     if session is None:
+        _check_parsed_plan(_parsed_plan(frame, text), columns)
         return
     tree = session.sessionState().sqlParser().parseExpression(text)
     known = {c.lower() for c in columns}
@@ -323,6 +330,77 @@ def _check_spark_parse(frame: DataFrame, text: str, columns: Sequence[str]) -> N
             if len(parts) == 1 and parts[0].lower() in LITERAL_FUNCTIONS - known:
                 raise _refusal(parts[0])
         pending.extend(_seq(node.children()))
+
+
+def _parsed_plan(frame: DataFrame, text: str) -> str:
+    """Spark's parse of `SELECT <text>`, as EXPLAIN prints its parsed plan. Only parsed and
+    explained: no row is read, and the plan is never run."""
+    explained = frame.sparkSession.sql(f"EXPLAIN EXTENDED SELECT {text}").collect()
+    plan = str(explained[0][0]) if explained else ""
+    parsed = plan.split("== Analyzed Logical Plan ==", 1)[0]
+    parsed = parsed.split("== Parsed Logical Plan ==", 1)[-1].strip()
+    # 'Project [<the expression>] over a OneRowRelation, and any subquery's lines below it.
+    return parsed.removeprefix("'Project [")
+
+
+# In a parsed plan, an unresolved function prints as 'name(args) and a column as 'name; a
+# string literal prints without quotes, so a quote before a name is Spark's, never the text's
+# (a literal holding one is refused too: the error is on the safe side).
+_NAME = r"(?:`(?:[^`]|``)*`|[A-Za-z_$][\w$]*)"
+_PRINTED_CALL = re.compile(rf"'({_NAME}(?:\.{_NAME})*)\((\)?)")
+_PRINTED_COLUMN = re.compile(rf"'({_NAME})(?![\w$`.(])")
+_PRINTED_NODES = {
+    "scalar-subquery#": _REFUSED_NODES["ScalarSubquery"],
+    "exists#": _REFUSED_NODES["Exists"],
+    "list#": _REFUSED_NODES["ListQuery"],
+    "lateral-subquery#": _REFUSED_NODES["LateralSubquery"],
+    "windowspecdefinition(": _REFUSED_NODES["WindowSpecDefinition"],
+    "unresolvedwindowexpression(": _REFUSED_NODES["UnresolvedWindowExpression"],
+    "expressionwithunresolvedidentifier(": _REFUSED_NODES["ExpressionWithUnresolvedIdentifier"],
+    "namedparameter(": _REFUSED_NODES["NamedParameter"],
+    "posparameter(": _REFUSED_NODES["PosParameter"],
+}
+
+
+def _check_parsed_plan(plan: str, columns: Sequence[str]) -> None:
+    """`_check_spark_parse`'s walk, over the printed parsed plan."""
+    lowered = plan.lower()
+    for marker, why in _PRINTED_NODES.items():
+        if marker in lowered:
+            raise UnsafeExpression(f"transform expression refused: {why}")
+    for match in _PRINTED_CALL.finditer(plan):
+        parts = [_unquoted(p) for p in re.findall(_NAME, match.group(1))]
+        if len(parts) != 1:
+            raise UnsafeExpression(
+                f"transform expression refused: {'.'.join(parts)}() is a qualified function "
+                "name; only Spark's built-in functions may be called, by their plain names"
+            )
+        refusal = function_refusal(parts[0])
+        if refusal is not None:
+            raise refusal
+        if parts[0].lower() == "unix_timestamp" and match.group(2):
+            raise UnsafeExpression(
+                "transform expression refused: unix_timestamp() without an argument is not "
+                "deterministic: it is the time the batch runs"
+            )
+        opened = plan[match.end() :].lstrip().lower()
+        if opened.startswith("distinct "):
+            raise UnsafeExpression(
+                f"transform expression refused: {parts[0]}(DISTINCT/FILTER ...) aggregates rows"
+            )
+    if " filter (" in lowered or ") filter " in lowered:
+        raise UnsafeExpression(
+            "transform expression refused: an aggregate's FILTER (WHERE ...) aggregates rows"
+        )
+    known = {c.lower() for c in columns}
+    for match in _PRINTED_COLUMN.finditer(plan):
+        name = _unquoted(match.group(1))
+        if name.lower() in LITERAL_FUNCTIONS - known:
+            raise _refusal(name)
+
+
+def _unquoted(part: str) -> str:
+    return part[1:-1].replace("``", "`") if part.startswith("`") else part
 
 
 def _check_function(node: Any) -> None:

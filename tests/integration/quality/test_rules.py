@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 from hakiri.errors import HakiriError, RuleViolation, SourceDataError
 from hakiri.quality.rules import CheckedBatch, check_rows
 from hakiri.spec.quality import RowRule
+from tests.support.spark_scans import cached_rdds, jobs_during
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -33,6 +34,15 @@ def rows(frame: DataFrame) -> list[tuple[Any, ...]]:
     return sorted((tuple(r) for r in frame.collect()), key=repr)
 
 
+INTERNALS = "reads Spark's jobs, cache and plans (its UI and physical plan), which Sail lacks"
+
+
+def persistent_rdds(spark: SparkSession) -> int | None:
+    """Spark's cached RDDs (from its UI); None on Sail, which has no UI (its cache is not seen)."""
+    ui = getattr(spark, "_hakiri_test_ui", None)
+    return None if ui is None else cached_rdds(ui)
+
+
 def records(batch: CheckedBatch) -> list[tuple[str, str, bool, Any]]:
     """Quarantine records as (rule_id, on_fail, dropped, id of the row)."""
     assert batch.quarantine is not None
@@ -40,15 +50,6 @@ def records(batch: CheckedBatch) -> list[tuple[str, str, bool, Any]]:
         (r.rule_id, r.on_fail, r.dropped, json.loads(r.row)["id"])
         for r in batch.quarantine.collect()
     )
-
-
-def persistent_rdds(spark: SparkSession) -> int | None:
-    """Spark's cached RDDs; None on Sail, which has no SparkContext (its cache is not seen)."""
-    from hakiri.spark.session import is_connect
-
-    if is_connect(spark):
-        return None
-    return len(spark.sparkContext._jsc.getPersistentRDDs())
 
 
 # --- every rule kind x every on_fail -----------------------------------------------------
@@ -451,65 +452,53 @@ def test_missing_column(spark: SparkSession) -> None:
     )
 
 
-@pytest.mark.spark_only(
-    "observes Spark's own internals (SparkContext jobs, cached RDDs, query plans)"
-)
-def test_invalid_regex_is_refused_before_any_job(spark: SparkSession) -> None:
+@pytest.mark.spark_only(INTERNALS)
+def test_invalid_regex_is_refused_before_any_job(spark: SparkSession, spark_ui: str) -> None:
     frame = spark.createDataFrame([(1, "a")], "id int, v string")
-    sc = spark.sparkContext
-    sc.setJobGroup("bad-regex", "invalid pattern")
-    try:
-        with pytest.raises(HakiriError) as raised:
+    raised: list[HakiriError] = []
+
+    def check() -> None:
+        with pytest.raises(HakiriError) as caught:
             check_rows(frame, [rule("regex", "v", "skip", pattern="a(b")], label="t")
-    finally:
-        sc.setJobGroup("", "")
-    assert not isinstance(raised.value, (SourceDataError, RuleViolation))
-    assert raised.value.reason == (
+        raised.append(caught.value)
+
+    assert jobs_during(spark_ui, check) == 0
+    assert not isinstance(raised[0], (SourceDataError, RuleViolation))
+    assert raised[0].reason == (
         "rule regex:v has an invalid Java regular expression 'a(b': "
         "missing ), unterminated subpattern at position 1"
     )
-    assert list(sc.statusTracker().getJobIdsForGroup("bad-regex")) == []
 
 
-@pytest.mark.spark_only(
-    "observes Spark's own internals (SparkContext jobs, cached RDDs, query plans)"
-)
-def test_no_rules_runs_no_job(spark: SparkSession) -> None:
+@pytest.mark.spark_only(INTERNALS)
+def test_no_rules_runs_no_job(spark: SparkSession, spark_ui: str) -> None:
     frame = spark.createDataFrame([(1, "a")], "id int, v string")
-    sc = spark.sparkContext
-    sc.setJobGroup("no-rules", "no rules")
-    try:
-        batch = check_rows(frame, [], label="t")
-    finally:
-        sc.setJobGroup("", "")
+    checked = []
+    assert jobs_during(spark_ui, lambda: checked.append(check_rows(frame, [], label="t"))) == 0
+    batch = checked[0]
     assert batch.clean is frame
     assert batch.quarantine is None and batch.report is None
-    assert list(sc.statusTracker().getJobIdsForGroup("no-rules")) == []
     batch.release()
 
 
-@pytest.mark.spark_only(
-    "observes Spark's own internals (SparkContext jobs, cached RDDs, query plans)"
-)
-def test_release_unpersists_and_is_idempotent(spark: SparkSession) -> None:
+@pytest.mark.spark_only(INTERNALS)
+def test_release_unpersists_and_is_idempotent(spark: SparkSession, spark_ui: str) -> None:
     frame = spark.createDataFrame([(1, "a"), (2, None)], "id int, v string")
-    before = persistent_rdds(spark)
+    before = cached_rdds(spark_ui)
     batch = check_rows(frame, [rule("not_null", "v", "skip")], label="t")
     cached = batch._cached
     assert cached is not None and cached.storageLevel.useMemory
-    assert persistent_rdds(spark) == before + 1
+    assert cached_rdds(spark_ui) == before + 1
     batch.release()
     batch.release()
     assert not cached.storageLevel.useMemory and not cached.storageLevel.useDisk
-    assert persistent_rdds(spark) == before
+    assert cached_rdds(spark_ui) == before
 
 
 # --- one pass over the source --------------------------------------------------------------
 
 
-@pytest.mark.spark_only(
-    "observes Spark's own internals (SparkContext jobs, cached RDDs, query plans)"
-)
+@pytest.mark.spark_only(INTERNALS)
 def test_clean_and_quarantine_read_the_cache_not_the_source(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -525,7 +514,7 @@ def test_clean_and_quarantine_read_the_cache_not_the_source(
     try:
         assert batch.quarantine is not None
         for derived in (batch.clean, batch.quarantine):
-            plan = derived._jdf.queryExecution().executedPlan().toString()
+            plan = derived._explain_string(mode="simple")  # the physical plan
             assert "InMemoryTableScan" in plan
             # The only file scan is the one inside the cached relation's own plan.
             assert plan.count("FileScan") == 1

@@ -41,9 +41,7 @@ def api(tmp_path: Path, spark: SparkSession) -> Iterator[FastAPI]:
         run = catalog.start_run("orders", trigger="schedule")
         catalog.finish_run(run.run_id, RunStatus.SUCCESS, row_count=3)
         catalog.add_alert("warning", "empty_source", "no new files", pipeline_id="orders")
-        state = ServeState(
-            load_project(tmp_path, env), catalog, env, lambda: spark.sparkContext._jsc is not None
-        )
+        state = ServeState(load_project(tmp_path, env), catalog, env, lambda: not spark.is_stopped)
         assert state.readiness() == {"catalog": True, "spark": True}
         yield create_app(state)
 

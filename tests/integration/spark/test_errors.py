@@ -19,8 +19,7 @@ from hakiri.errors import (
     SparkSetupError,
 )
 from hakiri.spark.errors import spark_errors
-from hakiri.spark.session import jdbc_url_from_postgres_url, session_for
-from hakiri.spec.project import SparkSettings
+from hakiri.spark.session import jdbc_url_from_postgres_url
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -127,7 +126,7 @@ def test_reading_a_path_that_does_not_exist(spark: SparkSession, tmp_path: Path)
     missing = tmp_path / "in box" / "nope.csv"
 
     with pytest.raises(SourceDataError) as raised, spark_errors("reading orders", side="source"):
-        spark.read.csv(str(missing))
+        spark.read.csv(str(missing)).schema  # noqa: B018 - over Spark Connect, analysis is lazy
 
     assert _one_line(raised.value) == f"file not found: {missing}"
 
@@ -153,5 +152,14 @@ def test_anything_else_is_one_line_with_the_java_message(spark: SparkSession) ->
     assert "--debug" in (raised.value.hint or "")
 
 
-def test_session_for_reuses_the_running_session(spark: SparkSession, tmp_path: Path) -> None:
-    assert session_for(SparkSettings(master="local[2]"), tmp_path) is spark
+def test_a_command_in_this_process_reuses_the_running_session(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from hakiri.services.runtime import LazySpark
+    from hakiri.spec.loader import load_project
+
+    (tmp_path / "hakiri.toml").write_text('[project]\nname = "p"\n')
+    lazy = LazySpark(load_project(tmp_path, {}))
+    assert lazy.get() is spark
+    lazy.stop()  # not its own: left running
+    assert not spark.is_stopped

@@ -12,6 +12,7 @@ from hakiri.guards.expressions import ALLOWED_FUNCTIONS, UnsafeExpression
 from hakiri.guards.spark_types import spark_type
 from hakiri.spark.transforms import TransformError, apply_transforms
 from hakiri.spec.transforms import FilterStep, TransformStep, WithColumnsStep
+from tests.support.spark_scans import jobs_during
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -378,19 +379,19 @@ def test_sparks_own_parse_lets_pure_expressions_through(orders: DataFrame) -> No
         _check_spark_parse(orders, text, orders.columns)
 
 
-def test_nothing_runs_until_the_frame_is_used(spark: SparkSession, orders: DataFrame) -> None:
-    jobs = spark.sparkContext.statusTracker()
-    before = len(jobs.getJobIdsForGroup(None))
-    apply_transforms(
-        orders,
-        steps(
-            {"op": "filter", "expr": "id > 0"},
-            {"op": "dedupe", "keys": ["id"], "order_by": ["id desc"]},
-            {"op": "flatten", "column": "customer"},
-            {"op": "explode", "column": "tags"},
-        ),
-    )
-    assert len(jobs.getJobIdsForGroup(None)) == before
+def test_nothing_runs_until_the_frame_is_used(spark_ui: str, orders: DataFrame) -> None:
+    def transform() -> None:
+        apply_transforms(
+            orders,
+            steps(
+                {"op": "filter", "expr": "id > 0"},
+                {"op": "dedupe", "keys": ["id"], "order_by": ["id desc"]},
+                {"op": "flatten", "column": "customer"},
+                {"op": "explode", "column": "tags"},
+            ),
+        )
+
+    assert jobs_during(spark_ui, transform) == 0
 
 
 # ------------------------------------------------------------------ the sandbox's lists against Spark

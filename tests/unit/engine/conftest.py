@@ -6,10 +6,10 @@ injected through the runner's own seam (`destination_for`). One Sail session ser
 whole test session.
 
 Sail speaks Spark Connect, which PySpark switches on for the whole process
-(SPARK_CONNECT_MODE_ENABLED); the suite's other tests may run a classic Spark driver in the
-same worker process. So the Sail session is made by the Connect client's own builder (the
-generic one refuses while a classic driver runs), and the switch is on only while a test
-here runs (`engine`).
+(SPARK_CONNECT_MODE_ENABLED); the suite's `spark` fixture, in the same worker process, is
+a Spark Connect session too, on Apache Spark. So the Sail session is made by the Connect
+client's constructor, never the process's default session, and the switch is on while a
+test here runs (`engine`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ def sail_session() -> Iterator[Any]:
     from hakiri.spark.session import SAIL, default_spark_conf
     from hakiri.spark.tally import mark_in_process
 
-    session = ConnectSession.builder.remote(sail_endpoint()).create()
+    # Made by the constructor, not a builder: a builder would make it this process's default
+    # session, which the suite's `spark` fixture (and a command run in this process) must be.
+    session = ConnectSession(connection=sail_endpoint())
     sql_conf = {k: str(v) for k, v in default_spark_conf().items() if k.startswith("spark.sql.")}
     for key, value in sql_conf.items():
         session.conf.set(key, value)
