@@ -81,10 +81,7 @@ def apply_transforms(frame: DataFrame, steps: Sequence[TransformStep]) -> DataFr
         compile_step = _STEPS[type(step)]
         try:
             frame = compile_step(_Batch(frame, where, case_sensitive), step)
-            # Over Spark Connect a frame is analysed when the engine is first asked about it
-            # (its columns the client may work out alone): ask now, one round trip, so that a
-            # step that does not fit the data is named. A driver in this process analyses at once.
-            frame.isStreaming  # noqa: B018
+            _analyse(frame)
         except UnsafeExpression as exc:
             raise UnsafeExpression(f"{where}: {exc.reason}", exc.hint) from None
         except HakiriError:
@@ -94,6 +91,21 @@ def apply_transforms(frame: DataFrame, steps: Sequence[TransformStep]) -> DataFr
                 raise
             raise _translated(exc, where, frame) from exc
     return frame
+
+
+def _analyse(frame: DataFrame) -> None:
+    """Have the engine analyse `frame` now, so that a step that does not fit the data fails as
+    that step. Over Spark Connect a frame is analysed when the engine is first asked about it,
+    and the client works some schemas out alone (a filter's is its input's): Apache Spark is
+    asked whether the frame streams, one round trip. Sail analyses it for its schema (its
+    answer to that question fails on some valid plans); a driver in this process analyses
+    every frame at once."""
+    from hakiri.spark.engines import SAIL, engine_of_session
+
+    if engine_of_session(frame.sparkSession) == SAIL:
+        frame.schema  # noqa: B018
+    else:
+        frame.isStreaming  # noqa: B018
 
 
 class _Batch:
@@ -307,11 +319,16 @@ def _check_spark_parse(frame: DataFrame, text: str, columns: Sequence[str]) -> N
     sqlglot and Spark read the same text; this catches any place where they would
     not (a session setting such as spark.sql.parser.escapedStringLiterals changes
     where a string ends). A driver in this process hands over the parse tree itself; over
-    Spark Connect, the engine's parse comes back as the parsed plan EXPLAIN prints.
+    Spark Connect, Apache Spark's parse comes back as the parsed plan EXPLAIN prints. Sail
+    parses SQL with a parser of its own, not Spark's, has no JVM to reflect into, and its
+    EXPLAIN analyses the statement first: there the sandbox's first two checks stand alone.
     """
+    from hakiri.spark.engines import SAIL, engine_of_session
+
     session = getattr(frame.sparkSession, "_jsparkSession", None)
     if session is None:
-        _check_parsed_plan(_parsed_plan(frame, text), columns)
+        if engine_of_session(frame.sparkSession) != SAIL:
+            _check_parsed_plan(_parsed_plan(frame, text), columns)
         return
     tree = session.sessionState().sqlParser().parseExpression(text)
     known = {c.lower() for c in columns}
