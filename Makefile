@@ -50,8 +50,9 @@ run: check-prereqs venv
 	fi
 
 # CI runs this: the linters and the import-layer contract first, then every test on Apache
-# Spark, on two workers (pytest-xdist; each starts its own PostgreSQL and SparkSession), then
-# the conformance suite again on Sail (tests marked spark_only say why they are Spark's alone).
+# Spark, on two workers (pytest-xdist; each starts its own PostgreSQL and local Spark Connect
+# server, the path every command takes), then the conformance suite again on Sail (tests
+# marked spark_only say why they are Spark's alone).
 test: check-test-prereqs venv-dev
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
