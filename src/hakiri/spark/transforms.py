@@ -386,25 +386,11 @@ def _check_parsed_plan(plan: str, columns: Sequence[str]) -> None:
         if marker in lowered:
             raise UnsafeExpression(f"transform expression refused: {why}")
     for match in _PRINTED_CALL.finditer(plan):
-        parts = [_unquoted(p) for p in re.findall(_NAME, match.group(1))]
-        if len(parts) != 1:
-            raise UnsafeExpression(
-                f"transform expression refused: {'.'.join(parts)}() is a qualified function "
-                "name; only Spark's built-in functions may be called, by their plain names"
-            )
-        refusal = function_refusal(parts[0])
-        if refusal is not None:
-            raise refusal
-        if parts[0].lower() == "unix_timestamp" and match.group(2):
-            raise UnsafeExpression(
-                "transform expression refused: unix_timestamp() without an argument is not "
-                "deterministic: it is the time the batch runs"
-            )
-        opened = plan[match.end() :].lstrip().lower()
-        if opened.startswith("distinct "):
-            raise UnsafeExpression(
-                f"transform expression refused: {parts[0]}(DISTINCT/FILTER ...) aggregates rows"
-            )
+        _check_call(
+            [_unquoted(p) for p in re.findall(_NAME, match.group(1))],
+            no_arguments=bool(match.group(2)),
+            aggregates=plan[match.end() :].lstrip().lower().startswith("distinct "),
+        )
     if " filter (" in lowered or ") filter " in lowered:
         raise UnsafeExpression(
             "transform expression refused: an aggregate's FILTER (WHERE ...) aggregates rows"
@@ -421,7 +407,16 @@ def _unquoted(part: str) -> str:
 
 
 def _check_function(node: Any) -> None:
-    parts = [str(p) for p in _seq(node.nameParts())]
+    _check_call(
+        [str(p) for p in _seq(node.nameParts())],
+        no_arguments=node.children().size() == 0,
+        aggregates=bool(node.isDistinct() or node.filter().isDefined()),
+    )
+
+
+def _check_call(parts: list[str], *, no_arguments: bool, aggregates: bool) -> None:
+    """A call in Spark's parse: function `parts` (its name, maybe qualified), with no arguments
+    or with DISTINCT/FILTER."""
     if len(parts) != 1:
         raise UnsafeExpression(
             f"transform expression refused: {'.'.join(parts)}() is a qualified function name; "
@@ -430,12 +425,12 @@ def _check_function(node: Any) -> None:
     refusal = function_refusal(parts[0])
     if refusal is not None:
         raise refusal
-    if parts[0].lower() == "unix_timestamp" and node.children().size() == 0:
+    if parts[0].lower() == "unix_timestamp" and no_arguments:
         raise UnsafeExpression(
             "transform expression refused: unix_timestamp() without an argument is not "
             "deterministic: it is the time the batch runs"
         )
-    if node.isDistinct() or node.filter().isDefined():
+    if aggregates:
         raise UnsafeExpression(
             f"transform expression refused: {parts[0]}(DISTINCT/FILTER ...) aggregates rows"
         )
