@@ -24,7 +24,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hakiri.destinations.base import TargetColumn
+from hakiri.guards.expressions import UnsafeExpression
 from hakiri.guards.spark_types import quoted_name
+from hakiri.guards.spark_types import spark_type as known_type
 from hakiri.planner.types import compare_types, destination_type, target_type_as_spark
 from hakiri.spec.transforms import CastStep, TransformStep
 
@@ -99,15 +101,12 @@ def _would_change(spark_type: str, current: TargetColumn | None, destination_kin
 
 
 def _spark_type(column: TargetColumn, destination_kind: str) -> str | None:
-    from pyspark.errors import PySparkException
-    from pyspark.sql.types import DataType
-
     spark_type = target_type_as_spark(destination_kind, column.type)
     if spark_type is None:
         return None
     try:
-        DataType.fromDDL(spark_type)
-    except PySparkException:
+        known_type(spark_type)  # a type Spark knows, read without asking an engine
+    except UnsafeExpression:
         return None
     # uuid reads as string, which stages as text: a NULL of it would not load into uuid.
     staged = destination_type(spark_type, destination_kind) or spark_type

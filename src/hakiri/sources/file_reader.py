@@ -528,14 +528,16 @@ def _col(name: str) -> Column:
 def _schema(spark: SparkSession, fields: Sequence[tuple[str, str]]) -> StructType:
     """A StructType from (name, Spark SQL type) pairs; a type Spark does not know is a SourceDataError."""
     from pyspark.errors import PySparkException
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
+
+    from hakiri.spark.session import parse_type
 
     try:
-        schema = DataType.fromDDL(", ".join(f"{quoted_name(n)} {t}" for n, t in fields))
+        schema = parse_type(spark, ", ".join(f"{quoted_name(n)} {t}" for n, t in fields))
     except PySparkException:
         for name, type_ in fields:
             try:
-                DataType.fromDDL(type_)
+                parse_type(spark, type_)
             except PySparkException:
                 raise SourceDataError(
                     f"column {name!r} is declared as {type_!r}, which is not a Spark SQL type",

@@ -38,6 +38,7 @@ from hakiri.spec.interpolate import mask_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import DataType
 
     from hakiri.spark.connect_server import Recipe, ServerLease
     from hakiri.spec.project import SparkSettings
@@ -56,6 +57,7 @@ __all__ = [
     "isolated_session",
     "jdbc_url_from_postgres_url",
     "local_recipe",
+    "parse_type",
     "remote_of",
     "resolve_jdbc_jars",
     "running_session",
@@ -412,7 +414,7 @@ def configure_session(session: SparkSession, wanted: Mapping[str, str], where: s
         except Exception as exc:
             if "CANNOT_MODIFY" not in str(exc) and "static" not in str(exc).lower():
                 raise
-            current = session.conf.get(key, None) or ""
+            current = _server_value(session, key)
             if not _satisfies(key, current, value):
                 problems.append((key, value, current))
     session._hakiri_sql_conf = applied  # type: ignore[attr-defined]
@@ -425,6 +427,14 @@ def configure_session(session: SparkSession, wanted: Mapping[str, str], where: s
             "start the Spark Connect server with "
             + " ".join(f"--conf {k}={v}" for k, v, _ in problems),
         )
+
+
+def _server_value(session: SparkSession, key: str) -> str:
+    """A setting's value on the server: the one it was started with, else its default."""
+    try:
+        return str(session.conf.get(key) or "")
+    except Exception:  # no value and no default
+        return ""
 
 
 def _satisfies(key: str, current: str, wanted: str) -> bool:
@@ -488,6 +498,18 @@ def isolated_session(spark: SparkSession, settings: Mapping[str, str]) -> SparkS
 def is_connect(spark: SparkSession) -> bool:
     """Is this a Spark Connect client session (not a driver in this process)?"""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def parse_type(spark: SparkSession, text: str) -> DataType:
+    """`text`, a Spark SQL type or a schema in DDL, as a DataType parsed by `spark`'s engine.
+    PySpark's own `DataType.fromDDL` asks, over Spark Connect, the thread's active session or
+    the process's default one: not necessarily this one, and none at all in a worker thread
+    of a process whose session another thread made."""
+    if is_connect(spark):
+        return spark._parse_ddl(text)  # type: ignore[attr-defined,no-any-return]
+    from pyspark.sql.types import DataType
+
+    return DataType.fromDDL(text)
 
 
 _REMOTE_ISOLATED: list[SparkSession] = []  # Spark Connect sessions isolated_session opened

@@ -157,3 +157,33 @@ def test_the_example_project_applies_through_a_stock_connect_server(
     assert {"postgres.orders", "postgres.customers", "postgres.events"} <= set(loaded)
     assert all(loaded.values()), {k: len(v) for k, v in loaded.items()}
     assert loaded == _tables(local, local_db, spark)
+
+
+def test_a_static_setting_the_server_lacks_is_named_with_the_fix(
+    tmp_path: Path, stock_server: str
+) -> None:
+    """A setting hakiri must have on its session that only the server's start can change (here
+    the user's own, static one) stops the command before any work, naming the fix."""
+    root = _example(tmp_path / "p")
+    manifest = root / "hakiri.toml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            'conf = { "spark.sql.shuffle.partitions" = "4" }',
+            'conf = { "spark.sql.shuffle.partitions" = "4", '
+            '"spark.sql.catalogImplementation" = "hive" }',
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)],
+        env={**os.environ, "HAKIRI_SPARK_REMOTE": stock_server},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    assert "spark.sql.catalogImplementation=in-memory, and hakiri needs hive" in errors[0]
+    assert "--conf spark.sql.catalogImplementation=hive" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (root / ".hakiri" / "context" / "orders").exists()
