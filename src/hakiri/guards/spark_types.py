@@ -9,6 +9,7 @@ also take `text`, `bool` or `int8` (a tinyint to it, a bigint to PostgreSQL).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 from sqlglot import exp
@@ -90,6 +91,37 @@ def _not_a_type(text: str, why: str = "") -> UnsafeExpression:
     return UnsafeExpression(f"{text.strip()!r} is not a Spark SQL type{detail}", _TYPE_HINT)
 
 
+# The words a type starts with, for a suggestion when one is misspelt.
+_TYPE_NAMES = sorted(
+    _SPARK_TYPE_WORDS - _words("to not null comment year month day hour minute second")
+)
+
+
+# Other systems' names for Spark's types (PostgreSQL's, mostly), named by what Spark calls them.
+_ELSEWHERE = {
+    "text": "string",
+    "bool": "boolean",
+    "int2": "smallint",
+    "int4": "int",
+    "int8": "bigint",
+    "float4": "float",
+    "float8": "double",
+    "timestamptz": "timestamp",
+    "datetime": "timestamp",
+    "bytea": "binary",
+    "uuid": "string",
+    "json": "string",
+    "jsonb": "string",
+}
+
+
+def _did_you_mean(word: str) -> str:
+    if word.lower() in _ELSEWHERE:
+        return f" (Spark calls it {_ELSEWHERE[word.lower()]!r})"
+    close = difflib.get_close_matches(word.lower(), _TYPE_NAMES, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _check_type_words(text: str, tokens: Sequence[Token]) -> None:
     """Every word in a type position is one of Spark's type words (struct field names aside)."""
     stack: list[str] = []  # what each open '<' or '(' belongs to: 'struct' or 'other'
@@ -115,7 +147,7 @@ def _check_type_words(text: str, tokens: Sequence[Token]) -> None:
         if kind in (TokenType.COLON, TokenType.NUMBER, TokenType.STRING):
             continue
         if token.text.lower() not in _SPARK_TYPE_WORDS:
-            raise _not_a_type(text, f"Spark has no type {token.text!r}")
+            raise _not_a_type(text, f"Spark has no type {token.text!r}{_did_you_mean(token.text)}")
     if stack:
         raise _not_a_type(text, "unbalanced '<' or '('")
 

@@ -16,7 +16,7 @@ from hakiri.spec.modes import ModeOptionError
 from hakiri.spec.quality import QuarantineSpec, ValidateSpec
 from hakiri.spec.rest import RestConfig
 from hakiri.spec.schedule import parse_schedule
-from hakiri.spec.transforms import TransformStep
+from hakiri.spec.transforms import SparkType, TransformStep
 
 # ---------------------------------------------------------------- sources
 
@@ -35,7 +35,7 @@ class FilesConfig(SpecModel):
     header: bool = Field(True, description="csv: the first line holds column names.")
     delimiter: str = Field(",", min_length=1, max_length=1)
     encoding: str = "utf-8"
-    columns: dict[Name, str] | None = Field(
+    columns: dict[Name, SparkType] | None = Field(
         None, description="Declared schema (column -> Spark SQL type); inferred when absent."
     )
     column_names: list[Name] | None = Field(

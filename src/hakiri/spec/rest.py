@@ -24,11 +24,12 @@ Each name of the pipeline's `tables` is an endpoint here. The models say what is
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from hakiri.spec.base import Name, SpecModel
+from hakiri.spec.transforms import SparkType
 
 __all__ = [
     "CURSOR_END",
@@ -135,7 +136,19 @@ RestPaginator = Annotated[
 
 class RestColumn(SpecModel):
     path: JsonPathText | None = Field(None, description="Where in a record; the column's name.")
-    type: str = Field("string", min_length=1, description="Spark SQL type.")
+    type: SparkType = Field("string", description="Spark SQL type.")
+
+
+def _column_form(value: Any) -> str:
+    return "type" if isinstance(value, str) else "column"
+
+
+# A declared column: its type alone, or where it is and its type. One form is checked, so a
+# misspelt type inside {path, type} is reported once, at `type`.
+DeclaredColumn = Annotated[
+    Annotated[SparkType, Tag("type")] | Annotated[RestColumn, Tag("column")],
+    Discriminator(_column_form),
+]
 
 
 class RestEndpoint(SpecModel):
@@ -158,7 +171,7 @@ class RestEndpoint(SpecModel):
         "pages is loaded.",
     )
     paginator: RestPaginator | None = Field(None, description="Overrides config.paginator.")
-    columns: dict[Name, str | RestColumn] | None = Field(
+    columns: dict[Name, DeclaredColumn] | None = Field(
         None,
         description="Declared columns (name -> Spark SQL type, or {path, type}); inferred "
         "from the first page when absent.",

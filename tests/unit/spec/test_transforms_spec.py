@@ -153,3 +153,39 @@ keep_empty = true
     result = cli("validate")
 
     assert result.exit_code == 0, result.stderr
+
+
+def test_declared_column_types_are_checked_at_validate_with_a_suggestion(project, cli) -> None:
+    project.write(
+        "hakiri.toml",
+        MINIMAL
+        + """
+[[pipeline]]
+id = "orders"
+source = { connector = "files", config = { path = "data/*.csv", columns = { id = "integr", note = "text", at = "timestamp" } } }
+tables = ["orders"]
+
+[[pipeline]]
+id = "api"
+tables = ["items"]
+
+[pipeline.source]
+connector = "rest"
+config = { base_url = "https://example.com", endpoints = { items = { path = "items", columns = { id = "bigint", price = { path = "p", type = "decimal(10,2" } } } } }
+""",
+    )
+
+    result = cli("validate")
+
+    assert result.exit_code == 1
+    assert error_lines(result) == [
+        "error: 'integr' is not a Spark SQL type: Spark has no type 'integr' (did you mean "
+        "'integer'?) (hakiri.toml:6 at pipeline[0].source.config.columns.id)",
+        "error: 'text' is not a Spark SQL type: Spark has no type 'text' (Spark calls it "
+        "'string') (hakiri.toml:6 at pipeline[0].source.config.columns.note)",
+        "error: 'decimal(10,2' is not a Spark SQL type: unbalanced '<' or '(' "
+        "(hakiri.toml:15 at pipeline[1].source.config.endpoints.items.columns.price.type)",
+        "error: 3 problems in the project manifests",
+    ]
+    assert "hint: use a Spark SQL type" in result.stderr
+    assert "Traceback" not in result.stderr
