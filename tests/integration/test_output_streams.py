@@ -263,6 +263,8 @@ def test_plan_json_with_an_unset_variable_prints_a_json_error(tmp_path: Path) ->
     )
     assert "hint" in error
     [problem] = error["diagnostics"]  # a manifest error says where, as `validate --json` does
-    assert problem["message"] == "environment variable `HAKIRI_TEST_UNSET_DIR` is not set"
+    assert problem["message"] == (
+        "environment variable `HAKIRI_TEST_UNSET_DIR` is not set; pipeline `p` needs it"
+    )
     assert (problem["file"], problem["line"]) == ("hakiri.toml", 6)
     assert "error:" in done.stderr  # the person reading the CI log sees it too

@@ -55,6 +55,7 @@ def serve(root: Path, options: ServeOptions, env: Mapping[str, str]) -> int:
     from hakiri.observability import configure
 
     project = load_project(root, env)
+    project.require_variables(project.pipelines)  # serve runs them all
     settings = project.settings.serve
     configure(env)
     catalog = Catalog.open(
@@ -168,6 +169,7 @@ class ManifestWatcher:
         before = self.state.project()
         try:
             project = load_project(self.root, self.env)
+            project.require_variables(project.pipelines)
         except HakiriError as exc:
             first = exc.reason.splitlines()[0]
             if isinstance(exc, ManifestError):  # name the first problem, not just the count

@@ -47,6 +47,7 @@ def apply_project(
     project = load_project(root, env)
     url = catalog_url(project.root, project.settings.catalog.url, env)
     _check_ids(project, url, ids)
+    project.require_variables(ids or project.pipelines)
     outcomes: list[Outcome] = []
     spark = LazySpark(project)
     try:

@@ -67,6 +67,7 @@ def rewind(
             f"no pipeline `{pipeline_id}`", "`hakiri validate` lists the pipelines"
         )
     spec = project.pipelines[pipeline_id]
+    project.require_variables([spec.id])
     entry = _rewindable_table(spec, table)
     why = " ".join(reason.split())
     if not why:

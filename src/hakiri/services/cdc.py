@@ -34,6 +34,7 @@ def _source(root: Path, pipeline_id: str, env: Mapping[str, str]) -> tuple[CdcSo
     spec = project.pipelines.get(pipeline_id)
     if spec is None:
         raise PipelineNotFound(f"no pipeline `{pipeline_id}`", "`hakiri validate` lists them")
+    project.require_variables([spec.id])
     source = source_for(project.root, project.settings, spec, env)
     if not isinstance(source, CdcSource):
         raise HakiriError(

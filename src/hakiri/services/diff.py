@@ -121,6 +121,7 @@ def diff_pipeline(
     spec = project.pipelines.get(pipeline_id)
     if spec is None:
         raise PipelineNotFound(f"no pipeline `{pipeline_id}`", "`hakiri validate` lists them")
+    project.require_variables([spec.id])
     tables = spec.table_specs()
     if table is not None:
         tables = [t for t in tables if t.name == table]

@@ -25,6 +25,7 @@ def collect_garbage(
     running are never touched."""
     env = os.environ if env is None else env
     project = load_project(root, env)
+    project.require_variables(project.pipelines)  # gc visits every destination
     # Read-only: gc never migrates the catalog (only apply, run and replay do).
     with Catalog.open(
         catalog_url(project.root, project.settings.catalog.url, env), migrate=False

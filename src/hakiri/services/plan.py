@@ -73,6 +73,7 @@ def observe_project(
     with Catalog.open(url, migrate=False) as catalog:
         states = catalog.pipeline_states()
         wanted = _select(project, states, ids)
+        project.require_variables(wanted)
         try:
             observer = _Observer(project, catalog, states, env, spark, count_changes=count_changes)
             observations = observer.observe(

@@ -81,6 +81,7 @@ def quarantined_rows(
     env = os.environ if env is None else env
     project = load_project(root, env)
     spec = _pipeline(project, pipeline_id)
+    project.require_variables([spec.id])
     if run_id is not None:
         url = catalog_url(project.root, project.settings.catalog.url, env)
         with Catalog.open(url, migrate=False) as catalog:
@@ -127,6 +128,7 @@ def replay_run(
     env = os.environ if env is None else env
     project = load_project(root, env)
     spec = _pipeline(project, pipeline_id)
+    project.require_variables([spec.id])
     spark = LazySpark(project)
     try:
         url = catalog_url(project.root, project.settings.catalog.url, env)

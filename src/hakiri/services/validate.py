@@ -18,7 +18,7 @@ from hakiri.spec.loader import Project, display_path, load_project
 def validate_project(root: Path, env: Mapping[str, str] = os.environ) -> Project:
     """Load and validate the project; raises ManifestError listing every problem, including
     what the project's engine (`[spark] engine`, HAKIRI_SPARK_ENGINE) cannot run."""
-    project = load_project(root)
+    project = load_project(root, every_variable=True)
     engine = engine_of(project.settings.spark, env)
     problems = [
         Diagnostic(reason, origin.file, origin.line, f"pipeline {pid}", hint)

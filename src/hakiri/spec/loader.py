@@ -13,8 +13,8 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
@@ -64,6 +64,32 @@ class Project:
     origins: dict[str, Origin]
     documents: dict[str, dict[str, Any]]  # raw, unexpanded document of each pipeline
     warnings: list[Diagnostic] = field(default_factory=list)
+    # Variables that are unset and that only some pipelines need: (where, which pipelines).
+    unset: tuple[UnsetVariable, ...] = ()
+
+    def require_variables(self, pipeline_ids: Iterable[str]) -> None:
+        """ManifestError when a pipeline of `pipeline_ids` needs an unset variable (its own
+        manifest's, or its connection's); a command checks only the pipelines it works on."""
+        wanted = set(pipeline_ids)
+        missing = []
+        for unset in self.unset:
+            needed_by = sorted(wanted & unset.pipelines)
+            if needed_by:
+                named = ", ".join(f"`{p}`" for p in needed_by)
+                who = (
+                    f"pipeline {named} needs" if len(needed_by) == 1 else f"pipelines {named} need"
+                )
+                missing.append(replace(unset.where, message=f"{unset.where.message}; {who} it"))
+        if missing:
+            raise ManifestError(missing)
+
+
+@dataclass(frozen=True)
+class UnsetVariable:
+    """A `${VAR}` without a value or default, in a part of the project only some pipelines use."""
+
+    where: Diagnostic  # the reference: 'environment variable `X` is not set', file:line, hint
+    pipelines: frozenset[str]  # the pipelines that need it
 
 
 def display_path(path: Path) -> str:
@@ -99,10 +125,18 @@ class _Document:
 
 class _Loader:
     def __init__(
-        self, root: Path, env: Mapping[str, str], overrides: Mapping[Path, str | None]
+        self,
+        root: Path,
+        env: Mapping[str, str],
+        overrides: Mapping[Path, str | None],
+        every_variable: bool = True,
     ) -> None:
         self.root = root
         self.env = env
+        # False: an unset variable that only some pipelines need (in a pipeline's manifest
+        # or a connection) is kept for `Project.require_variables`, not reported at load.
+        self.every_variable = every_variable
+        self.deferred: list[tuple[Diagnostic, _Document, KeyPath]] = []
         self.overrides = {p.resolve(): t for p, t in overrides.items()}
         self.diagnostics: list[Diagnostic] = []
         self.doc_of: dict[str, _Document] = {}
@@ -238,6 +272,37 @@ class _Loader:
                     path,
                     hint=f"export {ref.variable}=..., or give a default: ${{{ref.variable}:-value}}",
                 )
+                if not self.every_variable and _scoped(doc, ref.path):
+                    self.deferred.append((self.diagnostics.pop(), doc, ref.path))
+
+    def unset_variables(
+        self, settings: ProjectFile, pipelines: dict[str, PipelineSpec]
+    ) -> tuple[UnsetVariable, ...]:
+        """The deferred variables, each with the pipelines that need it."""
+        found = []
+        for where, doc, path in self.deferred:
+            if doc.base or doc.format is not ManifestFormat.TOML_INLINE or path[0] == "pipeline":
+                position = path[1] if path[0] == "pipeline" and not doc.base else doc.position
+                needs = {
+                    pid
+                    for pid, d in self.doc_of.items()
+                    if d is doc
+                    or (
+                        d.format is ManifestFormat.TOML_INLINE
+                        and d.file == doc.file
+                        and d.position == position
+                        and position is not None
+                    )
+                }
+            else:  # connections.<name>
+                needs = {
+                    pid
+                    for pid, spec in pipelines.items()
+                    if path[1] in _connections_of(settings, spec)
+                }
+            if needs:
+                found.append(UnsetVariable(where, frozenset(needs)))
+        return tuple(found)
 
     # -------------------------------------------------------------- the whole project
 
@@ -291,7 +356,8 @@ class _Loader:
                     key=lambda d: (str(d.file) != project_first, str(d.file), d.line or 0),
                 )
             )
-        return Project(self.root, settings, pipelines, origins, documents, warnings)
+        unset = self.unset_variables(settings, pipelines)
+        return Project(self.root, settings, pipelines, origins, documents, warnings, unset)
 
     def load_pipelines(
         self, docs: list[_Document]
@@ -372,6 +438,28 @@ class _Loader:
                     )
 
 
+def _scoped(doc: _Document, path: KeyPath) -> bool:
+    """A reference only some pipelines use: in a pipeline's manifest, or in a connection."""
+    if doc.format is not ManifestFormat.TOML_INLINE or doc.base:
+        return True
+    return len(path) >= 2 and path[0] in ("pipeline", "connections")
+
+
+def _connections_of(settings: ProjectFile, spec: PipelineSpec) -> set[str]:
+    """The named connections a pipeline opens: its source's, its destination's (or the
+    default destination's)."""
+    names = set()
+    for endpoint in (spec.source, spec.destination):
+        if (
+            isinstance(endpoint, PostgresSource | PostgresDestination)
+            and endpoint.config.connection
+        ):
+            names.add(endpoint.config.connection)
+    if spec.destination is None and settings.context.default_destination != "context":
+        names.add(settings.context.default_destination)
+    return names
+
+
 def _overlaps(a: str, b: str) -> bool:
     """True when one key path is the other or lies inside it ('load' and 'load.mode')."""
     return a == b or a.startswith((b + ".", b + "[")) or b.startswith((a + ".", a + "["))
@@ -394,11 +482,17 @@ def load_project(
     root: Path,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[Path, str | None] | None = None,
+    *,
+    every_variable: bool = False,
 ) -> Project:
     """Load and validate every manifest under `root`.
 
     `overrides` maps file paths to replacement text (None = file removed); edits
-    use it to validate a change before writing anything to disk.
+    use it to validate a change before writing anything to disk. An unset variable that
+    only some pipelines need is reported by `Project.require_variables` for the pipelines a
+    command works on; `every_variable` reports them all here (`hakiri validate`).
     Raises ProjectNotFound or ManifestError (with every problem found).
     """
-    return _Loader(root.resolve(), os.environ if env is None else env, overrides or {}).load()
+    return _Loader(
+        root.resolve(), os.environ if env is None else env, overrides or {}, every_variable
+    ).load()
