@@ -230,6 +230,10 @@ class SchemaIncompatible(HakiriError):
     pass
 
 
+class TargetLost(HakiriError):
+    """A target was dropped since hakiri loaded it, and the source cannot give all of it back."""
+
+
 class UnsafeExpression(HakiriError):
     """A transform expression or type the sandbox refuses (or cannot read)."""
 

@@ -171,6 +171,12 @@ class FakeDestination:
     def is_committed(self, request: LoadRequest) -> bool:
         return self._ledger_key(request) in self.ledger
 
+    def forget_target(self, request: LoadRequest) -> None:
+        with self._lock:
+            target = self._ledger_key(request)[:4]
+            for key in [k for k in self.ledger if k[:4] == target]:
+                del self.ledger[key]
+
     def discard(self, staged: StagedBatch) -> None:
         with self._lock:
             self.staging.pop(staged.staging_table, None)

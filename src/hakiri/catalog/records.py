@@ -220,3 +220,5 @@ class TargetMark:
     run_id: str | None = None
     marked_at: datetime | None = None
     alerted: str | None = None  # the drift serve last alerted about (its fingerprint)
+    # Which table it was (`TargetObservation.identity`); None: marked before identities.
+    identity: str | None = None

@@ -224,5 +224,6 @@ target_marks = Table(
     Column("run_id", String),
     Column("marked_at", UTCDateTime, nullable=False),
     Column("alerted", Text),
+    Column("identity", Text),  # the table's OID, the Delta table's id; NULL: not known
     PrimaryKeyConstraint("pipeline_id", "table_name"),
 )

@@ -634,6 +634,7 @@ class Catalog(BatchClaims, PipelineLeases):
             "run_id": mark.run_id,
             "marked_at": utcnow(),
             "alerted": None,
+            "identity": mark.identity,
         }
         stmt = self._db.insert(t).values(
             pipeline_id=mark.pipeline_id, table_name=mark.table_name, **values
@@ -663,6 +664,7 @@ class Catalog(BatchClaims, PipelineLeases):
                 r.run_id,
                 r.marked_at,
                 r.alerted,
+                r.identity,
             )
             for r in self._db.read(lambda conn: conn.execute(stmt).all())
         }

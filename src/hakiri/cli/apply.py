@@ -36,6 +36,14 @@ def apply(
     project: ProjectDir = Path("."),
     fail_fast: FailFast = False,
     lease_timeout: LeaseTimeout = 0.0,
+    restore_partial: Annotated[
+        bool,
+        typer.Option(
+            "--restore-partial",
+            help="A target dropped by hand is loaded again with what its source still has, "
+            "even when part of it cannot come back (a file deleted since it loaded).",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Run pipelines to convergence: load every pending batch, exactly once.
@@ -43,7 +51,7 @@ def apply(
     Given a plan file, apply executes that plan, and refuses it when anything the plan
     observed (manifests, catalog, targets, sources) has changed since."""
     plan_file = _plan_file(ids or [])
-    _apply(project, ids or [], fail_fast, lease_timeout, as_json, plan_file)
+    _apply(project, ids or [], fail_fast, lease_timeout, as_json, plan_file, restore_partial)
 
 
 def _plan_file(args: list[str]) -> Path | None:
@@ -76,6 +84,7 @@ def _apply(
     lease_timeout: float,
     as_json: bool,
     plan_file: Path | None = None,
+    restore_partial: bool = False,
 ) -> None:
     from hakiri.services.apply import ProgressWatch, apply_project, apply_saved_plan
 
@@ -114,7 +123,7 @@ def _apply(
         if plan_file is not None:
             outcomes = apply_saved_plan(project, plan_file, **options)
         else:
-            outcomes = apply_project(project, ids, **options)
+            outcomes = apply_project(project, ids, restore_partial=restore_partial, **options)
     if as_json:
         emit_json([asdict(o) for o in outcomes])
     else:

@@ -18,6 +18,7 @@ from hakiri.planner.model import (
     LoadStep,
     PipelinePlan,
     PlanDocument,
+    RestoreStep,
 )
 from hakiri.spec.sizes import byte_size
 
@@ -181,6 +182,8 @@ def _pipeline(p: PipelinePlan) -> None:
                 columns = ", ".join(c.name for c in t.columns) + "; types from the data"
             else:
                 columns = "columns from the data"
+            if t.create_schema:
+                out.print(f"    [green]+ create schema {escape(t.create_schema)}[/green]")
             out.print(f"    [green]+ create {escape(t.target)}[/green] ({escape(columns)})")
         for c in t.add_columns:
             out.print(
@@ -212,6 +215,8 @@ def _pipeline(p: PipelinePlan) -> None:
             parts.append(f"{work.new_batches} new batch(es){rows}")
         if work.queued_batches:
             parts.append(f"{work.queued_batches} batch(es) left by an earlier run")
+        if work.reload_batches:
+            parts.append(f"{work.reload_batches} loaded batch(es) to load again")
         out.print(f"    [cyan]data[/cyan] {escape(work.table)}: {escape('; '.join(parts))}")
         if work.deletes is not None:
             d = work.deletes
@@ -229,6 +234,11 @@ def _pipeline(p: PipelinePlan) -> None:
                 f"    [cyan]changes[/cyan] {escape(work.table)}: {escape(_changes(work.changes))}"
             )
     for step in p.steps:
+        if isinstance(step, RestoreStep):
+            out.print(
+                f"    [yellow]~ restore[/yellow] {escape(step.target)}: {escape(step.reason)}; "
+                f"{len(step.batches)} batch(es) to load again"
+            )
         if isinstance(step, EnqueueStep):
             for retired in step.retired:
                 out.print(

@@ -28,6 +28,7 @@ from hakiri.planner.model import (
     PendingWork,
     PipelinePlan,
     PlanDocument,
+    RestoreStep,
     RetireStep,
     TargetChange,
 )
@@ -145,6 +146,8 @@ def plan_lines(p: PipelinePlan) -> list[str]:
             columns = ", ".join(_column(c.name, c.type) for c in t.transformed)
             out.append(f"  transforms {t.table} -> {columns or 'no columns'}")
         if t.create:
+            if t.create_schema:
+                out.append(f"+ create schema {t.create_schema}")
             out.append(f"+ create {t.target} ({_columns(t.columns)})")
         out += [
             f"+ column {t.target}.{c.name} {c.type or '(type from data)'}" for c in t.add_columns
@@ -188,6 +191,12 @@ def step_lines(p: PipelinePlan) -> list[str]:
             line = f"enqueue {n} {_plural(n, 'batch', 'batches')} of {step.table}"
             out.append(line + (f": {', '.join(ids)}" if ids else ""))
             out += [f"end queued batch {r.id}: {r.status} ({r.reason})" for r in step.retired]
+        elif isinstance(step, RestoreStep):
+            n = len(step.batches)
+            out.append(
+                f"restore {step.target} ({step.reason}): load {n} committed "
+                f"{_plural(n, 'batch', 'batches')} again"
+            )
         elif isinstance(step, EvolveStep):
             out.append(f"evolve {step.table}: {_evolve(step)}")
         elif isinstance(step, LoadStep):
@@ -313,6 +322,8 @@ def _pending_words(w: PendingWork) -> str:
         parts.append(f"{w.new_batches:,} new {_plural(w.new_batches, 'batch', 'batches')}{rows}")
     if w.queued_batches:
         parts.append(f"{w.queued_batches:,} queued")
+    if w.reload_batches:
+        parts.append(f"{w.reload_batches:,} to load again")
     return "; ".join(parts)
 
 
@@ -320,7 +331,7 @@ def _data_totals(work: list[PendingWork]) -> str:
     files = sum(len(w.new_files) + len(w.changed_files) for w in work)
     size = sum(w.bytes for w in work if w.new_files or w.changed_files)
     rows = sum(w.estimated_rows or 0 for w in work)
-    batches = sum(w.new_batches + w.queued_batches for w in work)
+    batches = sum(w.new_batches + w.queued_batches + w.reload_batches for w in work)
     parts = []
     if files:
         parts.append(f"{files:,} {_plural(files, 'file')}, {byte_size(size)}")

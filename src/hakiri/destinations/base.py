@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hakiri.errors import DestinationUnreachable
 from hakiri.spec.load import LoadSpec
 from hakiri.spec.quality import DatasetValidator
 
@@ -67,10 +68,28 @@ class TargetObservation:
         str, ...
     ] = ()  # qualified names of views (and materialized views) that read the table
     row_estimate: int | None = None  # from statistics; never a full count
+    # Which table this is, beyond its name: PostgreSQL's OID, a Delta table's id. A table
+    # dropped and created again (by hand, or by a restore) has another identity.
+    identity: str | None = None
+    # PostgreSQL: the schema the table goes in does not exist (apply creates it), and whether
+    # the connection's role may create it.
+    schema_missing: bool = False
+    may_create_schema: bool = True
 
     @property
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    def schema_refusal(self) -> DestinationUnreachable | None:
+        """The schema is missing and the role may not create it: apply would fail at its
+        first staging table, so plan says so and apply stops before anything happens."""
+        if not self.schema_missing or self.may_create_schema:
+            return None
+        return DestinationUnreachable(
+            f"schema {self.schema} does not exist, and the connection's role may not create it",
+            f"create it (CREATE SCHEMA {self.schema}), or grant CREATE on the database to "
+            "the connection's user",
+        )
 
 
 # ---------------------------------------------------------------- schema evolution
@@ -291,6 +310,12 @@ class Destination(Protocol):
 
     def discard(self, staged: StagedBatch) -> None:
         """Drop a staging table whose batch will not be committed."""
+        ...
+
+    def forget_target(self, request: LoadRequest) -> None:
+        """The target `request` names was dropped (or dropped and created again) since hakiri
+        loaded it: forget the ledger entries and watermark kept for it, so the batches that
+        made it load again. (A ledger kept inside the target goes with it: nothing to do.)"""
         ...
 
     def run_sql_hooks(

@@ -66,6 +66,9 @@ class RunControls:
     # `apply plan.json`: the saved plan's enqueue steps for this pipeline; a source that now
     # makes other batches is refused (the plan is stale), never loaded beyond the plan.
     planned: dict[str, list[str]] | None = None  # table -> batch ids to enqueue
+    # `apply --restore-partial`: a target dropped by hand is loaded again with what its source
+    # still has, even when part of it cannot come back (`engine.restore`).
+    restore_partial: bool = False
 
     def stopping(self) -> bool:
         return self.draining is not None and self.draining.is_set()

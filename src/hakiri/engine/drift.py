@@ -15,7 +15,7 @@ again. docs/drift.md says so.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hakiri.catalog.records import TargetMark
@@ -118,6 +118,7 @@ def mark_targets(
                 tuple(seen.primary_key),
                 now.rows,
                 run_id,
+                identity=seen.identity,
             )
         )
     return warnings
@@ -166,14 +167,13 @@ def mark_after_run(
         outcome.warnings.append(f"drift is not watched until the next load: {exc.reason}")
 
 
-def refuse_frozen_drift(
-    project: Project, spec: PipelineSpec, catalog: Catalog, env: Mapping[str, str]
-) -> None:
+def refuse_frozen_drift(spec: PipelineSpec, drifts: Sequence[TargetDrift]) -> None:
     """Under schema_policy = 'freeze', a target whose columns or key changed by hand since
-    hakiri last loaded it is not loaded: the manifest no longer describes it."""
+    hakiri last loaded it is not loaded: the manifest no longer describes it. (A target
+    dropped by hand is loaded again as the manifest describes it: `engine.restore`.)"""
     if spec.schema_policy != "freeze":
         return
-    changed = [d for d in target_drift(project, spec, catalog, env) if d.of_schema]
+    changed = [d for d in drifts if d.of_schema and not d.lost]
     if changed:
         raise SchemaIncompatible(
             changed[0].describe() + " (schema_policy = 'freeze')",

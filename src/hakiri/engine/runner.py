@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -40,13 +41,19 @@ from hakiri.destinations.capabilities import refusals
 from hakiri.destinations.kinds import engine_needs, kind_of
 from hakiri.engine.batch_loader import BatchLoader
 from hakiri.engine.controls import Outcome, RunControls, holder_id
-from hakiri.engine.drift import mark_after_run, refuse_frozen_drift
+from hakiri.engine.drift import (
+    mark_after_run,
+    observe_targets,
+    refuse_frozen_drift,
+    target_drift,
+)
 from hakiri.engine.failures import NEVER_MATCHED_ALERT, alert_run_failed
 from hakiri.engine.leases import keep_lease, recover_stale_claims, take_lease
 from hakiri.engine.lineage import LineageRecorder
 from hakiri.engine.progress import ProgressWatch
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.replay import Replayer
+from hakiri.engine.restore import lost_targets, queue_again
 from hakiri.engine.run_quality import RunQuality, audit_run
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
@@ -65,8 +72,9 @@ from hakiri.observability import (
     set_error,
     span,
 )
-from hakiri.planner.backfill import load_parallelism
-from hakiri.planner.builder import batch_ref, retired_ref
+from hakiri.planner.backfill import live_batches, load_parallelism
+from hakiri.planner.builder import batch_ref, restore_step, retired_ref
+from hakiri.planner.drift import TargetDrift
 from hakiri.planner.model import EnqueueStep, LoadStep, Step
 from hakiri.quality.anomaly import check_run_row_count
 from hakiri.quality.verdicts import ProbeResult
@@ -216,7 +224,19 @@ class PipelineRunner:
         refused = pipeline_refusals(self.spec, engine, engine_needs(self.spec, kinds))
         if refused:
             raise HakiriError(*refused[0])
-        refuse_frozen_drift(self.project, self.spec, self.catalog, self.env)
+        # Every target, reached once per run even with nothing to load (a broken credential
+        # fails cron's run, not only the run that has data); what plan reports as an error
+        # stops here, before a slot, a schema or a table is created.
+        now = observe_targets(self.project, self.spec, self.env, count=False)
+        for target in now:
+            if isinstance(target.seen, HakiriError):
+                raise target.seen
+            refused = target.seen.schema_refusal()
+            if refused is not None:
+                raise refused
+        seen = {t.table.name: t.seen for t in now if not isinstance(t.seen, HakiriError)}
+        drifts = target_drift(self.project, self.spec, self.catalog, self.env, seen=seen)
+        refuse_frozen_drift(self.spec, drifts)
         recover_stale_claims(self.catalog, self.spec.id, keep=requested)
         # What a crashed run committed is committed before the source plans: a file that
         # changed since is then a change of a loaded file, not of a queued one.
@@ -224,6 +244,7 @@ class PipelineRunner:
             self.catalog.batches(self.spec.id, status=BatchStatus.PENDING), outcome
         )
         added = {i for table in self.spec.table_specs() for i in self._enqueue(table, outcome)}
+        self._restore_lost(drifts, outcome)
         pending = self.catalog.batches(self.spec.id, status=BatchStatus.PENDING)
         # New ones too: the ledger outlives a catalog that was lost or reset.
         done = self._recognise_committed([b for b in pending if b.batch_id in added], outcome)
@@ -323,6 +344,26 @@ class PipelineRunner:
             self._set_phase(Phase.BACKFILLING)
             outcome.notes.append(f"{table.name}: backfill planned in {len(plan.batches)} chunk(s)")
         return [b.batch_id for b in plan.batches]
+
+    def _restore_lost(self, drifts: Sequence[TargetDrift], outcome: Outcome) -> None:
+        """Targets dropped since hakiri loaded them: their batches go back in the queue
+        (`engine.restore`). A part the source cannot give back stops the run before anything
+        moves, unless the caller chose to go on (`restore_partial`)."""
+        if not any(d.lost for d in drifts):
+            return
+        batches = self.catalog.batches(self.spec.id)
+        upcoming: dict[str, list[Batch]] = defaultdict(list)
+        for b in live_batches(batches):
+            if b.status.unfinished:
+                upcoming[b.table_name].append(b)
+        lost = lost_targets(self.spec, self.source, drifts, batches, upcoming)
+        refused = [t for t in lost if t.lost and not self.controls.restore_partial]
+        if refused:
+            raise refused[0].refusal()
+        for target in lost:
+            queue_again(self.spec, target, self.targets, self.catalog)
+            self._steps.append(restore_step(target))
+            outcome.notes.append(target.describe())
 
     def _retired(self, outcome: Outcome, retirement: Retirement, run_id: str | None = None) -> None:
         """A batch ended superseded or gone: said in the outcome; a vanished file, once, as a

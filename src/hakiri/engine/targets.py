@@ -44,6 +44,19 @@ class Targets:
         """Held while the destination commits or changes its target's DDL."""
         return self._commit_locks[id(destination)]
 
+    def target_request(self, table: TableSpec) -> LoadRequest:
+        """A request naming `table`'s target and no batch (for what concerns the whole target)."""
+        target = self.target(table)
+        return LoadRequest(
+            self.project.settings.project.name,
+            self.spec.id,
+            "",
+            "",
+            target.schema,
+            target.table,
+            self.spec.load,
+        )
+
     def request(
         self, batch: Batch, run_id: str, run_bytes: int | None = None
     ) -> tuple[Destination, LoadRequest]:

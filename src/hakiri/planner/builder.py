@@ -47,6 +47,7 @@ from hakiri.planner.model import (
     PendingWork,
     PipelinePlan,
     PlanDocument,
+    RestoreStep,
     RetiredRef,
     RetireStep,
     Step,
@@ -55,6 +56,7 @@ from hakiri.planner.model import (
     TypeWidening,
 )
 from hakiri.planner.observations import PipelineObservation, TableObservation
+from hakiri.planner.restore import LostTarget
 from hakiri.planner.transforms import OutputSchema, transform_schema
 from hakiri.planner.types import destination_type, source_type_as_spark
 from hakiri.sources.csv_sample import MONEY_HINT
@@ -72,6 +74,7 @@ __all__ = [
     "evolve_step",
     "load_order",
     "plan_pipeline",
+    "restore_step",
     "retired_ref",
 ]
 
@@ -164,6 +167,7 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         for t in obs.tables
         if t.batch_plan is not None and (t.batch_plan.batches or t.batch_plan.retire)
     ]
+    steps += [restore_step(lost) for lost in obs.lost]
     steps += [
         step
         for t, (_, step) in zip(obs.tables, schema, strict=True)
@@ -173,6 +177,10 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         workers = min(load_parallelism(spec, obs.has_cursors), len(loads))
         steps.append(LoadStep(batches=loads, parallelism=workers))
     errors = list(obs.errors)
+    refusals_now = [
+        r for t in obs.tables if t.target_now is not None and (r := t.target_now.schema_refusal())
+    ]
+    errors += list(dict.fromkeys(f"{r.reason} (hint: {r.hint})" for r in refusals_now))
     for kind in dict.fromkeys(t.target.kind for t in obs.tables):
         errors += [e.reason for e in refusals(spec, kind_of(kind).capabilities)]
     if obs.cdc is not None and obs.cdc.over_limit:
@@ -181,7 +189,19 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
             f"({obs.cdc.describe()}): apply, or drop the slot (`hakiri cdc drop-slot "
             f"{spec.id}`) if the mirror is abandoned"
         )
-    warnings += [f"drift: {d.describe()} ({_drift_policy(spec, d)})" for d in obs.drift]
+    # Under freeze, a change of the target's schema by hand stops apply: an error, as it will be.
+    frozen = [d for d in obs.drift if d.of_schema and not d.lost and spec.schema_policy == "freeze"]
+    warnings += [
+        f"drift: {d.describe()} ({_drift_policy(spec, d)})"
+        for d in obs.drift
+        if not d.lost and d not in frozen
+    ]
+    errors += [f"drift: {d.describe()} ({_drift_policy(spec, d)})" for d in frozen]
+    warnings += [lost.describe() for lost in obs.lost if not lost.lost]
+    for lost in obs.lost:
+        if lost.lost:
+            refused = lost.refusal()
+            errors.append(f"{refused.reason} (hint: {refused.hint})")
     if obs.skipped:
         steps = []
         warnings.append("enabled = false: apply skips it unless it is named (hakiri apply ID)")
@@ -191,6 +211,7 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
         normalized_hash(applied or {}) != spec_hash(spec)
         or any(t.changes_structure for t in targets)
         or backfilling
+        or obs.lost
     ):
         action = Action.CHANGE
     elif any(w.has_work for w in pending) or any(
@@ -249,7 +270,10 @@ def _queued(t: TableObservation) -> list[Batch]:
     """Batches of an earlier plan not committed yet: pending, failed (tried again) or left
     processing by a process that died; not the ones this plan retires."""
     leaving = {r.batch_id for r in t.batch_plan.retire} if t.batch_plan is not None else set()
-    return [b for b in live_batches(t.batches) if b.status.unfinished and b.batch_id not in leaving]
+    queued = [
+        b for b in live_batches(t.batches) if b.status.unfinished and b.batch_id not in leaving
+    ]
+    return queued + list(t.reload)  # a lost target's batches are queued again first thing
 
 
 def _loads_table(t: TableObservation, loads: Sequence[str]) -> bool:
@@ -275,6 +299,17 @@ def batch_ref(batch: NewBatch) -> BatchRef:
     )
 
 
+def restore_step(lost: LostTarget) -> RestoreStep:
+    """A lost target's restore, as a plan step names it."""
+    return RestoreStep(
+        table=lost.table,
+        target=lost.drift.target,
+        reason=lost.drift.changes()[0],
+        batches=[b.batch_id for b in lost.reload],
+        lost=list(lost.lost),
+    )
+
+
 def retired_ref(retirement: Retirement) -> RetiredRef:
     """A queued batch ended by a plan, as a plan step names it."""
     return RetiredRef(
@@ -297,7 +332,8 @@ def _pending(spec: PipelineSpec, t: TableObservation) -> PendingWork:
         bytes=sum(b.size_bytes or 0 for b in new),
         estimated_rows=t.source.estimated_rows if t.source is not None and new else None,
         new_batches=len(new),
-        queued_batches=len(_queued(t)),
+        queued_batches=len(_queued(t)) - len(t.reload),
+        reload_batches=len(t.reload),
         deletes=_delete_preview(spec, t),
         changes=_change_preview(spec, t),
     )
@@ -358,8 +394,15 @@ def _schema(
         created = [Column(name=n, type=_destination(s, t.target.kind)) for n, s in columns or []]
         step = EvolveStep(table=t.table.name, create=True, columns=created) if columns else None
         inferred = _inferred(spec, t, None)
+        schema = now.schema if now.schema_missing else None
         return TargetChange(
-            **base, exists=False, create=True, columns=created, **inferred, **common
+            **base,
+            exists=False,
+            create=True,
+            create_schema=schema,
+            columns=created,
+            **inferred,
+            **common,
         ), step
     where = f"pipeline `{spec.id}`, table {t.table.name} -> {t.target.table}"
     refused: list[str] = []

@@ -29,6 +29,7 @@ class TargetDrift:
     table: str  # the table entry's name
     target: str  # as plan shows it
     dropped_table: bool = False
+    replaced_table: bool = False  # dropped and created again: another table by that name
     added: tuple[tuple[str, str], ...] = ()  # (column, type)
     removed: tuple[str, ...] = ()
     retyped: tuple[tuple[str, str, str], ...] = ()  # (column, type at the mark, type now)
@@ -39,9 +40,12 @@ class TargetDrift:
     @property
     def of_schema(self) -> bool:
         """Columns, types, the key or the table itself changed (what `schema_policy` rules)."""
-        return bool(
-            self.dropped_table or self.added or self.removed or self.retyped or self.primary_key
-        )
+        return bool(self.lost or self.added or self.removed or self.retyped or self.primary_key)
+
+    @property
+    def lost(self) -> bool:
+        """The table hakiri loaded is gone: what it held must be loaded again."""
+        return self.dropped_table or self.replaced_table
 
     @property
     def empty(self) -> bool:
@@ -51,6 +55,8 @@ class TargetDrift:
         """One phrase per change: 'column note added (text)', '120 rows deleted', ..."""
         if self.dropped_table:
             return ["the table was dropped"]
+        if self.replaced_table:
+            return ["the table was dropped and created again"]
         found = [f"column {name} added ({type_})" for name, type_ in self.added]
         found += [f"column {name} dropped" for name in self.removed]
         found += [
@@ -77,6 +83,7 @@ class TargetDrift:
             "table": self.table,
             "target": self.target,
             "dropped_table": self.dropped_table,
+            "replaced_table": self.replaced_table,
             "columns_added": [{"name": n, "type": t} for n, t in self.added],
             "columns_dropped": list(self.removed),
             "columns_retyped": [{"name": n, "was": o, "now": t} for n, o, t in self.retyped],
@@ -111,6 +118,8 @@ def find_drift(
     common = {"pipeline_id": mark.pipeline_id, "table": mark.table_name, "target": mark.target}
     if not now.exists:
         return TargetDrift(**common, dropped_table=True, marked_run=mark.run_id)
+    if mark.identity is not None and now.identity is not None and mark.identity != now.identity:
+        return TargetDrift(**common, replaced_table=True, marked_run=mark.run_id)
     then = dict(mark.columns)
     seen = {c.name: c.type for c in now.columns}
     drift = TargetDrift(

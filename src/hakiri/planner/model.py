@@ -60,6 +60,9 @@ class TargetChange(_Frozen):
     kind: str = Field(description="'postgres' or 'context'.")
     exists: bool
     create: bool = Field(description="The target will be created (with `columns`).")
+    create_schema: str | None = Field(
+        None, description="PostgreSQL: the schema is missing too; apply creates it first."
+    )
     columns: list[Column] = Field(
         default_factory=list, description="Columns of a target to create."
     )
@@ -145,6 +148,9 @@ class PendingWork(_Frozen):
     queued_batches: int = Field(
         0, description="Batches an earlier run left unloaded (a backfill, a failure, a rewind)."
     )
+    reload_batches: int = Field(
+        0, description="Committed batches loaded again: the target was dropped since they loaded."
+    )
     deletes: DeletePreview | None = Field(
         None, description="Delete-detecting loads (upsert deletes, scd2 close): the guard's count."
     )
@@ -155,7 +161,7 @@ class PendingWork(_Frozen):
 
     @property
     def has_work(self) -> bool:
-        return bool(self.new_batches or self.queued_batches)
+        return bool(self.new_batches or self.queued_batches or self.reload_batches)
 
 
 # ---------------------------------------------------------------- steps: what apply does, in order
@@ -224,13 +230,30 @@ class LoadStep(_Frozen):
     parallelism: int = 1
 
 
+class RestoreStep(_Frozen):
+    """A target dropped (or dropped and created again) since hakiri loaded it: its ledger
+    entries are forgotten and the batches that made it are queued again, to load in this run."""
+
+    step: Literal["restore"] = "restore"
+    table: str
+    target: str = Field(description="As plan shows it: 'public.orders', 'context:orders'.")
+    reason: str = Field(description="'the table was dropped', '... and created again'.")
+    batches: list[str] = Field(description="The committed batch ids loaded again.")
+    lost: list[str] = Field(
+        default_factory=list,
+        description="What the source cannot give back (`apply --restore-partial` goes on without it).",
+    )
+
+
 class RetireStep(_Frozen):
     """Mark the pipeline retired in the catalog; its state and target tables stay."""
 
     step: Literal["retire"] = "retire"
 
 
-Step = Annotated[EvolveStep | EnqueueStep | LoadStep | RetireStep, Field(discriminator="step")]
+Step = Annotated[
+    EvolveStep | EnqueueStep | RestoreStep | LoadStep | RetireStep, Field(discriminator="step")
+]
 
 
 class PipelinePlan(_Frozen):
@@ -244,7 +267,8 @@ class PipelinePlan(_Frozen):
     pending: list[PendingWork] = Field(default_factory=list)
     steps: list[Step] = Field(
         default_factory=list,
-        description="What apply will do, in order: enqueue, evolve, load, retire. `apply --json` "
+        description="What apply will do, in order: enqueue, restore, evolve, load, retire. "
+        "`apply --json` "
         "reports the steps it executed in the same form.",
     )
     warnings: list[str] = Field(default_factory=list)

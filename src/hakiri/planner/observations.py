@@ -13,6 +13,7 @@ from typing import Any
 from hakiri.catalog.records import Batch, PipelineState
 from hakiri.destinations.base import ChangeCount, TargetObservation
 from hakiri.planner.drift import TargetDrift
+from hakiri.planner.restore import LostTarget
 from hakiri.sources.base import SourceObservation, TablePlan
 from hakiri.sources.cdc.lag import CdcLag
 from hakiri.spec.connections import Target
@@ -40,6 +41,8 @@ class TableObservation:
     # Keyed loads (upsert, scd2): (the next batch's id, what it would insert, update, leave
     # unchanged and delete), counted by Spark (`plan --count-changes`); None when not counted.
     changes: tuple[str, ChangeCount] | None = None
+    # The target was dropped since hakiri loaded it: the committed batches apply loads again.
+    reload: tuple[Batch, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,3 +57,5 @@ class PipelineObservation:
     cdc: CdcLag | None = None  # cdc_mirror: the lag behind the source's WAL
     # Targets changed by hand since hakiri last loaded them (`engine.drift`).
     drift: tuple[TargetDrift, ...] = ()
+    # Of those, the targets dropped (or dropped and created again): what apply does about them.
+    lost: tuple[LostTarget, ...] = ()

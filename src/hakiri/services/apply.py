@@ -39,9 +39,12 @@ def apply_project(
     on_batch: Callable[[str, int, int, int], None] | None = None,
     planned: Mapping[str, dict[str, list[str]]] | None = None,
     progress: ProgressWatch | None = None,
+    restore_partial: bool = False,
 ) -> list[Outcome]:
     """`planned` (from a saved plan): per pipeline, the batches each table may enqueue;
-    `progress`: who is told, and how often, how far a batch in flight has got."""
+    `progress`: who is told, and how often, how far a batch in flight has got;
+    `restore_partial`: a target dropped by hand is loaded again with what its source still
+    has, even when part of it cannot come back (`engine.restore`)."""
     env = os.environ if env is None else env
     observability.configure(env)
     project = load_project(root, env)
@@ -59,7 +62,12 @@ def apply_project(
                 if i in project.pipelines and applied_now(project.pipelines[i], bool(ids))
             ]
             for spec in specs:
-                controls = RunControls(planned=planned.get(spec.id, {})) if planned else None
+                controls = None
+                if planned or restore_partial:
+                    controls = RunControls(
+                        planned=planned.get(spec.id, {}) if planned else None,
+                        restore_partial=restore_partial,
+                    )
                 outcome = _run_one(
                     project, spec, catalog, spark, env, lease_timeout, on_batch, controls, progress
                 )

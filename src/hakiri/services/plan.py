@@ -29,12 +29,15 @@ from hakiri.destinations.base import TargetObservation
 from hakiri.destinations.kinds import engine_needs, kind_of
 from hakiri.engine.delete_preview import count_batch_changes, count_snapshot_deletes
 from hakiri.engine.drift import target_drift
+from hakiri.engine.restore import lost_targets
 from hakiri.errors import HakiriError, PipelineNotFound, PlanStale
+from hakiri.planner.backfill import live_batches
 from hakiri.planner.builder import applied_now, build_plan
 from hakiri.planner.drift import TargetDrift
 from hakiri.planner.evolution import accepted_changes
 from hakiri.planner.model import CatalogInfo, PlanDocument
 from hakiri.planner.observations import PipelineObservation, TableObservation
+from hakiri.planner.restore import LostTarget
 from hakiri.planner.saved import SavedPlan, observed, stale_reason
 from hakiri.services.runtime import LazySpark, destination_for
 from hakiri.sources.base import Source
@@ -263,6 +266,10 @@ class _Observer:
                     tables = tuple(
                         self._count_deletes(spec, source, t, errors[spec.id]) for t in tables
                     )
+            drift = self._drift(spec, tables, errors[spec.id])
+            lost = self._lost(spec, source, tables, drift, errors[spec.id])
+            reload = {t.table: t.reload for t in lost}
+            tables = tuple(replace(t, reload=reload.get(t.table.name, ())) for t in tables)
             observations.append(
                 PipelineObservation(
                     spec.id,
@@ -273,7 +280,8 @@ class _Observer:
                     has_cursors=source.has_cursors,
                     skipped=not applied_now(spec, named),
                     cdc=self._cdc_lag(source, errors[spec.id]),
-                    drift=self._drift(spec, tables, errors[spec.id]),
+                    drift=drift,
+                    lost=lost,
                 )
             )
         return observations
@@ -285,6 +293,31 @@ class _Observer:
         seen = {t.table.name: t.target_now for t in tables if t.target_now is not None}
         found = _attempt(
             errors, lambda: target_drift(self.project, spec, self.catalog, self.env, seen)
+        )
+        return tuple(found or ())
+
+    def _lost(
+        self,
+        spec: PipelineSpec,
+        source: Source,
+        tables: Sequence[TableObservation],
+        drift: Sequence[TargetDrift],
+        errors: list[str],
+    ) -> tuple[LostTarget, ...]:
+        """The targets dropped since hakiri loaded them, with what apply loads again (the same
+        question apply asks, after it enqueued: the queued and the new batches are upcoming)."""
+        if not any(d.lost for d in drift):
+            return ()
+        upcoming: dict[str, list[Batch | NewBatch]] = {
+            t.table.name: [
+                *(b for b in live_batches(t.batches) if b.status.unfinished),
+                *(t.batch_plan.batches if t.batch_plan is not None else ()),
+            ]
+            for t in tables
+        }
+        found = _attempt(
+            errors,
+            lambda: lost_targets(spec, source, drift, self._batches(spec.id), upcoming),
         )
         return tuple(found or ())
 

@@ -7,7 +7,7 @@ implement `Source`; `sources.select.source_for` picks the one a pipeline declare
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -125,6 +125,27 @@ def explained_by(read: BatchRead) -> Iterator[None]:
         raise explained from exc
 
 
+@dataclass(frozen=True)
+class Reload:
+    """What a source can load again of a target that was lost (`Source.reloadable`)."""
+
+    batches: tuple[Batch, ...] = ()  # committed batches to load again, in commit order
+    lost: tuple[str, ...] = ()  # one phrase per part the source cannot give back
+    hint: str | None = None  # the explicit choice that goes on without it
+
+
+def reload_from_source(committed: Sequence[Batch]) -> Reload:
+    """A source that reads again what it read before (a table, an API): every committed chunk
+    and walk part, and the newest snapshot (an older one was replaced by it)."""
+    again = [b for b in committed if b.kind != "snapshot"]
+    snapshots = [b for b in committed if b.kind == "snapshot"]
+    if snapshots:
+        again.append(
+            max(snapshots, key=lambda b: (b.committed_at is not None, b.committed_at, b.seq))
+        )
+    return Reload(tuple(sorted(again, key=lambda b: b.seq)))
+
+
 class Source(Protocol):
     """One pipeline's source: observed by `plan`, cut into batches and read by `apply`.
 
@@ -150,6 +171,14 @@ class Source(Protocol):
 
     def requests_per_read(self) -> int:
         """Source queries one batch read issues: what `rate_budget` counts."""
+        ...
+
+    def reloadable(
+        self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]
+    ) -> Reload:
+        """The target of `table` was lost: which of its `committed` (live) batches the source
+        can read again as they were, and what it cannot give back; `upcoming` is the table's
+        work already queued or planned (a new snapshot makes the old batches history)."""
         ...
 
     def refresh(self) -> None:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hakiri.catalog.records import BatchStatus, NewBatch
 from hakiri.errors import HakiriError, SourceChanged
-from hakiri.sources.base import BatchRead, SourceObservation, TablePlan
+from hakiri.sources.base import BatchRead, Reload, SourceObservation, TablePlan
 from hakiri.sources.cdc.lag import CdcLag
 from hakiri.sources.cdc.pgoutput import lsn_text
 from hakiri.sources.cdc.slot import (
@@ -159,6 +159,22 @@ class CdcSource(TableSource):
                 if found
                 else f"add one: ALTER TABLE {table} ADD PRIMARY KEY (…)",
             )
+
+    def reloadable(
+        self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]
+    ) -> Reload:
+        """Nothing: the changes since the snapshot were read once from the slot, and the
+        slot has moved past them. A new snapshot (after dropping the slot) starts over."""
+        if not committed or any(b.kind == _SNAPSHOT for b in upcoming):
+            return Reload()  # nothing loaded, or a new snapshot (after drop-slot) starts over
+        return Reload(
+            lost=(
+                f"the changes mirrored into {table.name} since its snapshot were read once "
+                "from the replication slot, which has moved on",
+            ),
+            hint=f"run `hakiri cdc drop-slot {self.spec.id}`: the next apply takes a new "
+            "snapshot of every table",
+        )
 
     def lag(self, catalog: Catalog, *, count_pending: bool = False) -> CdcLag:
         """How far the targets are behind the server's WAL (read-only); `count_pending`

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch, Retirement
 from hakiri.errors import SourceDataError
-from hakiri.sources.base import SourceFile
+from hakiri.sources.base import Reload, SourceFile
 from hakiri.spec.load import LoadMode, ModeName
 from hakiri.spec.modes import strategy_of
 from hakiri.spec.pipeline import FilesConfig
@@ -219,3 +219,32 @@ def plan_file_batches(
             )
         )
     return batches
+
+
+def reloadable_files(
+    pipeline_id: str, committed: Sequence[Batch], files: Sequence[SourceFile]
+) -> Reload:
+    """Of a lost target's committed batches, those whose files still hold what was loaded:
+    each file batch whose file is unchanged, the newest snapshot when its files all are (a
+    snapshot of other files is planned as new work anyway); the rest is lost."""
+    now = {f.path: f.content_hash for f in files}
+    again: list[Batch] = []
+    lost: list[str] = []
+    latest = latest_committed(committed, "snapshot")
+    if latest is not None and all(now.get(p) == h for p, h in snapshot_files(latest.predicate)):
+        again.append(latest)
+    elif latest is not None and not files:
+        lost.append("no file matches the path any more")
+    for batch in (b for b in committed if b.kind == "file" and b.file_path is not None):
+        if now.get(batch.file_path) == batch.content_hash:
+            again.append(batch)
+        else:
+            what = "is gone" if batch.file_path not in now else "changed since it was loaded"
+            lost.append(f"{batch.file_path} {what}")
+    hint = (
+        f"put the files back, or run `hakiri apply {pipeline_id} --restore-partial` to reload "
+        "what the files still hold"
+        if lost
+        else None
+    )
+    return Reload(tuple(sorted(again, key=lambda b: b.seq)), tuple(lost), hint)

@@ -12,17 +12,18 @@ nothing changed while Spark read it. A file that changed or vanished raises
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hakiri.catalog.records import Batch
+from hakiri.catalog.records import Batch, NewBatch
 from hakiri.catalog.store import Catalog
 from hakiri.errors import SourceChanged, SourceDataError
 from hakiri.sources.base import (
     BatchRead,
+    Reload,
     SourceColumn,
     SourceFile,
     SourceObservation,
@@ -32,6 +33,7 @@ from hakiri.sources.file_batches import (
     changed_reason,
     gone_reason,
     plan_file_batches,
+    reloadable_files,
     retired_file_batches,
     snapshot_changed_reason,
     snapshot_files,
@@ -117,6 +119,11 @@ class FileSource:
 
     def requests_per_read(self) -> int:
         return 1
+
+    def reloadable(
+        self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]
+    ) -> Reload:
+        return reloadable_files(self.spec.id, committed, self._inspect(table).files)
 
     def refresh(self) -> None:
         self._inspected.clear()

@@ -16,12 +16,19 @@ requests of every task of the pipeline on this machine together (`rest.budget`).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hakiri.errors import HakiriError
-from hakiri.sources.base import BatchRead, SourceColumn, SourceObservation, TablePlan
+from hakiri.sources.base import (
+    BatchRead,
+    Reload,
+    SourceColumn,
+    SourceObservation,
+    TablePlan,
+    reload_from_source,
+)
 from hakiri.sources.cursors import CursorColumn, CursorRange
 from hakiri.sources.postgres import CursorBounds
 from hakiri.sources.rest.budget import RateBudget, pipeline_budget
@@ -35,7 +42,7 @@ from hakiri.spec.pipeline import GithubConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 
 if TYPE_CHECKING:
-    from hakiri.catalog.records import Batch
+    from hakiri.catalog.records import Batch, NewBatch
     from hakiri.catalog.store import Catalog
 
 __all__ = ["GithubTableSource"]
@@ -169,6 +176,11 @@ class GithubTableSource:
         incremental = incremental_of(self.spec, table)
         assert incremental is not None  # the manifest's rules ask for it
         return CursorColumn.resolve(incremental, _CURSOR_TYPE, f"github {table.name}")
+
+    def reloadable(
+        self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]
+    ) -> Reload:
+        return reload_from_source(committed)
 
     def requests_per_read(self) -> int:
         # A read's requests are its pages, counted where they are made: each engine task takes

@@ -29,15 +29,22 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hakiri.catalog.records import BatchStatus, NewBatch
+from hakiri.catalog.records import Batch, BatchStatus, NewBatch
 from hakiri.errors import HakiriError
 from hakiri.guards.spark_types import quoted_name
-from hakiri.sources.base import BatchRead, SourceColumn, SourceObservation, TablePlan
+from hakiri.sources.base import (
+    BatchRead,
+    Reload,
+    SourceColumn,
+    SourceObservation,
+    TablePlan,
+    reload_from_source,
+)
 from hakiri.sources.cursors import CursorColumn, CursorRange
 from hakiri.sources.postgres import CursorBounds
 from hakiri.sources.rest.budget import RateBudget, pipeline_budget
@@ -229,6 +236,11 @@ class RestTableSource:
             return None
         cursor = CursorColumn.resolve(incremental, _CURSOR_TYPE, f"rest {table.name}")
         return cursor
+
+    def reloadable(
+        self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]
+    ) -> Reload:
+        return reload_from_source(committed)
 
     def requests_per_read(self) -> int:
         # Counted where they are made: every request takes from the pipeline's shared budget.

@@ -7,13 +7,19 @@ the cursor, and for a whole-table batch a digest of its rows); `read` is a Spark
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hakiri.catalog.records import Batch
+from hakiri.catalog.records import Batch, NewBatch
 from hakiri.catalog.store import Catalog
-from hakiri.sources.base import BatchRead, SourceObservation, TablePlan
+from hakiri.sources.base import (
+    BatchRead,
+    Reload,
+    SourceObservation,
+    TablePlan,
+    reload_from_source,
+)
 from hakiri.sources.cursors import CursorColumn, CursorRange
 from hakiri.sources.postgres import (
     CursorBounds,
@@ -122,6 +128,11 @@ class TableSource:
         return incremental if isinstance(incremental, str) else incremental.column
 
     # ------------------------------------------------------------------ reading
+
+    def reloadable(
+        self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]
+    ) -> Reload:
+        return reload_from_source(committed)
 
     def requests_per_read(self) -> int:
         return self.config.num_partitions

@@ -440,3 +440,132 @@ def _up_to_the_refusal(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept = _without_loads(steps)
     first = next(i for i, s in enumerate(kept) if s["step"] == "evolve" and s["refused"])
     return kept[: first + 1]
+
+
+# Changes made outside hakiri, after a load: per destination, what people do by hand.
+HAND_EDITS = {
+    "postgres": [
+        "drop_table",
+        "drop_schema",
+        "truncate_table",
+        "add_target_column",
+        "drop_target_column",
+    ],
+    "context": ["remove_delta_dir"],
+}
+LOST = frozenset({"drop_table", "drop_schema", "remove_delta_dir"})
+
+
+@st.composite
+def hand_scenarios(draw: st.DrawFn) -> tuple[Scenario, str, bool]:
+    source = draw(st.sampled_from(["files", "table"]))
+    destination = draw(st.sampled_from(["postgres", "postgres", "context"]))
+    mode = draw(st.sampled_from(MODES))
+    scenario = Scenario(
+        source=source,
+        destination=destination,
+        mode=mode,
+        policy=draw(st.sampled_from(["evolve", "freeze"])),
+        tables=1,
+        applied_first=True,
+        edits=(),
+        accept=False,
+        window=None,
+        max_chunks=None,
+        parallelism=1,
+    )
+    edits = [e for e in HAND_EDITS[destination] if not (e == "drop_schema" and source == "table")]
+    return scenario, draw(st.sampled_from(edits)), draw(st.booleans())
+
+
+def _by_hand(world: World, edit: str) -> None:
+    """`edit` done to every target of the world, as a person would."""
+    for pipeline in world.pipelines:
+        for table in world.tables(pipeline):
+            target = sql.Identifier(world.schema, table)
+            if edit == "drop_table":
+                world.query(sql.SQL("DROP TABLE {}").format(target))
+            elif edit == "truncate_table":
+                world.query(sql.SQL("TRUNCATE {}").format(target))
+            elif edit == "add_target_column":
+                world.query(sql.SQL("ALTER TABLE {} ADD COLUMN note text").format(target))
+            elif edit == "drop_target_column":
+                world.query(sql.SQL("ALTER TABLE {} DROP COLUMN name").format(target))
+            elif edit == "remove_delta_dir":
+                shutil.rmtree(world.root / ".hakiri" / "context" / table)
+    if edit == "drop_schema":
+        world.query(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(world.schema)))
+
+
+def _target_rows(world: World) -> dict[str, int]:
+    from deltalake import DeltaTable
+
+    found = {}
+    for pipeline in world.pipelines:
+        for table in world.tables(pipeline):
+            if world.s.destination == "context":
+                path = world.root / ".hakiri" / "context" / table
+                found[table] = DeltaTable(str(path)).to_pyarrow_table().num_rows
+            else:
+                with psycopg.connect(world.pg_url) as conn:
+                    query = sql.SQL("SELECT count(*) FROM {}").format(
+                        sql.Identifier(world.schema, table)
+                    )
+                    found[table] = conn.execute(query).fetchone()[0]
+    return found
+
+
+@settings(
+    max_examples=int(os.environ.get("HAKIRI_PLAN_HAND_EXAMPLES", "6")),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=hand_scenarios())
+@example(
+    case=(
+        Scenario("files", "postgres", "append", "evolve", 1, True, (), False, None, None, 1),
+        "drop_schema",
+        False,
+    )
+)
+@example(
+    case=(
+        Scenario("table", "context", "upsert", "freeze", 1, True, (), False, None, None, 1),
+        "remove_delta_dir",
+        True,
+    )
+)
+def test_plan_is_apply_after_changes_made_by_hand(
+    case: tuple[Scenario, str, bool], pg_url: str, spark
+) -> None:
+    """Targets dropped, truncated, given or robbed of a column, or removed (a schema, a Delta
+    directory) after a load: plan's steps are apply's, and a lost target comes back with the
+    rows it held."""
+    scenario, edit, more_data = case
+    world = World(scenario, pg_url)
+    try:
+        world.add_data()
+        world.write_manifest()
+        first = world.cli("apply")
+        assert first.exit_code == 0, first.stderr
+        held = _target_rows(world)
+        _by_hand(world, edit)
+        if more_data:
+            world.add_data()
+        busy = set(world.pipelines) if edit in LOST or more_data else set()
+        assert _compare(world, busy) == {}
+        if edit in LOST:
+            restored = _target_rows(world)
+            if not more_data:
+                assert restored == held
+            else:
+                assert all(restored[t] >= held[t] for t in held), (restored, held)
+            again = world.cli("plan", "--detailed-exitcode")
+            assert again.exit_code == 0, again.stdout
+    finally:
+        if edit == "drop_schema":
+            world.query(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(world.schema))
+            )
+        world.close()

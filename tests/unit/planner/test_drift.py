@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hakiri.catalog.records import TargetMark
 from hakiri.destinations.base import TargetColumn, TargetObservation
 from hakiri.planner.drift import find_drift
@@ -51,3 +53,15 @@ def test_a_dropped_table_is_drift_and_the_fingerprint_follows_the_change() -> No
     assert one is not None and two is not None and one.fingerprint != two.fingerprint
     again = find_drift(MARK, _now(("id", "bigint"), ("name", "text")), 9)
     assert again is not None and again.fingerprint == one.fingerprint
+
+
+def test_a_table_dropped_and_created_again_has_another_identity() -> None:
+    marked = replace(MARK, identity="oid:16384")
+    same = replace(_now(("id", "bigint"), ("name", "text")), identity="oid:16384")
+    assert find_drift(marked, same, 10) is None
+    other = replace(same, identity="oid:16999")
+    drift = find_drift(marked, other, 0)
+    assert drift is not None and drift.lost and drift.replaced_table and not drift.dropped_table
+    assert drift.changes() == ["the table was dropped and created again"]
+    # A mark from before identities compares columns and rows only.
+    assert find_drift(MARK, other, 10) is None

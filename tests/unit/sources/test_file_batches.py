@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from hakiri.catalog.records import Batch, BatchStatus
-from hakiri.sources.base import SourceFile
+from hakiri.sources.base import Reload, SourceFile
 from hakiri.sources.file_batches import (
     file_batch_id,
     plan_file_batches,
+    reloadable_files,
     retired_file_batches,
     snapshot_batch_id,
 )
@@ -132,3 +133,46 @@ def test_a_snapshot_of_files_as_they_were_two_loads_ago_loads_again() -> None:
     assert plan_file_batches("t", LoadMode.TRUNCATE, CONFIG, second, {}, known, [s1, s2]) == []
     [back] = plan_file_batches("t", LoadMode.TRUNCATE, CONFIG, first, {}, known, [s1, s2])
     assert back.batch_id == snapshot_batch_id("t", first, after=s2.batch_id)
+
+
+def test_a_lost_target_reloads_the_files_that_still_hold_what_loaded_and_names_the_rest() -> None:
+    committed = [
+        _file_batch("in/a.csv", "sha256:a0", BatchStatus.COMMITTED),
+        _file_batch("in/b.csv", "sha256:b0", BatchStatus.COMMITTED),
+        _file_batch("in/c.csv", "sha256:c0", BatchStatus.COMMITTED),
+    ]
+    files = [SourceFile("in/a.csv", 3, "sha256:a0"), SourceFile("in/b.csv", 3, "sha256:b1")]
+    reload = reloadable_files("p", committed, files)
+    assert reload.batches == (committed[0],)
+    assert reload.lost == ("in/b.csv changed since it was loaded", "in/c.csv is gone")
+    assert reload.hint is not None and "hakiri apply p --restore-partial" in reload.hint
+    whole = reloadable_files("p", committed[:1], files)
+    assert (whole.batches, whole.lost, whole.hint) == ((committed[0],), (), None)
+
+
+def test_a_lost_snapshot_target_reloads_its_newest_snapshot_while_its_files_are_unchanged() -> None:
+    files = [SourceFile("in/a.csv", 3, "sha256:a0")]
+    older = Batch(
+        "s1",
+        "p",
+        "t",
+        "snapshot",
+        BatchStatus.COMMITTED,
+        1,
+        1,
+        predicate='[["in/x.csv", "sha256:x"]]',
+    )
+    newest = Batch(
+        "s2",
+        "p",
+        "t",
+        "snapshot",
+        BatchStatus.COMMITTED,
+        1,
+        2,
+        predicate='[["in/a.csv", "sha256:a0"]]',
+    )
+    assert reloadable_files("p", [older, newest], files).batches == (newest,)
+    # The files changed since: the new snapshot plan_file_batches queues replaces the table.
+    changed = [SourceFile("in/a.csv", 3, "sha256:a1")]
+    assert reloadable_files("p", [older, newest], changed) == Reload()

@@ -278,6 +278,10 @@ class ContextDestination:
 
     # ------------------------------------------------------------------ committing
 
+    def forget_target(self, request: LoadRequest) -> None:
+        """Nothing: the ledger (app transaction ids) and the watermark live in the table's own
+        Delta log, and went with it."""
+
     def is_committed(self, request: LoadRequest) -> bool:
         """Is the batch's app transaction id in the target table's Delta log?"""
         return is_committed(self._location(request.target_table, "target table"), request)

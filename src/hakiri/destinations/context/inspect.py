@@ -45,10 +45,16 @@ def inspect_context_target(store_path: Path, table: str) -> TargetObservation:
             for field in delta.schema().fields
         )
         row_estimate = _row_count(delta)
+        identity = f"delta:{delta.metadata().id}"
     except Exception as exc:  # delta-rs raises DeltaError, OSError, ValueError... for a damaged log
         raise table_read_error(location, exc) from None
     return TargetObservation(
-        table=table, schema=None, exists=True, columns=columns, row_estimate=row_estimate
+        table=table,
+        schema=None,
+        exists=True,
+        columns=columns,
+        row_estimate=row_estimate,
+        identity=identity,
     )
 
 

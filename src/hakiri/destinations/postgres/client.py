@@ -186,6 +186,7 @@ class PostgresDestination:
         check_mode_available(request.load, POSTGRES)
         schema = self._schema(request)
         check_identifier(request.target_table, "target table")
+        self._ensure_schema(schema)
         keep = request.quarantine is not None
         writer = self.writer_for(request, rows.frame)
         target = self.target_columns(request)
@@ -487,6 +488,17 @@ class PostgresDestination:
 
     # ------------------------------------------------------------------ committing
 
+    def forget_target(self, request: LoadRequest) -> None:
+        """Delete the target's rows in `_hakiri.load_ledger` and `pipeline_watermarks` (one
+        transaction): they describe a table that is not there any more."""
+        conn = connect(self.url, autocommit=False)
+        where = Where(self.url, "_hakiri", "load_ledger", "write", conn.info.user)
+        try:
+            with driver_errors(where), conn.transaction():
+                LoadLedger(conn).forget(request, self._schema(request))
+        finally:
+            conn.close()
+
     def is_committed(self, request: LoadRequest) -> bool:
         conn = connect(self.url, autocommit=True)
         where = Where(self.url, "_hakiri", "load_ledger", "read", conn.info.user)
@@ -672,6 +684,23 @@ class PostgresDestination:
 
     def count_changes(self, frame: Any, request: LoadRequest) -> ChangeCount | None:
         return count_changes(self.url, self._schema(request), frame, request)
+
+    def _ensure_schema(self, schema: str) -> None:
+        """Create the target schema when it is missing (plan showed `+ create schema`), before
+        the first staging table goes into it. A role that may not create it gets the error
+        plan already gave."""
+        conn = connect(self.url, autocommit=True)
+        where = Where(self.url, schema, None, "create the schema", conn.info.user)
+        try:
+            with driver_errors(where):
+                found = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (schema,))
+                row = found.fetchone()
+                if not (row and row[0]):
+                    conn.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                    )
+        finally:
+            conn.close()
 
     def target_columns(self, request: LoadRequest) -> tuple[TargetColumn, ...] | None:
         """The target's columns as `plan` sees them (format_type spelling); None without a target."""

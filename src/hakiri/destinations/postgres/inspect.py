@@ -40,6 +40,11 @@ LEFT JOIN pg_catalog.pg_class c
   ON c.relnamespace = n.oid AND c.relname = t.rel AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
 ORDER BY t.ord
 """
+_MISSING_SCHEMAS = """
+SELECT s.nsp FROM unnest(%s::text[]) AS s(nsp)
+WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n WHERE n.nspname = s.nsp)
+"""
+_MAY_CREATE_SCHEMA = "SELECT pg_catalog.has_database_privilege(current_database(), 'CREATE')"
 _COLUMNS = """
 SELECT a.attrelid, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), NOT a.attnotnull
 FROM pg_catalog.pg_attribute a
@@ -163,10 +168,23 @@ def _inspect(
         for oid, view_schema, view in conn.execute(_DEPENDENT_VIEWS, (oids,)):
             views[oid].add(f"{view_schema}.{view}")
 
+    missing = {row[0] for row in conn.execute(_MISSING_SCHEMAS, (sorted(set(schemas)),))}
+    may_create = True
+    if missing:
+        row = conn.execute(_MAY_CREATE_SCHEMA).fetchone()
+        may_create = bool(row and row[0])
     observations = []
     for (schema, table), (_, oid, reltuples) in zip(tables, relations, strict=True):
         if oid is None:
-            observations.append(TargetObservation(table=table, schema=schema, exists=False))
+            observations.append(
+                TargetObservation(
+                    table=table,
+                    schema=schema,
+                    exists=False,
+                    schema_missing=schema in missing,
+                    may_create_schema=may_create,
+                )
+            )
             continue
         observations.append(
             TargetObservation(
@@ -178,6 +196,7 @@ def _inspect(
                 dependent_views=tuple(sorted(views[oid])),
                 # -1: never vacuumed or analyzed, so PostgreSQL does not know either.
                 row_estimate=round(reltuples) if reltuples >= 0 else None,
+                identity=f"oid:{oid}",
             )
         )
     return observations

@@ -110,6 +110,21 @@ class LoadLedger:
             (rows, *_key(request, schema)),
         )
 
+    def forget(self, request: LoadRequest, schema: str) -> None:
+        """Delete every ledger row and the watermark of the request's target (not only its
+        batch): the caller found the table gone. Nothing to do before the ledger exists."""
+        if not _tables_exist(self.conn):
+            return
+        target = (request.project, request.pipeline_id, schema, request.target_table)
+        for table in (_LEDGER, _WATERMARKS):
+            self.conn.execute(
+                sql.SQL(
+                    "DELETE FROM {} WHERE project = %s AND pipeline_id = %s"
+                    " AND target_schema = %s AND target_table = %s"
+                ).format(table),
+                target,
+            )
+
     def contains(self, request: LoadRequest, schema: str) -> bool:
         """Is the batch in the ledger? False when the ledger does not exist yet."""
         exists = self.conn.execute(
