@@ -62,7 +62,8 @@ def progress_line(progress: Any) -> str:
     if progress.rows is None:
         size = f" ({size_text(progress.input_bytes)})" if progress.input_bytes else ""
         elapsed = f"{progress.seconds:.0f}s"
-        return f"{progress.pipeline_id}: loading {progress.label}{size}, {elapsed} so far"
+        doing = "starting the engine to load" if progress.starting_engine else "loading"
+        return f"{progress.pipeline_id}: {doing} {progress.label}{size}, {elapsed} so far"
     return f"{progress.pipeline_id}: {_in_flight(progress)}"
 
 

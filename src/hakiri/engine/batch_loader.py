@@ -127,7 +127,12 @@ class BatchLoader:
             # checked and staged by the Spark job(s) inside `hakiri.stage`.
             with spark_errors(f"loading {label} into {request.target_table}"):
                 with span("hakiri.read"):
-                    read = self.source.read(self.spark(), batch)
+                    flight.starting_engine = True  # a first batch may wait for a server
+                    try:
+                        session = self.spark()
+                    finally:
+                        flight.starting_engine = False
+                    read = self.source.read(session, batch)
                     label = read.label
                     flight.expected_rows = read.expected_rows
                     request = replace(

@@ -36,6 +36,7 @@ class BatchProgress:
     bytes: int | None = None  # the staged data's size in the destination
     expected_rows: int | None = None  # the source's estimate of the batch's records
     input_bytes: int | None = None  # the batch's input size (files)
+    starting_engine: bool = False  # the engine's session is still being started
 
     @property
     def fraction(self) -> float | None:
@@ -68,6 +69,7 @@ class InFlight:
     # its rows from the running-COPY view to the table's statistics, which lag behind).
     rows_seen: int | None = None
     bytes_seen: int | None = None
+    starting_engine: bool = False  # set while the loader waits for the engine's session
 
     def progress(self) -> BatchProgress:
         seen = None
@@ -89,6 +91,7 @@ class InFlight:
             bytes=self.bytes_seen,
             expected_rows=self.expected_rows,
             input_bytes=self.input_bytes,
+            starting_engine=self.starting_engine,
         )
 
 

@@ -100,6 +100,24 @@ def driver_errors(where: Where) -> Iterator[None]:
         raise translate(exc, where) from exc
 
 
+# A connection that worked and then went away: the server shut down or restarted, an
+# administrator ended the session, the network dropped it (SQLSTATE classes 08 and 57P).
+_LOST_WORDS = (
+    "terminating connection",
+    "server closed the connection",
+    "the database system is shutting down",
+    "the database system is starting up",
+    "An I/O error occurred while sending to the backend",
+    "This connection has been closed",
+    "Connection reset",
+    "connection reset",
+    "consuming input failed",
+    "SSL SYSCALL error",
+)
+# What a value the target type cannot hold looks like in PostgreSQL's words.
+_VALUE_WORDS = ("invalid input syntax", "out of range", "value too long", "invalid byte sequence")
+
+
 def _unreachable(exc: BaseException, url: str) -> DestinationUnreachable:
     line = first_line_without_password(exc, url)
     if "password authentication failed" in line or "no password supplied" in line:
@@ -240,7 +258,17 @@ def translate_spark_write_error(exc: BaseException, where: Where) -> HakiriError
             f"no permission to {where.action} {where.qualified} (role {where.user or 'the loading role'}): {line}",
             "grant the loading role INSERT on the schema's tables (GRANT … ON SCHEMA … ), then apply again",
         )
+    if any(word in line for word in _LOST_WORDS):
+        return DestinationUnreachable(
+            f"lost the connection to PostgreSQL at {mask_url(where.url)} while Spark wrote the "
+            f"staging table {where.qualified}: {line[:300]}",
+            "the server shut down, restarted or ended the session: check that it is up, then "
+            "apply again (nothing was committed)",
+        )
+    value = any(word in line for word in _VALUE_WORDS)
     return LoadError(
         f"Spark could not write the staging table {where.qualified}: {line[:500]}",
-        "fix the cause named above (often a value the target type cannot hold) and apply again",
+        "a value the target type cannot hold: fix it in a transform or a row rule, then apply again"
+        if value
+        else "fix the cause named above and apply again; the target was left as it was",
     )
