@@ -80,8 +80,9 @@ class TestPostgres:
 
     __test__ = False  # a helper, not a test class, despite the name
 
-    def __init__(self, env: Mapping[str, str] = os.environ) -> None:
+    def __init__(self, env: Mapping[str, str] = os.environ, *, wal_level: str = "logical") -> None:
         self._env = env
+        self.wal_level = wal_level  # 'replica': a server without logical decoding
         self.external = bool(env.get(PG_URL_ENV))
         self.url: str = env.get(PG_URL_ENV, "")
         self.port: int | None = None
@@ -184,7 +185,7 @@ class TestPostgres:
                 f"-c listen_addresses=127.0.0.1 -p {port} -k {self.base_dir} "
                 "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                 # change data capture tests decode logical replication slots
-                "-c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20"
+                f"-c wal_level={self.wal_level} -c max_replication_slots=20 -c max_wal_senders=20"
             )
             pg_ctl = self.bin_dir / "pg_ctl"
             data = self.base_dir / "data"

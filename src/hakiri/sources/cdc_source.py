@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hakiri.catalog.records import BatchStatus, NewBatch
@@ -34,6 +35,7 @@ from hakiri.sources.cdc.lag import CdcLag
 from hakiri.sources.cdc.pgoutput import lsn_text
 from hakiri.sources.cdc.slot import (
     advance_slot,
+    check_logical_decoding,
     ensure_publication,
     ensure_slot,
     flushed_lsn,
@@ -81,7 +83,12 @@ class CdcSource(TableSource):
     # ------------------------------------------------------------------ observing and planning
 
     def observe(self, table: TableSpec, cursor: dict[str, Any] | None = None) -> SourceObservation:
-        return inspect_postgres_table(self.url, self.config.schema_name, table.name, None, None)
+        """The table as it is; its row estimate only while a snapshot is what loads next (once
+        the slot exists, a batch holds the changes since, which `lag` counts)."""
+        observed = inspect_postgres_table(self.url, self.config.schema_name, table.name, None, None)
+        if slot_state(self.url, self.slot) is not None:
+            return replace(observed, estimated_rows=None)
+        return observed
 
     def plan_batches(self, table: TableSpec, catalog: Catalog) -> TablePlan:
         everything = catalog.batches(self.spec.id)
@@ -93,6 +100,8 @@ class CdcSource(TableSource):
         self._check_columns(table.name)
         snapshots = [b for b in mine if b.kind == _SNAPSHOT]
         state = slot_state(self.url, self.slot)
+        if state is None:
+            check_logical_decoding(self.url)  # before a snapshot whose read creates the slot
         if not snapshots or (state is None and _committed(snapshots)):
             # First, or the slot is gone (changes after its end were lost): a snapshot.
             return TablePlan(
@@ -114,6 +123,16 @@ class CdcSource(TableSource):
             return TablePlan()
         release = self._release(everything)
         return TablePlan(batches=[_changes_batch(table.name, latest, start, end, release)])
+
+    def _snapshots_loaded(self, everything: list[Batch]) -> bool:
+        """Has every table's newest snapshot committed?"""
+        for table in self.spec.table_specs():
+            snapshots = [
+                b for b in everything if b.table_name == table.name and b.kind == _SNAPSHOT
+            ]
+            if not snapshots or max(snapshots, key=_number).status is not BatchStatus.COMMITTED:
+                return False
+        return True
 
     def _release(self, everything: list[Batch]) -> int | None:
         """The lowest range end every table of the pipeline has committed; None while a
@@ -187,15 +206,24 @@ class CdcSource(TableSource):
         retained = flushed - state.restart_lsn if state.restart_lsn is not None else None
         everything = catalog.batches(self.spec.id)
         applied = self._release(everything)
-        if applied is None:
-            return CdcLag(
-                slot=self.slot, slot_exists=True, retained_bytes=retained, max_lag_bytes=limit
-            )
         planned = [
             b.created_at
             for b in everything
             if b.kind == _CHANGES and b.predicate and json.loads(b.predicate)["end"] == applied
         ]
+        if applied is None and self._snapshots_loaded(everything):
+            # Every table's snapshot is in and no range after it yet: the targets hold the
+            # source as of the slot's start, the point its changes are read from.
+            applied = state.confirmed_flush
+            planned = [
+                b.started_at or b.created_at
+                for b in everything
+                if b.kind == _SNAPSHOT and b.status is BatchStatus.COMMITTED
+            ][-1:]
+        if applied is None:
+            return CdcLag(
+                slot=self.slot, slot_exists=True, retained_bytes=retained, max_lag_bytes=limit
+            )
         seconds = None
         if planned and planned[0] is not None:
             moment = planned[0] if planned[0].tzinfo else planned[0].replace(tzinfo=dt.UTC)

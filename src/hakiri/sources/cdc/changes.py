@@ -200,6 +200,14 @@ def _decoded(
                         )
                     seq = change.seq * 2
                     new, old = change.new or {}, change.old or {}
+                    # A large value an update kept is left out of the new row; under REPLICA
+                    # IDENTITY FULL the old row carries it whole: the new row takes it from there.
+                    new = {
+                        n: old[n]
+                        if v is UNCHANGED and old.get(n, UNCHANGED) is not UNCHANGED
+                        else v
+                        for n, v in new.items()
+                    }
                     if change.op == "delete":
                         add("d", change.commit_lsn, seq, old)
                     elif (
@@ -209,7 +217,9 @@ def _decoded(
                             raise SourceDataError(
                                 f"{where}: a primary-key update left a large value out of the "
                                 "WAL, and the old row it belongs to is deleted by the update",
-                                f"ALTER TABLE {table[0]}.{table[1]} REPLICA IDENTITY FULL",
+                                f"ALTER TABLE {table[0]}.{table[1]} REPLICA IDENTITY FULL "
+                                "(the old row is then in the WAL whole), drop the slot and apply "
+                                "again (a new snapshot)",
                             )
                         add("d", change.commit_lsn, seq, old)
                         add("u", change.commit_lsn, seq + 1, new)

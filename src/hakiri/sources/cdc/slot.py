@@ -56,6 +56,21 @@ def _connect(url: str) -> psycopg.Connection[Any]:
         ) from None
 
 
+def check_logical_decoding(url: str) -> None:
+    """A source whose server does not write logical WAL cannot have a slot: one error with
+    the fix, before anything is created."""
+    with _connect(url) as conn:
+        row = conn.execute("SELECT current_setting('wal_level')").fetchone()
+    level = row[0] if row else "unknown"
+    if level != "logical":
+        raise SourceUnreachable(
+            f"cdc_mirror reads the source's WAL by logical decoding, and the server runs with "
+            f"wal_level = {level}",
+            "set it and restart the server: ALTER SYSTEM SET wal_level = logical; (a restart is "
+            "needed for it to take effect)",
+        )
+
+
 def slot_state(url: str, name: str) -> SlotState | None:
     with _connect(url) as conn:
         row = conn.execute(
