@@ -16,6 +16,7 @@ from hakiri.planner.model import (
     ChangePreview,
     EnqueueStep,
     LoadStep,
+    PendingWork,
     PipelinePlan,
     PlanDocument,
     RestoreStep,
@@ -211,7 +212,7 @@ def _pipeline(p: PipelinePlan) -> None:
                 f"{byte_size(work.bytes)}"
             )
         elif work.new_batches:
-            rows = f", ~{work.estimated_rows:,} row(s)" if work.estimated_rows else ""
+            rows = f", {_rows(work)}" if work.estimated_rows else ""
             parts.append(f"{work.new_batches} new batch(es){rows}")
         if work.queued_batches:
             parts.append(f"{work.queued_batches} batch(es) left by an earlier run")
@@ -253,6 +254,13 @@ def _pipeline(p: PipelinePlan) -> None:
         out.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
     for error in p.errors:
         out.print(f"    [red]error:[/red] {escape(error)}")
+
+
+def _rows(work: PendingWork) -> str:
+    """`1,200 row(s) (counted)`, or `~1,200 row(s) (rough: PostgreSQL's planner statistics)`."""
+    counted = work.estimate == "counted"
+    said = f" ({work.estimate})" if work.estimate else ""
+    return f"{'' if counted else '~'}{work.estimated_rows:,} row(s){said}"
 
 
 def _changes(c: ChangePreview) -> str:

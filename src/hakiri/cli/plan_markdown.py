@@ -318,7 +318,8 @@ def _pending_words(w: PendingWork) -> str:
         kind = ", ".join(k for k in kinds if k)
         parts.append(f"{kind} {_plural(n, 'file')}, {byte_size(w.bytes)}")
     elif w.new_batches:
-        rows = f", ~{w.estimated_rows:,} rows" if w.estimated_rows else ""
+        exact = "" if w.estimate == "counted" else "~"
+        rows = f", {exact}{w.estimated_rows:,} rows" if w.estimated_rows else ""
         parts.append(f"{w.new_batches:,} new {_plural(w.new_batches, 'batch', 'batches')}{rows}")
     if w.queued_batches:
         parts.append(f"{w.queued_batches:,} queued")

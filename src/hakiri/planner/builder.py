@@ -331,6 +331,7 @@ def _pending(spec: PipelineSpec, t: TableObservation) -> PendingWork:
         changed_files=[path for path, _ in files if path in t.committed_files],
         bytes=sum(b.size_bytes or 0 for b in new),
         estimated_rows=t.source.estimated_rows if t.source is not None and new else None,
+        estimate=t.source.estimate_source if t.source is not None and new else None,
         new_batches=len(new),
         queued_batches=len(_queued(t)) - len(t.reload),
         reload_batches=len(t.reload),

@@ -144,6 +144,11 @@ class PendingWork(_Frozen):
     estimated_rows: int | None = Field(
         None, description="Table sources: estimated rows past the cursor."
     )
+    estimate: str | None = Field(
+        None,
+        description="Where `estimated_rows` comes from: 'counted' (an exact count when plan "
+        "ran), or 'rough: …' (the source's statistics).",
+    )
     new_batches: int = Field(0, description="Batches apply will add to the catalog.")
     queued_batches: int = Field(
         0, description="Batches an earlier run left unloaded (a backfill, a failure, a rewind)."

@@ -55,6 +55,8 @@ class SourceObservation:
     estimated_rows: int | None = (
         None  # table sources: estimated rows past the cursor (all rows without one)
     )
+    # Where `estimated_rows` comes from: 'counted' (exact, when it was taken) or 'rough: …'.
+    estimate_source: str | None = None
     notes: tuple[str, ...] = field(default=())  # e.g. "glob matched no file"
     # Columns without declared types: the types apply will infer, guessed from a sample.
     sample: TypeSample | None = None

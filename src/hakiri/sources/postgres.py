@@ -136,9 +136,15 @@ def _inspect(
             f"cursor column {cursor_column} does not exist in source table {schema}.{table} ({shown})",
             "check `incremental` in the pipeline against the source table's columns (names are case-sensitive)",
         )
-    if cursor_column is not None and cursor_value is not None:
+    past = cursor_column is not None and cursor_value is not None
+    if past and not _any_past(conn, request):
         # EXPLAIN never estimates below one row; an index probe tells "nothing new" exactly.
-        estimate = _explain_rows(conn, request) if _any_past(conn, request) else 0
+        return SourceObservation(table, columns, estimated_rows=0, estimate_source="counted")
+    counted = _count_within(conn, request, COUNT_BUDGET)
+    if counted is not None:
+        return SourceObservation(table, columns, estimated_rows=counted, estimate_source="counted")
+    if past:
+        estimate = _explain_rows(conn, request)
     elif (
         relkind in _ESTIMATE_DIRECTLY
         and reltuples >= 0
@@ -148,7 +154,45 @@ def _inspect(
     else:
         # Never analyzed (or a view / foreign table): the planner's own guess is the best we have.
         estimate = _explain_rows(conn, SourceTableRequest(schema, table))
-    return SourceObservation(table=table, columns=columns, estimated_rows=estimate)
+    return SourceObservation(
+        table=table, columns=columns, estimated_rows=estimate, estimate_source=ROUGH_ESTIMATE
+    )
+
+
+# An exact count(*) gets this long (an index on the cursor makes a range count quick); past
+# it, plan shows the planner's estimate and says it is rough.
+COUNT_BUDGET = "200ms"
+ROUGH_ESTIMATE = "rough: PostgreSQL's planner statistics"
+
+
+def _count_within(
+    conn: psycopg.Connection[Any], request: SourceTableRequest, budget: str
+) -> int | None:
+    """count(*) of the rows past the cursor (all rows without one), or None when it takes
+    longer than `budget` (the statement is cancelled, the read-only transaction goes on)."""
+    import psycopg
+    from psycopg import sql
+
+    query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(request.schema, request.table))
+    params: list[object] = []
+    if request.cursor_column is not None and request.cursor_value is not None:
+        query = sql.SQL("{} WHERE {} > %s").format(query, sql.Identifier(request.cursor_column))
+        params.append(_cursor_param(request.cursor_value))
+    try:
+        with conn.transaction():  # a savepoint: a cancelled count leaves the rest usable
+            conn.execute("SELECT pg_catalog.set_config('statement_timeout', %s, true)", (budget,))
+            row = conn.execute(query, params).fetchone()
+            conn.execute(
+                "SELECT pg_catalog.set_config('statement_timeout', %s, true)",
+                (_TIMEOUTS["statement_timeout"],),
+            )
+    except psycopg.errors.QueryCanceled:
+        conn.execute(
+            "SELECT pg_catalog.set_config('statement_timeout', %s, true)",
+            (_TIMEOUTS["statement_timeout"],),
+        )
+        return None
+    return int(row[0]) if row else None
 
 
 def _unknown_before_pg14(conn: psycopg.Connection[Any], reltuples: float, relpages: int) -> bool:

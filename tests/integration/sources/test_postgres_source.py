@@ -232,3 +232,26 @@ def test_every_engine_reads_each_column_type_back_exactly(
     assert two["note"] == "" and two["raw"] is None and two["tags"] is None
     assert three["ratio"] == float("-inf") and three["day"] == dt.date(9999, 12, 31)
     assert bytes(three["raw"]) == b"" and three["tags"] == [] and three["note"] is None
+
+
+def test_a_count_within_its_budget_is_exact_and_a_slow_one_is_said_to_be_rough(
+    pg_url: str, pg_conn: psycopg.Connection, pg_schema: str, events: str
+) -> None:
+    seen = inspect_postgres_table(pg_url, pg_schema, events, "id", 9_000)
+    assert (seen.estimated_rows, seen.estimate_source) == (ROWS - 9_000, "counted")
+    # A relation whose count takes longer than plan's budget (200 ms): the planner's guess.
+    slowly = sql.Identifier(pg_schema, "slowly")
+    pg_conn.execute(
+        sql.SQL(
+            "CREATE FUNCTION {}(int) RETURNS int VOLATILE LANGUAGE sql AS "
+            "'SELECT $1 FROM pg_sleep(0.05)'"
+        ).format(slowly)
+    )
+    pg_conn.execute(
+        sql.SQL(
+            "CREATE VIEW {} AS SELECT g AS id FROM generate_series(1, 20) g WHERE {}(g) > 0"
+        ).format(sql.Identifier(pg_schema, "slow"), slowly)
+    )
+    slow = inspect_postgres_table(pg_url, pg_schema, "slow")
+    assert slow.estimate_source == "rough: PostgreSQL's planner statistics"
+    assert slow.estimated_rows is not None
