@@ -504,7 +504,12 @@ def _loaded_columns(
     (`sampled`: the type the source's sample infers instead, when there is one)."""
     if t.source is None or t.source.columns is None:
         return None
-    guessed = dict(t.source.sample.types) if sampled and t.source.sample is not None else {}
+    sample = t.source.sample if sampled else None
+    # A text column a custom date_format/timestamp_format may type is typed by the engine's
+    # parse of the pattern at load: plan does not guess it ("(type from data)").
+    guessed = (
+        {n: s for n, s in sample.types if n not in sample.unjudged} if sample is not None else {}
+    )
     transformed = _transform_schema(spec, t, guessed)
     if transformed is None:
         columns = [
