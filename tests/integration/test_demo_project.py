@@ -1,5 +1,6 @@
 """The demo project at the repository root, applied as `make run` applies it: into the local Delta
-context store, with no server. Row counts are checked with deltalake against the sample data."""
+context store, with no server. Row counts are checked with deltalake against the sample data;
+`hakiri diff` of its per-file loads finds them identical, then names what was changed."""
 
 from __future__ import annotations
 
@@ -78,3 +79,22 @@ def test_the_demo_project_applies_into_the_context_store_then_reports_no_changes
     planned = cli("plan", "--detailed-exitcode")
     assert planned.exit_code == 0, planned.stderr
     assert "3 unchanged" in planned.stdout and "data to load" not in planned.stdout
+
+    # The per-file loads (orders: upsert, events: append) diff clean against the files
+    # recorded as loaded; a row deleted by hand is named (exit 2); a loaded file that is gone
+    # is named (exit 1).
+    for pipeline in ("orders", "events"):
+        same = cli("diff", pipeline, "--json")
+        assert same.exit_code == 0, (pipeline, same.stdout, same.stderr)
+    orders = DeltaTable(str(store / "orders"))
+    key = orders.to_pyarrow_table().column("order_id")[0].as_py()
+    orders.delete(f"order_id = {key}")
+    changed = cli("diff", "orders", "--json")
+    assert changed.exit_code == 2, changed.stderr
+    assert f"{key}" in changed.stdout, changed.stdout
+    loaded = sorted((root / "data" / "events").glob("*.jsonl"))[0]
+    loaded.unlink()
+    gone = cli("diff", "events")
+    assert gone.exit_code == 1
+    assert f"data/events/{loaded.name} is gone" in gone.stderr, gone.stderr
+    assert "Traceback" not in gone.stderr

@@ -245,7 +245,7 @@ def _source_view(
             "check the table's name and the source's `schema`",
         )
         return postgres_view(conn, (schema, table.name), missing, lambda _: pg_filters(None, where))
-    return _engine_source(project, spec, table, source, where, spark)
+    return _engine_source(project, spec, table, source, where, spark, env)
 
 
 def _engine_source(
@@ -255,26 +255,24 @@ def _engine_source(
     source: Any,
     where: str | None,
     spark: Callable[[], Any],
+    env: Mapping[str, str],
 ) -> RowsView:
-    """The source read as apply reads one whole snapshot of it: transforms, renames, rules."""
+    """The source read as apply reads one whole snapshot of it: transforms, renames, rules. A
+    files source loaded file by file (append, upsert) is read as the files recorded as loaded,
+    folded as the mode folds them."""
     from hakiri.quality.rules import RuleCheck
     from hakiri.sources.file_source import FileSource
-    from hakiri.spark.transforms import apply_transforms
 
     strategy = spec.load.strategy
+    folded: list[Batch] | None = None  # the loaded files, in load order, to fold as the mode does
     if isinstance(source, FileSource):
-        if not (strategy.snapshot or strategy.detects_deletes(spec.load)):
-            raise HakiriError(
-                f"`hakiri diff` compares a files source loaded as a whole (truncate, "
-                f"blue_green, or deletes detected); `{spec.load.mode}` adds each file's rows "
-                "to what earlier files left, which no read of the files now reproduces",
-                "compare with `--where` on a PostgreSQL source, or check the load with "
-                "`hakiri runs` and the target's row count",
-            )
         files = source.observe(table).files
-        batch = _whole(
-            spec, table, "snapshot", json.dumps([(f.path, f.content_hash) for f in files])
-        )
+        if strategy.snapshot or strategy.detects_deletes(spec.load):
+            pairs = [(f.path, f.content_hash) for f in files]
+        else:
+            folded = _loaded_files(project, spec, table, files, env)
+            pairs = [(b.file_path or "", b.content_hash or "") for b in folded]
+        batch = _whole(spec, table, "snapshot", json.dumps(pairs))
     elif isinstance(source, TableSource):
         batch = _whole(spec, table, "snapshot", None)
     else:
@@ -283,11 +281,16 @@ def _engine_source(
             "is not one yet",
             "compare the target with the API's records by hand, or with `hakiri runs`",
         )
-    read = source.read(spark(), batch)
-    frame = apply_transforms(read.frame, spec.transforms) if read.evidence else read.frame
-    renamed = followed_renames(frame.columns, spec.renames)
-    if renamed:
-        frame = frame.withColumnsRenamed(renamed)
+    merge_key = strategy.merge_key(spec.load)
+    if folded is not None and merge_key:
+        # Each file's rows over the ones before it, by key: read file by file, in load order.
+        reads = [source.read(spark(), b) for b in folded]
+        frames = [_prepared(spec, r.frame, r.evidence) for r in reads]
+        frame = _latest_by_key(frames, list(merge_key))
+        read = reads[-1]
+    else:
+        read = source.read(spark(), batch)
+        frame = _prepared(spec, read.frame, read.evidence)
     raw, rules = frame, None
     if spec.validate_.rules:
         rules = RuleCheck(frame, spec.validate_.rules, label=read.label)
@@ -301,6 +304,85 @@ def _engine_source(
         (raw, clean) if rules is not None else None,
         rules.release if rules is not None else None,
     )
+
+
+def _prepared(spec: PipelineSpec, frame: Any, evidence: bool) -> Any:
+    """A read as apply loads it: transformed, then renamed."""
+    from hakiri.spark.transforms import apply_transforms
+
+    frame = apply_transforms(frame, spec.transforms) if evidence else frame
+    renamed = followed_renames(frame.columns, spec.renames)
+    return frame.withColumnsRenamed(renamed) if renamed else frame
+
+
+_ORDER = "_hakiri_diff_load_order"
+
+
+def _latest_by_key(frames: Sequence[Any], key: list[str]) -> Any:
+    """The union of `frames` (in load order) with, per key, the row of the latest frame: what
+    an upsert of each in turn leaves. (Within one file, keys are expected to be unique.)"""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ordered = [f.withColumn(_ORDER, F.lit(i)) for i, f in enumerate(frames)]
+    union = ordered[0]
+    for f in ordered[1:]:
+        union = union.unionByName(f, allowMissingColumns=True)
+    newest = Window.partitionBy(*key).orderBy(F.col(_ORDER).desc())
+    rank = "_hakiri_diff_rank"
+    return (
+        union.withColumn(rank, F.row_number().over(newest))
+        .where(F.col(rank) == 1)
+        .drop(rank, _ORDER)
+    )
+
+
+def _loaded_files(
+    project: Project,
+    spec: PipelineSpec,
+    table: TableSpec,
+    files: Sequence[Any],
+    env: Mapping[str, str],
+) -> list[Batch]:
+    """The table's committed file batches, in load order, when every one's file still holds
+    the bytes that loaded; else an error naming the ones that do not (no read of the files now
+    reproduces the target)."""
+    from hakiri.catalog.store import Catalog
+    from hakiri.catalog.url import catalog_url
+    from hakiri.planner.backfill import live_batches
+
+    url = catalog_url(project.root, project.settings.catalog.url, env)
+    with Catalog.open(url, migrate=False) as catalog:
+        batches = catalog.batches(spec.id)
+    loaded = sorted(
+        (
+            b
+            for b in live_batches(batches)
+            if b.table_name == table.name and b.kind == "file" and b.status is BatchStatus.COMMITTED
+        ),
+        key=lambda b: (b.committed_at is not None, b.committed_at, b.seq),
+    )
+    now = {f.path: f.content_hash for f in files}
+    missing = [
+        f"{b.file_path} {'is gone' if b.file_path not in now else 'changed since it was loaded'}"
+        for b in loaded
+        if now.get(b.file_path or "") != b.content_hash
+    ]
+    if missing:
+        shown = "; ".join(missing[:3]) + (
+            f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
+        )
+        raise HakiriError(
+            f"`hakiri diff` compares {table.name} with the files that made it, and not all are "
+            f"as they were loaded: {shown}",
+            "put the files back to compare, or check the load with `hakiri runs`",
+        )
+    if not loaded:
+        raise HakiriError(
+            f"nothing of {table.name} has been loaded yet: there is nothing to compare",
+            f"run `hakiri apply {spec.id}` first",
+        )
+    return loaded
 
 
 def _whole(spec: PipelineSpec, table: TableSpec, kind: str, predicate: str | None) -> Batch:
