@@ -186,6 +186,8 @@ def _pipeline(p: PipelinePlan) -> None:
             if t.create_schema:
                 out.print(f"    [green]+ create schema {escape(t.create_schema)}[/green]")
             out.print(f"    [green]+ create {escape(t.target)}[/green] ({escape(columns)})")
+        if t.waiting:
+            out.print(f"    [dim]… {escape(t.target)}: waiting for its first file[/dim]")
         for c in t.add_columns:
             out.print(
                 f"    [green]+ column {escape(t.target)}.{escape(c.name)}[/green] {escape(_added_type(c.type, guessed.get(c.name)))}"

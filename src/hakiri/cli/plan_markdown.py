@@ -145,6 +145,8 @@ def plan_lines(p: PipelinePlan) -> list[str]:
         if t.transformed is not None:
             columns = ", ".join(_column(c.name, c.type) for c in t.transformed)
             out.append(f"  transforms {t.table} -> {columns or 'no columns'}")
+        if t.waiting:
+            out.append(f"  {t.target}: waiting for its first file")
         if t.create:
             if t.create_schema:
                 out.append(f"+ create schema {t.create_schema}")

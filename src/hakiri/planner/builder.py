@@ -391,6 +391,9 @@ def _schema(
         return TargetChange(**base, exists=False, create=False), None
     common = dict(row_estimate=now.row_estimate, dependent_views=list(now.dependent_views))
     columns = _loaded_columns(spec, t)
+    if not now.exists and t.batch_plan is not None and t.batch_plan.never_matched:
+        # Nothing to create it from: it is created with its first file.
+        return TargetChange(**base, exists=False, create=False, waiting=True, **common), None
     if not now.exists:
         created = [Column(name=n, type=_destination(s, t.target.kind)) for n, s in columns or []]
         step = EvolveStep(table=t.table.name, create=True, columns=created) if columns else None

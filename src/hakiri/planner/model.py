@@ -60,6 +60,11 @@ class TargetChange(_Frozen):
     kind: str = Field(description="'postgres' or 'context'.")
     exists: bool
     create: bool = Field(description="The target will be created (with `columns`).")
+    waiting: bool = Field(
+        False,
+        description="Files sources: the path has never matched a file; the target is created "
+        "with the first one.",
+    )
     create_schema: str | None = Field(
         None, description="PostgreSQL: the schema is missing too; apply creates it first."
     )

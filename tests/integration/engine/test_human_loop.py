@@ -196,6 +196,8 @@ def test_a_path_that_never_matched_a_file_warns_every_time_and_alerts_once(
         assert warning in " ".join(applied.stderr.split()), applied.stderr
         planned = project.cli("plan")
         assert "has never matched a file" in planned.stdout
+        assert f"{pg_schema}.t: waiting for its first file" in planned.stdout, planned.stdout
+        assert "+ create" not in planned.stdout, planned.stdout
     [alert] = _alerts(project, "never_matched")
     assert alert["message"] == warning
     assert _status(project)["warnings"] == [warning]
