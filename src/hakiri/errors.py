@@ -23,6 +23,7 @@
     │   └── TransientLoadError  (destinations.postgres) a lock timeout or deadlock, retried
     ├── SchemaIncompatible      the source's columns cannot reach the target under the schema policy
     │   └── SchemaRefused       (planner.evolution) the same, with the blocked changes for `schema accept`
+    ├── TargetLost              a target dropped by hand that the source cannot give all of back
     ├── UnsafeExpression        a transform expression or type the sandbox refuses
     ├── TransformError          a transform step cannot apply to the batch (missing column, wrong type)
     ├── DataQualityError        the batch's data broke a check; nothing was published
@@ -63,6 +64,7 @@ __all__ = [
     "ProjectNotFound",
     "RuleViolation",
     "SchemaIncompatible",
+    "TargetLost",
     "SecretMissing",
     "ServeError",
     "SourceChanged",
