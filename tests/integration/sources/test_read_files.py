@@ -367,9 +367,19 @@ def test_a_declared_column_missing_from_the_header(spark: SparkSession, tmp_path
 
 
 def test_a_declared_type_spark_does_not_know(spark: SparkSession, tmp_path: Path) -> None:
+    """`validate` refuses it first (tests/unit/spec/test_transforms_spec.py); the reader still
+    names it, for a config that did not come through a manifest."""
     _write(tmp_path, "data/orders.csv", "id\n1\n")
+    config = FilesConfig.model_construct(
+        **{**FilesConfig(path="data/*").model_dump(), "columns": {"id": "integerish"}}
+    )
+    files = [SourceFile("data/orders.csv", 3, hash_file(tmp_path / "data/orders.csv"))]
 
-    error = _fails(spark, tmp_path, "data/orders.csv", columns={"id": "integerish"})
+    with pytest.raises(SourceDataError) as raised:
+        read = read_files(spark, tmp_path, config, files)
+        read.frame.write.format("noop").mode("overwrite").save()
+        read.verify()
+    error = raised.value
 
     assert "'id'" in error.reason and "'integerish'" in error.reason
 
