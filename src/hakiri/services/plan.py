@@ -256,6 +256,7 @@ class _Observer:
                 for table in spec.table_specs()
             )
             refused = self._engine_refusals(spec, [t.target.kind for t in tables])
+            refused += self._shape_refusals(spec, source, errors[spec.id])
             errors[spec.id] += refused
             if self.spark is not None and not refused and applied_now(spec, named):
                 if self.count_changes and spec.load.strategy.changes_key(spec.load):
@@ -343,6 +344,26 @@ class _Observer:
             f"{reason} (hint: {hint})"
             for reason, hint in pipeline_refusals(spec, engine, engine_needs(spec, kinds))
         ]
+
+    def _shape_refusals(self, spec: PipelineSpec, source: Source, errors: list[str]) -> list[str]:
+        """What the engine refuses of the files as they are (a JSON file that is one array on
+        an engine that reads JSON Lines only), from a peek at each: said by plan, not first
+        by apply."""
+        from hakiri.spark.engines import refusal_message
+        from hakiri.spark.session import engine_of
+
+        shape_needs = getattr(source, "shape_needs", None)
+        if shape_needs is None:
+            return []
+        engine = engine_of(self.project.settings.spark, self.env)
+        found = []
+        for table in spec.table_specs():
+            needs = _attempt(errors, lambda t=table: shape_needs(t)) or []
+            for capability, path in needs:
+                message = refusal_message(engine, capability, path)
+                if message is not None:
+                    found.append(f"{message[0]} (hint: {message[1]})")
+        return found
 
     def _table(
         self,

@@ -44,6 +44,7 @@ from hakiri.sources.files import (
     estimate_records,
     hash_file,
     inspect_files,
+    json_array_files,
     remembered_hash,
 )
 from hakiri.spark.engines import (
@@ -119,6 +120,14 @@ class FileSource:
 
     def requests_per_read(self) -> int:
         return 1
+
+    def shape_needs(self, table: TableSpec) -> list[tuple[str, str]]:
+        """(capability, file) for what the table's files need of the engine by their shape,
+        from a peek at each: a JSON file that is one array (`spark.engines`)."""
+        files = self._inspect(table).files
+        return [
+            ("json_array_source", path) for path in json_array_files(self.root, self.config, files)
+        ]
 
     def reloadable(
         self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]

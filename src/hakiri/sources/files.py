@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -503,3 +503,20 @@ def _malformed(shown: str, what: str) -> SourceUnreachable:
         f"cannot read {shown}: {what}",
         "fix the file, or set `on_malformed = 'drop'` in the source config to skip bad records",
     )
+
+
+def json_array_files(root: Path, config: FilesConfig, files: Sequence[SourceFile]) -> list[str]:
+    """The files (of `files`, as listed) whose text is one JSON array, from a peek at each
+    one's first character: what an engine that reads JSON Lines only refuses (plan says so)."""
+    if config.format != "json":
+        return []
+    found = []
+    for f in files:
+        with open_text(config, root / f.path, f.path) as stream:
+            try:
+                head = skip_whitespace(stream)
+            except UnicodeError:
+                continue  # read as lines; the bad bytes are reported with their line
+        if head.startswith("["):
+            found.append(f.path)
+    return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -108,3 +109,32 @@ def test_sail_runs_the_common_loads() -> None:
             mode
         )
     assert support(SAIL, "context_append").status == "neutral"
+
+
+def test_plan_finds_a_json_array_file_sail_refuses_from_a_peek_at_it(project, cli) -> None:
+    project.write(
+        "hakiri.toml",
+        """
+[project]
+name = "shapes"
+
+[spark]
+engine = "sail"
+
+[[pipeline]]
+id = "events"
+source = { connector = "files", config = { path = "data/*.json", format = "json" } }
+tables = ["events"]
+""",
+    )
+    project.write("data/lines.json", '{"id": 1}\n{"id": 2}\n')
+    project.write("data/array.json", '  \n[{"id": 3}, {"id": 4}]\n')
+
+    planned = cli("plan", "--json")
+
+    assert planned.exit_code == 1, planned.stdout
+    [pipeline] = json.loads(planned.stdout)["pipelines"]
+    [error] = pipeline["errors"]
+    assert error.startswith("data/array.json: "), error
+    assert "Convert the file to JSON Lines" in error
+    assert "lines.json" not in error
