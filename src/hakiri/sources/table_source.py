@@ -132,7 +132,21 @@ class TableSource:
     def reloadable(
         self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]
     ) -> Reload:
-        return reload_from_source(committed)
+        """Every chunk read again, and the newest snapshot: the table as it is now. A history
+        (scd2) made of several snapshots loses the versions the older ones closed."""
+        again = reload_from_source(committed)
+        snapshots = sum(b.kind == "snapshot" for b in committed)
+        if "history" not in self.spec.load.strategy.needs or snapshots < 2:
+            return again
+        return Reload(
+            again.batches,
+            (
+                f"the versions {snapshots - 1} earlier snapshot(s) of {table.name} closed: the "
+                "source holds only its rows as they are now",
+            ),
+            f"run `hakiri apply {self.spec.id} --restore-partial` to start the history again "
+            "from the rows as they are now, or restore the table from a backup",
+        )
 
     def requests_per_read(self) -> int:
         return self.config.num_partitions
