@@ -160,6 +160,7 @@ class PostgresDestination:
     ) -> None:
         self.url = url
         self.schema = schema
+        self._schemas_seen: set[str] = set()  # schemas known to exist (`_ensure_schema`)
         self.batch_size = batch_size
         self.stage_writer = stage_writer
         self.writer = writer
@@ -688,7 +689,9 @@ class PostgresDestination:
     def _ensure_schema(self, schema: str) -> None:
         """Create the target schema when it is missing (plan showed `+ create schema`), before
         the first staging table goes into it. A role that may not create it gets the error
-        plan already gave."""
+        plan already gave. Once per schema and destination: a schema is not dropped mid-run."""
+        if schema in self._schemas_seen:
+            return
         conn = connect(self.url, autocommit=True)
         where = Where(self.url, schema, None, "create the schema", conn.info.user)
         try:
@@ -701,6 +704,7 @@ class PostgresDestination:
                     )
         finally:
             conn.close()
+        self._schemas_seen.add(schema)
 
     def target_columns(self, request: LoadRequest) -> tuple[TargetColumn, ...] | None:
         """The target's columns as `plan` sees them (format_type spelling); None without a target."""
