@@ -150,7 +150,10 @@ load = {{ mode = "append" }}
         (root / "data" / "b.csv").write_text("id,name\n-1,late\n")
         second = serve.post("/v1/pipelines/p/runs", token=TOKEN).json()["run_id"]
         run = serve.wait_for(lambda: finished(second), 180, "the run after the engine died")
-        assert (run["status"], run["row_count"]) == ("success", rows + 1), run
+        # The kill lands while the run holds its engine: mostly mid-load (this run then loads
+        # a.csv too), sometimes after a.csv's commit (the run failed at its end): either way
+        # the target holds each file once.
+        assert run["status"] == "success" and run["row_count"] in (1, rows + 1), run
         table = DeltaTable(str(root / ".hakiri" / "context" / "t")).to_pyarrow_table()
         assert table.num_rows == rows + 1  # a.csv once, b.csv once
         serve.wait_for(lambda: readyz()[1] == 200, 30, "/readyz to be 200 again")
