@@ -75,7 +75,7 @@ def _loading(process: subprocess.Popen[bytes], log: Path, env: dict[str, str]) -
         if "loading" in log.read_text(errors="replace"):
             held = [s for s in servers(env) if s["in_use"] and s["ready"]]
             if held:
-                time.sleep(2)  # into the load, past the session's start
+                time.sleep(0.5)  # the progress line says the session is up: into the load
                 return held[0]
         time.sleep(0.3)
     raise AssertionError(f"the apply never got to loading:\n{log.read_text(errors='replace')}")
