@@ -136,18 +136,6 @@ class Reload:
     hint: str | None = None  # the explicit choice that goes on without it
 
 
-def reload_from_source(committed: Sequence[Batch]) -> Reload:
-    """A source that reads again what it read before (a table, an API): every committed chunk
-    and walk part, and the newest snapshot (an older one was replaced by it)."""
-    again = [b for b in committed if b.kind != "snapshot"]
-    snapshots = [b for b in committed if b.kind == "snapshot"]
-    if snapshots:
-        again.append(
-            max(snapshots, key=lambda b: (b.committed_at is not None, b.committed_at, b.seq))
-        )
-    return Reload(tuple(sorted(again, key=lambda b: b.seq)))
-
-
 class Source(Protocol):
     """One pipeline's source: observed by `plan`, cut into batches and read by `apply`.
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
 from hakiri.errors import HakiriError
-from hakiri.sources.base import TablePlan
+from hakiri.sources.base import Reload, TablePlan
 from hakiri.sources.cursors import (
     CursorColumn,
     CursorRange,
@@ -200,3 +200,14 @@ def _sort_key(chunk: CursorRange) -> Any:
 
 def _after(cursor: CursorColumn, value: Any, than: Any) -> bool:
     return as_python(cursor.kind, value) > as_python(cursor.kind, than)
+
+
+def reload_from_source(committed: Sequence[Batch]) -> Reload:
+    """What a source that reads again what it read before (a table, an API) gives back of a
+    lost target: every committed chunk and walk part, and the newest snapshot (the older
+    ones were replaced by it)."""
+    again = [b for b in committed if b.kind != "snapshot"]
+    latest = latest_committed(committed, "snapshot")
+    if latest is not None:
+        again.append(latest)
+    return Reload(tuple(sorted(again, key=lambda b: b.seq)))

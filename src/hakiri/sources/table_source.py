@@ -13,13 +13,7 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, NewBatch
 from hakiri.catalog.store import Catalog
-from hakiri.sources.base import (
-    BatchRead,
-    Reload,
-    SourceObservation,
-    TablePlan,
-    reload_from_source,
-)
+from hakiri.sources.base import BatchRead, Reload, SourceObservation, TablePlan
 from hakiri.sources.cursors import CursorColumn, CursorRange
 from hakiri.sources.postgres import (
     CursorBounds,
@@ -27,7 +21,12 @@ from hakiri.sources.postgres import (
     inspect_postgres_table,
     table_fingerprint,
 )
-from hakiri.sources.table_batches import check_cursor_fits_mode, incremental_of, plan_table
+from hakiri.sources.table_batches import (
+    check_cursor_fits_mode,
+    incremental_of,
+    plan_table,
+    reload_from_source,
+)
 from hakiri.spec.connections import postgres_url
 from hakiri.spec.pipeline import PipelineSpec, PostgresSourceConfig, TableSpec
 from hakiri.spec.project import ProjectFile
