@@ -14,13 +14,14 @@ then stops before anything moves, unless told to go on with what remains.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hakiri.catalog.records import Batch
 from hakiri.errors import TargetLost
 from hakiri.planner.drift import TargetDrift
 
-__all__ = ["LostTarget"]
+__all__ = ["LostTarget", "listed"]
 
 
 @dataclass(frozen=True)
@@ -48,18 +49,19 @@ class LostTarget:
             f"{count} batch{'' if count == 1 else 'es'}"
         )
         if self.lost:
-            text += f"; the source cannot give back: {_listed(self.lost)}"
+            text += f"; the source cannot give back: {listed(self.lost)}"
         return text
 
     def refusal(self) -> TargetLost:
         """Why apply stops (before anything moves) when part of the target cannot come back."""
         return TargetLost(
             f"{self.drift.target} {self._how} since hakiri loaded it, and the source cannot give "
-            f"all of it back: {_listed(self.lost)}",
+            f"all of it back: {listed(self.lost)}",
             self.hint or "restore the table from a backup",
         )
 
 
-def _listed(phrases: tuple[str, ...]) -> str:
+def listed(phrases: Sequence[str]) -> str:
+    """The first three phrases, '; '-joined, and how many more there are."""
     shown = "; ".join(phrases[:3])
     return shown + (f" (and {len(phrases) - 3} more)" if len(phrases) > 3 else "")

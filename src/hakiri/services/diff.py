@@ -345,44 +345,35 @@ def _loaded_files(
     env: Mapping[str, str],
 ) -> list[Batch]:
     """The table's committed file batches, in load order, when every one's file still holds
-    the bytes that loaded; else an error naming the ones that do not (no read of the files now
-    reproduces the target)."""
+    the bytes that loaded (what a restore could load again, `reloadable_files`); else an
+    error naming the ones that do not (no read of the files now reproduces the target)."""
     from hakiri.catalog.store import Catalog
     from hakiri.catalog.url import catalog_url
     from hakiri.planner.backfill import live_batches
+    from hakiri.planner.restore import listed
+    from hakiri.sources.file_batches import commit_order, reloadable_files
 
     url = catalog_url(project.root, project.settings.catalog.url, env)
     with Catalog.open(url, migrate=False) as catalog:
         batches = catalog.batches(spec.id)
-    loaded = sorted(
-        (
-            b
-            for b in live_batches(batches)
-            if b.table_name == table.name and b.kind == "file" and b.status is BatchStatus.COMMITTED
-        ),
-        key=lambda b: (b.committed_at is not None, b.committed_at, b.seq),
-    )
-    now = {f.path: f.content_hash for f in files}
-    missing = [
-        f"{b.file_path} {'is gone' if b.file_path not in now else 'changed since it was loaded'}"
-        for b in loaded
-        if now.get(b.file_path or "") != b.content_hash
+    loaded = [
+        b
+        for b in live_batches(batches)
+        if b.table_name == table.name and b.kind == "file" and b.status is BatchStatus.COMMITTED
     ]
-    if missing:
-        shown = "; ".join(missing[:3]) + (
-            f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
-        )
-        raise HakiriError(
-            f"`hakiri diff` compares {table.name} with the files that made it, and not all are "
-            f"as they were loaded: {shown}",
-            "put the files back to compare, or check the load with `hakiri runs`",
-        )
     if not loaded:
         raise HakiriError(
             f"nothing of {table.name} has been loaded yet: there is nothing to compare",
             f"run `hakiri apply {spec.id}` first",
         )
-    return loaded
+    found = reloadable_files(spec.id, loaded, files)
+    if found.lost:
+        raise HakiriError(
+            f"`hakiri diff` compares {table.name} with the files that made it, and not all are "
+            f"as they were loaded: {listed(found.lost)}",
+            "put the files back to compare, or check the load with `hakiri runs`",
+        )
+    return sorted(found.batches, key=commit_order)
 
 
 def _whole(spec: PipelineSpec, table: TableSpec, kind: str, predicate: str | None) -> Batch:

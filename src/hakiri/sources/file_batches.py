@@ -128,10 +128,10 @@ def latest_committed(batches: Iterable[Batch], kind: str, path: str | None = Non
         and b.kind == kind
         and (path is None or b.file_path == path)
     ]
-    return max(done, key=_commit_order, default=None)
+    return max(done, key=commit_order, default=None)
 
 
-def _commit_order(batch: Batch) -> tuple[datetime, int]:
+def commit_order(batch: Batch) -> tuple[datetime, int]:
     return (batch.committed_at or datetime.min.replace(tzinfo=UTC), batch.seq)
 
 
