@@ -234,7 +234,7 @@ class PipelineRunner:
             refused = target.seen.schema_refusal()
             if refused is not None:
                 raise refused
-        seen = {t.table.name: t.seen for t in now if not isinstance(t.seen, HakiriError)}
+        seen = {t.table.name: t.seen for t in now}
         drifts = target_drift(self.project, self.spec, self.catalog, self.env, seen=seen)
         refuse_frozen_drift(self.spec, drifts)
         recover_stale_claims(self.catalog, self.spec.id, keep=requested)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from hakiri.catalog.records import Batch
@@ -62,14 +63,10 @@ class Targets:
     ) -> tuple[Destination, LoadRequest]:
         table = next(t for t in self.spec.table_specs() if t.name == batch.table_name)
         target = self.target(table)
-        request = LoadRequest(
-            self.project.settings.project.name,
-            self.spec.id,
-            run_id,
-            batch.batch_id,
-            target.schema,
-            target.table,
-            self.spec.load,
+        request = replace(
+            self.target_request(table),
+            run_id=run_id,
+            batch_id=batch.batch_id,
             post_hook=self._in_swap_post_hook(target),
             validators=tuple(self.spec.validate_.staged),
             quarantine=quarantine_table(self.spec, table, target),

@@ -132,6 +132,7 @@ def latest_committed(batches: Iterable[Batch], kind: str, path: str | None = Non
 
 
 def commit_order(batch: Batch) -> tuple[datetime, int]:
+    """Sorts batches in the order they committed (claim order among equal times)."""
     return (batch.committed_at or datetime.min.replace(tzinfo=UTC), batch.seq)
 
 
