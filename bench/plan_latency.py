@@ -26,7 +26,7 @@ from pathlib import Path
 from hakiri.catalog.records import NewBatch, Phase
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
-from hakiri.sources.files import hash_file
+from hakiri.sources.files.inspect import hash_file
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.loader import load_project
 

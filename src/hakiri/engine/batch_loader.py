@@ -32,7 +32,7 @@ from hakiri.errors import DeletesRefused, HakiriError, LoadError, SourceChanged,
 from hakiri.observability import RunMetrics, span
 from hakiri.quality.rules import RuleCheck, RuleReport
 from hakiri.sources.base import BatchRead, Source, explained_by
-from hakiri.sources.cursors import CursorRange, as_python
+from hakiri.sources.cursors.ranges import CursorRange, as_python
 from hakiri.spec.pipeline import CursorKind, PipelineSpec
 
 __all__ = ["BatchLoader", "Loaded", "chunk_predicate"]

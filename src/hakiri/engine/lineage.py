@@ -93,7 +93,7 @@ class LineageRecorder:
             if entry is None or entry.seen is not None:
                 return
             entry.seen = (destination, request)
-        from hakiri.sources.file_reader import PROVENANCE_COLUMNS
+        from hakiri.sources.files.reader import PROVENANCE_COLUMNS
 
         fields = tuple(
             (f.name, f.dataType.simpleString())

@@ -78,8 +78,8 @@ from hakiri.planner.drift import TargetDrift
 from hakiri.planner.model import EnqueueStep, LoadStep, Step
 from hakiri.quality.anomaly import check_run_row_count
 from hakiri.quality.verdicts import ProbeResult
+from hakiri.sources.cursors.batches import committed_cursor
 from hakiri.sources.select import source_for
-from hakiri.sources.table_batches import committed_cursor
 from hakiri.spark.engines import pipeline_refusals
 from hakiri.spark.session import engine_of
 from hakiri.spec.connections import Target

@@ -59,10 +59,10 @@ from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.restore import LostTarget
 from hakiri.planner.transforms import OutputSchema, transform_schema
 from hakiri.planner.types import destination_type, source_type_as_spark
-from hakiri.sources.csv_sample import MONEY_HINT
-from hakiri.sources.cursors import CursorRange, cursor_kind_of
-from hakiri.sources.file_batches import snapshot_files
-from hakiri.sources.rest_source import WalkPart
+from hakiri.sources.cursors.ranges import CursorRange, cursor_kind_of
+from hakiri.sources.files.batches import snapshot_files
+from hakiri.sources.files.csv_sample import MONEY_HINT
+from hakiri.sources.rest.source import WalkPart
 from hakiri.spec.fingerprint import normalized_hash, normalized_spec, read_today, spec_hash
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns

@@ -24,9 +24,9 @@ from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.engine.controls import holder_id, holder_is_dead
 from hakiri.errors import HakiriError, LeaseHeld, PipelineNotFound
-from hakiri.sources.cursors import CursorRange, as_python, parse_value
+from hakiri.sources.cursors.batches import chunk_batch, incremental_of
+from hakiri.sources.cursors.ranges import CursorRange, as_python, parse_value
 from hakiri.sources.select import has_cursors
-from hakiri.sources.table_batches import chunk_batch, incremental_of
 from hakiri.spec.loader import load_project
 from hakiri.spec.pipeline import (
     CursorKind,

@@ -19,7 +19,7 @@ from hakiri.engine.controls import holder_id, holder_is_dead
 from hakiri.errors import HakiriError, LeaseHeld, PipelineNotFound
 from hakiri.sources.cdc.slot import drop_slot as drop
 from hakiri.sources.cdc.slot import slot_state
-from hakiri.sources.cdc_source import CdcSource
+from hakiri.sources.cdc.source import CdcSource
 from hakiri.sources.select import source_for
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, PostgresSourceConfig

@@ -40,8 +40,8 @@ from hakiri.quality.diff.views import (
     same_postgres_types,
 )
 from hakiri.quality.verdicts import ProbeResult, judge_source_diff
+from hakiri.sources.postgres.source import TableSource
 from hakiri.sources.select import source_for
-from hakiri.sources.table_source import TableSource
 from hakiri.spec.connections import target_of
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
@@ -261,7 +261,7 @@ def _engine_source(
     files source loaded file by file (append, upsert) is read as the files recorded as loaded,
     folded as the mode folds them."""
     from hakiri.quality.rules import RuleCheck
-    from hakiri.sources.file_source import FileSource
+    from hakiri.sources.files.source import FileSource
 
     strategy = spec.load.strategy
     folded: list[Batch] | None = None  # the loaded files, in load order, to fold as the mode does
@@ -351,7 +351,8 @@ def _loaded_files(
     from hakiri.catalog.url import catalog_url
     from hakiri.planner.backfill import live_batches
     from hakiri.planner.restore import listed
-    from hakiri.sources.file_batches import commit_order, reloadable_files
+    from hakiri.sources.base import commit_order
+    from hakiri.sources.files.batches import reloadable_files
 
     url = catalog_url(project.root, project.settings.catalog.url, env)
     with Catalog.open(url, migrate=False) as catalog:

@@ -7,12 +7,12 @@ implement `Source`; `sources.select.source_for` picks the one a pipeline declare
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hakiri.catalog.records import NewBatch, Retirement
+from hakiri.catalog.records import BatchStatus, NewBatch, Retirement
 
 if TYPE_CHECKING:
     from hakiri.catalog.records import Batch
@@ -37,7 +37,7 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class TypeSample:
-    """The Spark types a file source's columns infer as on a sample (`sources.csv_sample`)."""
+    """The Spark types a file source's columns infer as on a sample (`sources.files.csv_sample`)."""
 
     types: tuple[tuple[str, str], ...]  # (column, Spark type), in file order
     rows: int  # records sampled
@@ -175,3 +175,20 @@ class Source(Protocol):
         """Forget what was observed, so the next `plan_batches` looks again (a run re-plans a
         table whose batch was superseded while it loaded)."""
         ...
+
+
+def latest_committed(batches: Iterable[Batch], kind: str, path: str | None = None) -> Batch | None:
+    """The table's most recently committed batch of `kind` (of `path`, for file batches)."""
+    done = [
+        b
+        for b in batches
+        if b.status is BatchStatus.COMMITTED
+        and b.kind == kind
+        and (path is None or b.file_path == path)
+    ]
+    return max(done, key=commit_order, default=None)
+
+
+def commit_order(batch: Batch) -> tuple[datetime, int]:
+    """Sorts batches in the order they committed (claim order among equal times)."""
+    return (batch.committed_at or datetime.min.replace(tzinfo=UTC), batch.seq)

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hakiri.sources.base import Source
-from hakiri.sources.cdc_source import CdcSource
-from hakiri.sources.file_source import FileSource
-from hakiri.sources.github_source import GithubTableSource
-from hakiri.sources.rest_source import RestTableSource
-from hakiri.sources.table_source import TableSource
+from hakiri.sources.cdc.source import CdcSource
+from hakiri.sources.files.source import FileSource
+from hakiri.sources.postgres.source import TableSource
+from hakiri.sources.rest.github import GithubTableSource
+from hakiri.sources.rest.source import RestTableSource
 from hakiri.spec.pipeline import PipelineSpec, PostgresSourceConfig
 from hakiri.spec.project import ProjectFile
 

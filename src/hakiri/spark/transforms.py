@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["TransformError", "apply_transforms", "quoted_name"]
 
 # Columns hakiri adds to a files batch (`provenance = true`); a select keeps them.
-# The same names as hakiri.sources.file_reader.PROVENANCE_COLUMNS (sources sit above spark).
+# The same names as hakiri.sources.files.reader.PROVENANCE_COLUMNS (sources sit above spark).
 HAKIRI_COLUMNS = ("_source_file_hash", "_hakiri_batch_id")
 _SHOWN_COLUMNS = 20
 _COLUMN_HINT = (

@@ -18,7 +18,7 @@
     parent_columns = { order_id = "id" }
 
 Each name of the pipeline's `tables` is an endpoint here. The models say what is legal;
-`sources.rest_source` reads it.
+`sources.rest.source` reads it.
 """
 
 from __future__ import annotations

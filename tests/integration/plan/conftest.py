@@ -14,7 +14,7 @@ from psycopg import sql
 
 from hakiri.catalog.records import NewBatch, Phase
 from hakiri.catalog.store import Catalog
-from hakiri.sources.files import hash_file
+from hakiri.sources.files.inspect import hash_file
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.loader import load_project
 

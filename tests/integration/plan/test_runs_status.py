@@ -11,7 +11,7 @@ from hakiri.catalog.records import NewBatch, Phase, RunStatus
 from hakiri.catalog.store import Catalog
 from hakiri.cli.main import app
 from hakiri.services.status import pipeline_status
-from hakiri.sources.cursors import CursorRange
+from hakiri.sources.cursors.ranges import CursorRange
 
 
 def cli(project, *args: str):

@@ -10,7 +10,7 @@ import pytest
 from hakiri.catalog.records import Batch
 from hakiri.catalog.store import Catalog
 from hakiri.errors import SourceChanged
-from hakiri.sources.file_source import FileSource
+from hakiri.sources.files.source import FileSource
 from hakiri.spec.pipeline import PipelineSpec
 
 SPEC = {

@@ -11,7 +11,7 @@ from psycopg import sql
 
 from hakiri.errors import SourceUnreachable
 from hakiri.sources.base import SourceColumn
-from hakiri.sources.postgres import (
+from hakiri.sources.postgres.inspect import (
     SourceTableRequest,
     inspect_postgres_table,
     inspect_postgres_tables,
@@ -180,7 +180,7 @@ def test_every_engine_reads_each_column_type_back_exactly(
     it, values exact, NULL apart from '', and partitions that cover every row once."""
     from decimal import Decimal
 
-    from hakiri.sources.table_reader import PartitionSplit, read_table
+    from hakiri.sources.postgres.reader import PartitionSplit, read_table
     from hakiri.spec.pipeline import PostgresSourceConfig
 
     name = sql.Identifier(pg_schema, "kinds")

@@ -13,8 +13,8 @@ import pytest
 
 from hakiri.errors import SourceDataError
 from hakiri.sources.base import SourceFile
-from hakiri.sources.file_reader import FileRead, read_files
-from hakiri.sources.files import hash_file
+from hakiri.sources.files.inspect import hash_file
+from hakiri.sources.files.reader import FileRead, read_files
 from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:

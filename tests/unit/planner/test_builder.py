@@ -13,7 +13,7 @@ from hakiri.planner.diff import spec_diff
 from hakiri.planner.model import Action, CatalogInfo
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.sources.base import SourceColumn, SourceFile, SourceObservation, TablePlan
-from hakiri.sources.file_batches import plan_file_batches
+from hakiri.sources.files.batches import plan_file_batches
 from hakiri.spec.connections import Target
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.pipeline import PipelineSpec, TableSpec

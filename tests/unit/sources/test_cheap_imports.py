@@ -11,7 +11,7 @@ HEAVY = ("pyspark", "pyarrow", "deltalake", "psycopg")
 def test_source_inspectors_import_no_heavy_module() -> None:
     code = (
         "import sys\n"
-        "import hakiri.sources.files, hakiri.sources.file_reader, hakiri.sources.postgres\n"
+        "import hakiri.sources.files.inspect, hakiri.sources.files.reader, hakiri.sources.postgres.inspect\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

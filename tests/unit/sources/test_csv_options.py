@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hakiri.sources.files import csv_rows, has_records, inspect_files
+from hakiri.sources.files.inspect import csv_rows, has_records, inspect_files
 from hakiri.spec.pipeline import FilesConfig, TableSpec
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hakiri.sources.csv_sample import SAMPLE_ROWS, sample_csv_types
+from hakiri.sources.files.csv_sample import SAMPLE_ROWS, sample_csv_types
 from hakiri.spec.pipeline import FilesConfig
 
 

@@ -11,8 +11,8 @@ from decimal import Decimal
 import pytest
 
 from hakiri.errors import HakiriError
-from hakiri.sources import cursors
-from hakiri.sources.cursors import (
+from hakiri.sources.cursors import ranges as cursors
+from hakiri.sources.cursors.ranges import (
     MAX_CHUNKS,
     CursorColumn,
     CursorRange,

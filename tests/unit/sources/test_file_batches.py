@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hakiri.catalog.records import Batch, BatchStatus
 from hakiri.sources.base import Reload, SourceFile
-from hakiri.sources.file_batches import (
+from hakiri.sources.files.batches import (
     file_batch_id,
     plan_file_batches,
     reloadable_files,

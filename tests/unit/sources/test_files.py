@@ -11,7 +11,7 @@ import pytest
 
 from hakiri.errors import SourceUnreachable
 from hakiri.sources.base import SourceColumn
-from hakiri.sources.files import has_records, hash_file, inspect_files
+from hakiri.sources.files.inspect import has_records, hash_file, inspect_files
 from hakiri.spec.pipeline import FilesConfig, TableSpec
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hakiri.sources import files
-from hakiri.sources.files import FileStamp, hash_file, inspect_files, remembered_hash
+from hakiri.sources.files import inspect as files
+from hakiri.sources.files.inspect import FileStamp, hash_file, inspect_files, remembered_hash
 from hakiri.spec.pipeline import FilesConfig, TableSpec
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hakiri.sources.cursors import CursorRange
+from hakiri.sources.cursors.ranges import CursorRange
 from hakiri.sources.rest.engine_read import record_end, recorded_end
 from hakiri.sources.rest.paginate import PagePosition
-from hakiri.sources.rest_source import WalkPart, _params, infer_columns
+from hakiri.sources.rest.source import WalkPart, _params, infer_columns
 from hakiri.spec.rest import RestEndpoint
 
 

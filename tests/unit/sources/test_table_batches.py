@@ -13,9 +13,7 @@ import pytest
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
 from hakiri.errors import HakiriError
-from hakiri.sources.cursors import CursorColumn, CursorRange, plan_ranges
-from hakiri.sources.postgres import CursorBounds
-from hakiri.sources.table_batches import (
+from hakiri.sources.cursors.batches import (
     TablePlan,
     check_cursor_fits_mode,
     chunk_batch,
@@ -24,6 +22,7 @@ from hakiri.sources.table_batches import (
     plan_table,
     snapshot_table_batch,
 )
+from hakiri.sources.cursors.ranges import CursorBounds, CursorColumn, CursorRange, plan_ranges
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
 TS = "timestamp without time zone"

@@ -11,7 +11,7 @@ import datetime as dt
 from typing import Any
 
 from hakiri.guards.spark_types import quoted_name
-from hakiri.sources.cursors import CursorRange
+from hakiri.sources.cursors.ranges import CursorRange
 
 __all__ = ["api_time", "in_range", "settled_now"]
 

@@ -19,7 +19,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from hakiri.errors import HakiriError
 from hakiri.spec.base import duration_seconds
@@ -63,6 +63,16 @@ def cursor_kind_of(pg_type: str) -> CursorKind | None:
     """The cursor kind a PostgreSQL column type supports; None when it supports neither
     (arrays, ranges and every other type included)."""
     return _CURSOR_TYPES.get(base_type(pg_type))
+
+
+class CursorBounds(NamedTuple):
+    """A cursor column's type and its smallest and largest values now (None when nothing is
+    there yet). Every source spells the type as the cursors do: a PostgreSQL type name
+    (`cursor_kind_of` reads it), whether it reads PostgreSQL or an API's timestamps."""
+
+    type_name: str
+    low: Any
+    high: Any
 
 
 @dataclass(frozen=True)

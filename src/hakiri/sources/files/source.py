@@ -29,7 +29,7 @@ from hakiri.sources.base import (
     SourceObservation,
     TablePlan,
 )
-from hakiri.sources.file_batches import (
+from hakiri.sources.files.batches import (
     changed_reason,
     gone_reason,
     plan_file_batches,
@@ -38,8 +38,7 @@ from hakiri.sources.file_batches import (
     snapshot_changed_reason,
     snapshot_files,
 )
-from hakiri.sources.file_reader import PROVENANCE_COLUMNS, read_files, with_provenance
-from hakiri.sources.files import (
+from hakiri.sources.files.inspect import (
     FileStamp,
     estimate_records,
     hash_file,
@@ -47,6 +46,7 @@ from hakiri.sources.files import (
     json_array_files,
     remembered_hash,
 )
+from hakiri.sources.files.reader import PROVENANCE_COLUMNS, read_files, with_provenance
 from hakiri.spark.engines import (
     engine_of_session,
     provenance_capability,

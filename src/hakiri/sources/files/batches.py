@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Collection, Mapping, Sequence
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch, Retirement
 from hakiri.errors import SourceDataError
-from hakiri.sources.base import Reload, SourceFile
+from hakiri.sources.base import Reload, SourceFile, latest_committed
 from hakiri.spec.load import LoadMode, ModeName
 from hakiri.spec.modes import strategy_of
 from hakiri.spec.pipeline import FilesConfig
@@ -117,23 +116,6 @@ def _delta(planned: Mapping[str, str], now: Mapping[str, str]) -> str:
     ]
     shown = ", ".join(parts[:5]) + (f" and {len(parts) - 5} more" if len(parts) > 5 else "")
     return shown
-
-
-def latest_committed(batches: Iterable[Batch], kind: str, path: str | None = None) -> Batch | None:
-    """The table's most recently committed batch of `kind` (of `path`, for file batches)."""
-    done = [
-        b
-        for b in batches
-        if b.status is BatchStatus.COMMITTED
-        and b.kind == kind
-        and (path is None or b.file_path == path)
-    ]
-    return max(done, key=commit_order, default=None)
-
-
-def commit_order(batch: Batch) -> tuple[datetime, int]:
-    """Sorts batches in the order they committed (claim order among equal times)."""
-    return (batch.committed_at or datetime.min.replace(tzinfo=UTC), batch.seq)
 
 
 def plan_file_batches(

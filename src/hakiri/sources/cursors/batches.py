@@ -24,8 +24,9 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
 from hakiri.errors import HakiriError
-from hakiri.sources.base import Reload, TablePlan
-from hakiri.sources.cursors import (
+from hakiri.sources.base import Reload, TablePlan, latest_committed
+from hakiri.sources.cursors.ranges import (
+    CursorBounds,
     CursorColumn,
     CursorRange,
     as_python,
@@ -33,8 +34,6 @@ from hakiri.sources.cursors import (
     plan_ranges,
     shift_back,
 )
-from hakiri.sources.file_batches import latest_committed
-from hakiri.sources.postgres import CursorBounds
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec, TableSpec
 
 __all__ = [

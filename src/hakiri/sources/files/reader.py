@@ -1,7 +1,7 @@
 """Read file batches with Spark: csv, json/jsonl and parquet, with the malformed-record policy.
 
 The JVM-free half (matching, hashing, header and key sniffing for `plan`) is
-`hakiri.sources.files`; the parsing helpers both halves need live there.
+`hakiri.sources.files.inspect`; the parsing helpers both halves need live there.
 pyspark is imported inside the functions that read.
 """
 
@@ -29,8 +29,8 @@ from urllib.parse import unquote
 from hakiri.errors import SourceDataError, SourceUnreachable
 from hakiri.guards.spark_types import quoted_name
 from hakiri.sources.base import SourceFile
-from hakiri.sources.csv_sample import INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP_TEXT
-from hakiri.sources.files import (
+from hakiri.sources.files.csv_sample import INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP_TEXT
+from hakiri.sources.files.inspect import (
     BOM,
     csv_names,
     csv_rows,

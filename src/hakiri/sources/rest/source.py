@@ -38,8 +38,13 @@ from hakiri.catalog.records import Batch, BatchStatus, NewBatch
 from hakiri.errors import HakiriError
 from hakiri.guards.spark_types import quoted_name
 from hakiri.sources.base import BatchRead, Reload, SourceColumn, SourceObservation, TablePlan
-from hakiri.sources.cursors import CursorColumn, CursorRange
-from hakiri.sources.postgres import CursorBounds
+from hakiri.sources.cursors.batches import (
+    check_cursor_fits_mode,
+    incremental_of,
+    plan_table,
+    reload_from_source,
+)
+from hakiri.sources.cursors.ranges import CursorBounds, CursorColumn, CursorRange
 from hakiri.sources.rest.budget import RateBudget, pipeline_budget
 from hakiri.sources.rest.client import ApiKey, Auth, BasicAuth, BearerToken, RestClient
 from hakiri.sources.rest.engine_read import (
@@ -63,12 +68,6 @@ from hakiri.sources.rest.paginate import (
 )
 from hakiri.sources.rest.ranges import api_time, in_range, settled_now
 from hakiri.sources.rest.select import JsonPath
-from hakiri.sources.table_batches import (
-    check_cursor_fits_mode,
-    incremental_of,
-    plan_table,
-    reload_from_source,
-)
 from hakiri.sources.task_errors import task_error
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile

@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from hakiri.errors import SourceUnreachable
 from hakiri.sources.base import SourceColumn, SourceFile, SourceObservation, TypeSample
-from hakiri.sources.csv_sample import sample_csv_types
+from hakiri.sources.files.csv_sample import sample_csv_types
 from hakiri.spec.pipeline import FilesConfig, TableSpec
 
 __all__ = [

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hakiri.errors import SourceUnreachable
 from hakiri.sources.base import SourceColumn, SourceObservation
+from hakiri.sources.cursors.ranges import CursorBounds
 from hakiri.spec.interpolate import first_line_without_password, mask_url
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
-    "CursorBounds",
     "SourceTableRequest",
     "cursor_bounds",
     "inspect_postgres_table",
@@ -45,14 +45,6 @@ FROM pg_catalog.pg_attribute a
 WHERE a.attrelid = %s::oid AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 """
-
-
-class CursorBounds(NamedTuple):
-    """A cursor column's type and its smallest and largest values now (None on an empty table)."""
-
-    pg_type: str
-    low: Any
-    high: Any
 
 
 class SourceTableRequest(NamedTuple):

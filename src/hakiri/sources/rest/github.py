@@ -22,19 +22,18 @@ from typing import TYPE_CHECKING, Any
 
 from hakiri.errors import HakiriError
 from hakiri.sources.base import BatchRead, Reload, SourceColumn, SourceObservation, TablePlan
-from hakiri.sources.cursors import CursorColumn, CursorRange
-from hakiri.sources.postgres import CursorBounds
-from hakiri.sources.rest.budget import RateBudget, pipeline_budget
-from hakiri.sources.rest.client import BearerToken, RestClient
-from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks
-from hakiri.sources.rest.paginate import LinkHeader
-from hakiri.sources.rest.ranges import api_time, in_range, settled_now
-from hakiri.sources.table_batches import (
+from hakiri.sources.cursors.batches import (
     check_cursor_fits_mode,
     incremental_of,
     plan_table,
     reload_from_source,
 )
+from hakiri.sources.cursors.ranges import CursorBounds, CursorColumn, CursorRange
+from hakiri.sources.rest.budget import RateBudget, pipeline_budget
+from hakiri.sources.rest.client import BearerToken, RestClient
+from hakiri.sources.rest.engine_read import ApiColumn, Endpoint, Walk, read_walks
+from hakiri.sources.rest.paginate import LinkHeader
+from hakiri.sources.rest.ranges import api_time, in_range, settled_now
 from hakiri.sources.task_errors import task_error
 from hakiri.spec.pipeline import GithubConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile

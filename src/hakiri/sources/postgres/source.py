@@ -1,5 +1,5 @@
 """A PostgreSQL table as a source: a batch is a cursor range (a backfill chunk or an incremental
-delta) or the whole table (no cursor, or a full-refresh mode); see `sources.table_batches`.
+delta) or the whole table (no cursor, or a full-refresh mode); see `sources.cursors.batches`.
 
 `observe` and `plan_batches` run small read-only queries (catalog, statistics, MIN/MAX of
 the cursor, and for a whole-table batch a digest of its rows); `read` is a Spark JDBC read.
@@ -14,18 +14,17 @@ from typing import Any
 from hakiri.catalog.records import Batch, NewBatch
 from hakiri.catalog.store import Catalog
 from hakiri.sources.base import BatchRead, Reload, SourceObservation, TablePlan
-from hakiri.sources.cursors import CursorColumn, CursorRange
-from hakiri.sources.postgres import (
-    CursorBounds,
-    cursor_bounds,
-    inspect_postgres_table,
-    table_fingerprint,
-)
-from hakiri.sources.table_batches import (
+from hakiri.sources.cursors.batches import (
     check_cursor_fits_mode,
     incremental_of,
     plan_table,
     reload_from_source,
+)
+from hakiri.sources.cursors.ranges import CursorBounds, CursorColumn, CursorRange
+from hakiri.sources.postgres.inspect import (
+    cursor_bounds,
+    inspect_postgres_table,
+    table_fingerprint,
 )
 from hakiri.spec.connections import postgres_url
 from hakiri.spec.pipeline import PipelineSpec, PostgresSourceConfig, TableSpec
@@ -110,11 +109,11 @@ class TableSource:
                 column = self._cursor_column_name(table)
                 assert column is not None
                 pg_type = (
-                    bounds().pg_type
+                    bounds().type_name
                     if bounds is not None
                     else cursor_bounds(
                         self.url, self.config.schema_name, table.name, column
-                    ).pg_type
+                    ).type_name
                 )
                 where = f"source table {self.config.schema_name}.{table.name}"
                 self._cursors[table.name] = CursorColumn.resolve(incremental, pg_type, where)
@@ -154,7 +153,7 @@ class TableSource:
         self._cursors.clear()
 
     def read(self, spark: Any, batch: Batch) -> BatchRead:
-        from hakiri.sources.table_reader import latest_per_key, read_table
+        from hakiri.sources.postgres.reader import latest_per_key, read_table
 
         config = self.config
         chunk = CursorRange.from_predicate(batch.predicate) if batch.kind == "chunk" else None
@@ -179,7 +178,7 @@ class TableSource:
         return BatchRead(frame, label=label)
 
     def _split(self, table: str, chunk: CursorRange | None) -> Any:
-        from hakiri.sources.table_reader import PartitionSplit
+        from hakiri.sources.postgres.reader import PartitionSplit
 
         config = self.config
         if config.num_partitions <= 1:

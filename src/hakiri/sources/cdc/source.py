@@ -43,8 +43,8 @@ from hakiri.sources.cdc.slot import (
     primary_key_of,
     slot_state,
 )
-from hakiri.sources.postgres import inspect_postgres_table
-from hakiri.sources.table_source import TableSource
+from hakiri.sources.postgres.inspect import inspect_postgres_table
+from hakiri.sources.postgres.source import TableSource
 from hakiri.spec.modes.cdc_mirror import OP_COLUMN, SNAPSHOT_BATCH, UNCHANGED_COLUMN
 from hakiri.spec.pipeline import CdcConfig, PipelineSpec, PostgresSourceConfig, TableSpec
 from hakiri.spec.project import ProjectFile
@@ -254,7 +254,7 @@ class CdcSource(TableSource):
         from pyspark.sql import functions as F
 
         from hakiri.sources.cdc.changes import read_changes
-        from hakiri.sources.table_reader import read_table
+        from hakiri.sources.postgres.reader import read_table
         from hakiri.sources.task_errors import task_error
         from hakiri.spark.pg_reader import columns_of, spark_type
 
