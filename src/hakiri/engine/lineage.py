@@ -2,7 +2,7 @@
 
 START when the run starts, COMPLETE when it succeeds, FAIL (with the error) otherwise; the
 run id is the hakiri run's, the job the pipeline. Inputs are the source tables
-(`sources.lineage`), outputs the targets (their kind's `lineage_dataset`). What only the run
+(`sources.kinds`: each kind's `lineage`), outputs the targets (their kind's `lineage_dataset`). What only the run
 knows comes from it: the source's columns from the first batch read of each table, the
 target's columns (in its own types) as the run ends, the rows loaded into each target, and
 each target column's source columns through the transforms and renames
@@ -27,7 +27,7 @@ from hakiri.errors import HakiriError
 from hakiri.observability.lineage import InputField, LineageDataset, RunLineage, lineage_from_env
 from hakiri.planner.evolution import followed_renames
 from hakiri.planner.transforms import column_lineage
-from hakiri.sources.lineage import source_datasets
+from hakiri.sources.kinds import source_datasets
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
@@ -93,12 +93,12 @@ class LineageRecorder:
             if entry is None or entry.seen is not None:
                 return
             entry.seen = (destination, request)
-        from hakiri.sources.files.reader import PROVENANCE_COLUMNS
+        from hakiri.spark.transforms import HAKIRI_COLUMNS
 
         fields = tuple(
             (f.name, f.dataType.simpleString())
             for f in frame.schema.fields
-            if f.name not in PROVENANCE_COLUMNS
+            if f.name not in HAKIRI_COLUMNS
         )
         lineage = column_lineage(fields, self.spec.transforms)
         renamed = followed_renames(lineage, self.spec.renames)

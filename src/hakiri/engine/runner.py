@@ -79,7 +79,8 @@ from hakiri.planner.model import EnqueueStep, LoadStep, Step
 from hakiri.quality.anomaly import check_run_row_count
 from hakiri.quality.verdicts import ProbeResult
 from hakiri.sources.cursors.batches import committed_cursor
-from hakiri.sources.select import source_for
+from hakiri.sources.kinds import engine_needs as source_needs
+from hakiri.sources.kinds import source_for
 from hakiri.spark.engines import pipeline_refusals
 from hakiri.spark.session import engine_of
 from hakiri.spec.connections import Target
@@ -221,7 +222,9 @@ class PipelineRunner:
         if problems:
             raise problems[0]
         engine = engine_of(self.project.settings.spark, self.env)
-        refused = pipeline_refusals(self.spec, engine, engine_needs(self.spec, kinds))
+        refused = pipeline_refusals(
+            self.spec, engine, [*source_needs(self.spec), *engine_needs(self.spec, kinds)]
+        )
         if refused:
             raise HakiriError(*refused[0])
         # Every target, reached once per run even with nothing to load (a broken credential

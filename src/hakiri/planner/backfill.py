@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hakiri.catalog.records import Batch, BatchStatus
+from hakiri.sources.kinds import kind_of as source_kind
 from hakiri.spec.pipeline import CursorKind, PipelineSpec, TableSpec
 
 __all__ = [
@@ -145,7 +146,7 @@ def parallelism_warnings(
             f"backfill.parallelism = {n} has no effect with mode '{mode.value}': the table is "
             "loaded whole, as one batch"
         ]
-    if (table.incremental or spec.incremental) is None and spec.source.connector == "rest":
+    if (table.incremental or spec.incremental) is None and source_kind(spec).pages_in_order:
         return [
             f"backfill.parallelism = {n} does not apply to {table.name}: without an "
             "incremental cursor its pages are walked in order (an opaque page token cannot "

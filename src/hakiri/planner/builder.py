@@ -59,10 +59,10 @@ from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.restore import LostTarget
 from hakiri.planner.transforms import OutputSchema, transform_schema
 from hakiri.planner.types import destination_type, source_type_as_spark
-from hakiri.sources.cursors.ranges import CursorRange, cursor_kind_of
-from hakiri.sources.files.batches import snapshot_files
-from hakiri.sources.files.csv_sample import MONEY_HINT
-from hakiri.sources.rest.source import WalkPart
+from hakiri.sources.base import MONEY_HINT
+from hakiri.sources.cursors.ranges import cursor_kind_of
+from hakiri.sources.kinds import batch_files, batch_range
+from hakiri.sources.kinds import kind_of as source_kind
 from hakiri.spec.fingerprint import normalized_hash, normalized_spec, read_today, spec_hash
 from hakiri.spec.pipeline import CursorKind, IncrementalSpec, PipelineSpec
 from hakiri.spec.rules import check_load_against_columns
@@ -284,11 +284,7 @@ def _loads_table(t: TableObservation, loads: Sequence[str]) -> bool:
 
 def batch_ref(batch: NewBatch) -> BatchRef:
     """A batch as a plan step names it."""
-    described = None
-    if batch.kind == "chunk" and batch.predicate:
-        described = CursorRange.from_predicate(batch.predicate).describe()
-    elif batch.kind == "walk" and batch.predicate:
-        described = WalkPart.of(batch).describe()
+    described = batch_range(batch)
     return BatchRef(
         id=batch.batch_id,
         table=batch.table_name,
@@ -319,12 +315,7 @@ def retired_ref(retirement: Retirement) -> RetiredRef:
 
 def _pending(spec: PipelineSpec, t: TableObservation) -> PendingWork:
     new = t.batch_plan.batches if t.batch_plan is not None else []
-    files: list[tuple[str, str]] = []
-    for b in new:
-        if b.kind == "snapshot" and b.predicate and b.predicate.startswith("["):
-            files += snapshot_files(b)
-        elif b.file_path is not None:
-            files.append((b.file_path, b.content_hash or ""))
+    files = [pair for b in new for pair in batch_files(b)]
     return PendingWork(
         table=t.table.name,
         new_files=[path for path, _ in files if path not in t.committed_files],
@@ -516,7 +507,7 @@ def _loaded_columns(
     transformed = _transform_schema(spec, t, guessed)
     if transformed is None:
         columns = [
-            (c.name, source_type_as_spark(spec.source.connector, c.type) or guessed.get(c.name))
+            (c.name, source_type_as_spark(source_kind(spec).types, c.type) or guessed.get(c.name))
             for c in t.source.columns
         ]
     elif transformed.columns is None:
@@ -540,7 +531,7 @@ def _transform_schema(
         None
         if t.source.columns is None
         else [
-            (c.name, source_type_as_spark(spec.source.connector, c.type) or guessed.get(c.name))
+            (c.name, source_type_as_spark(source_kind(spec).types, c.type) or guessed.get(c.name))
             for c in t.source.columns
         ]
     )

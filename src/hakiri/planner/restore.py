@@ -14,12 +14,12 @@ then stops before anything moves, unless told to go on with what remains.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hakiri.catalog.records import Batch
 from hakiri.errors import TargetLost
 from hakiri.planner.drift import TargetDrift
+from hakiri.sources.base import listed
 
 __all__ = ["LostTarget", "listed"]
 
@@ -59,9 +59,3 @@ class LostTarget:
             f"all of it back: {listed(self.lost)}",
             self.hint or "restore the table from a backup",
         )
-
-
-def listed(phrases: Sequence[str]) -> str:
-    """The first three phrases, '; '-joined, and how many more there are."""
-    shown = "; ".join(phrases[:3])
-    return shown + (f" (and {len(phrases) - 3} more)" if len(phrases) > 3 else "")

@@ -76,12 +76,13 @@ def compare_types(source: str, target: str) -> str:
     return "fits"
 
 
-def source_type_as_spark(connector: str, type_name: str | None) -> str | None:
-    """A source's own type name in Spark SQL terms (files: declared Spark types or Arrow types; postgres: its types)."""
+def source_type_as_spark(vocabulary: str, type_name: str | None) -> str | None:
+    """A source's own type name in Spark SQL terms, by the vocabulary its kind speaks
+    (`SourceKind.types`): "postgres" (its type names), else Spark's or Arrow's."""
     if type_name is None:
         return None
     lowered = type_name.strip().lower()
-    if connector == "postgres":
+    if vocabulary == "postgres":
         return postgres_to_spark(lowered)
     if lowered.startswith("timestamp["):
         return "timestamp" if "tz=" in lowered else "timestamp_ntz"

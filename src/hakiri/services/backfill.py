@@ -26,7 +26,7 @@ from hakiri.engine.controls import holder_id, holder_is_dead
 from hakiri.errors import HakiriError, LeaseHeld, PipelineNotFound
 from hakiri.sources.cursors.batches import chunk_batch, incremental_of
 from hakiri.sources.cursors.ranges import CursorRange, as_python, parse_value
-from hakiri.sources.select import has_cursors
+from hakiri.sources.kinds import kind_of as source_kind
 from hakiri.spec.loader import load_project
 from hakiri.spec.pipeline import (
     CursorKind,
@@ -130,7 +130,7 @@ def history(
 
 def _rewindable_table(spec: PipelineSpec, name: str | None) -> TableSpec:
     """The table entry to rewind; HakiriError when the pipeline cannot rewind it."""
-    if not has_cursors(spec):
+    if not source_kind(spec).has_cursors:
         raise HakiriError(
             f"pipeline `{spec.id}` reads a {spec.source.connector} source; rewind re-reads "
             "cursor ranges, which only PostgreSQL table sources have",

@@ -17,26 +17,24 @@ from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.engine.controls import holder_id, holder_is_dead
 from hakiri.errors import HakiriError, LeaseHeld, PipelineNotFound
-from hakiri.sources.cdc.slot import drop_slot as drop
-from hakiri.sources.cdc.slot import slot_state
-from hakiri.sources.cdc.source import CdcSource
-from hakiri.sources.select import source_for
+from hakiri.sources.cdc.lag import ChangeStream
+from hakiri.sources.kinds import kind_of, source_for
 from hakiri.spec.loader import Project, load_project
-from hakiri.spec.pipeline import PipelineSpec, PostgresSourceConfig
+from hakiri.spec.pipeline import PipelineSpec
 
 __all__ = ["drop_slot", "lag", "lag_reader"]
 
 _LEASE_TTL_SECONDS = 60.0
 
 
-def _source(root: Path, pipeline_id: str, env: Mapping[str, str]) -> tuple[CdcSource, str]:
+def _source(root: Path, pipeline_id: str, env: Mapping[str, str]) -> tuple[ChangeStream, str]:
     project = load_project(root, env)
     spec = project.pipelines.get(pipeline_id)
     if spec is None:
         raise PipelineNotFound(f"no pipeline `{pipeline_id}`", "`hakiri validate` lists them")
     project.require_variables([spec.id])
     source = source_for(project.root, project.settings, spec, env)
-    if not isinstance(source, CdcSource):
+    if not isinstance(source, ChangeStream):
         raise HakiriError(
             f"pipeline `{pipeline_id}` reads no change stream (its source has no `cdc`)",
             "`hakiri cdc` works on cdc_mirror pipelines",
@@ -57,29 +55,25 @@ def drop_slot(root: Path, pipeline_id: str, env: Mapping[str, str] | None = None
     """Drop the pipeline's replication slot, under its lease."""
     env = os.environ if env is None else env
     source, url = _source(root, pipeline_id, env)
-    state = slot_state(source.url, source.slot)
-    if state is None:
-        return {"pipeline_id": pipeline_id, "slot": source.slot, "dropped": False}
-    if state.active_pid is not None:
-        raise HakiriError(
-            f"replication slot {source.slot} is in use by the server process {state.active_pid}",
-            "stop what reads it first (an apply of this pipeline holds it only while it reads)",
-        )
     with Catalog.open(url, migrate=False) as catalog:
-        holder = holder_id()
-        lease = catalog.acquire_lease(pipeline_id, holder, _LEASE_TTL_SECONDS)
-        if not lease.acquired and holder_is_dead(lease.holder):
-            catalog.release_lease(pipeline_id, lease.holder)
+
+        def under_lease(drop: Callable[[], bool]) -> bool:
+            holder = holder_id()
             lease = catalog.acquire_lease(pipeline_id, holder, _LEASE_TTL_SECONDS)
-        if not lease.acquired:
-            raise LeaseHeld(
-                f"pipeline `{pipeline_id}` is running on {lease.host}",
-                "wait for it to finish, then drop the slot",
-            )
-        try:
-            dropped = drop(source.url, source.slot)
-        finally:
-            catalog.release_lease(pipeline_id, holder)
+            if not lease.acquired and holder_is_dead(lease.holder):
+                catalog.release_lease(pipeline_id, lease.holder)
+                lease = catalog.acquire_lease(pipeline_id, holder, _LEASE_TTL_SECONDS)
+            if not lease.acquired:
+                raise LeaseHeld(
+                    f"pipeline `{pipeline_id}` is running on {lease.host}",
+                    "wait for it to finish, then drop the slot",
+                )
+            try:
+                return drop()
+            finally:
+                catalog.release_lease(pipeline_id, holder)
+
+        dropped = source.drop_slot(under_lease)
     return {"pipeline_id": pipeline_id, "slot": source.slot, "dropped": dropped}
 
 
@@ -90,12 +84,11 @@ def lag_reader(
     its source cannot be reached); None for other pipelines."""
 
     def lag_of(spec: PipelineSpec) -> dict[str, Any] | None:
-        config = spec.source.config
-        if not isinstance(config, PostgresSourceConfig) or config.cdc is None:
+        if not kind_of(spec).follows_changes(spec):
             return None
         try:
             source = source_for(project.root, project.settings, spec, env)
-            assert isinstance(source, CdcSource)
+            assert isinstance(source, ChangeStream)
             return source.lag(catalog).model_dump(mode="json")
         except HakiriError as exc:
             return {"error": exc.reason}

@@ -15,7 +15,6 @@ PostgreSQL target is summed by its server, a context-store table by the engine.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,8 +39,8 @@ from hakiri.quality.diff.views import (
     same_postgres_types,
 )
 from hakiri.quality.verdicts import ProbeResult, judge_source_diff
-from hakiri.sources.postgres.source import TableSource
-from hakiri.sources.select import source_for
+from hakiri.sources.base import Comparable, Compared
+from hakiri.sources.kinds import source_for
 from hakiri.spec.connections import target_of
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
@@ -236,61 +235,41 @@ def _source_view(
     stack: ExitStack,
 ) -> RowsView:
     source = source_for(project.root, project.settings, spec, env)
+    if not isinstance(source, Comparable):
+        raise HakiriError(
+            f"`hakiri diff` cannot read a {spec.source.connector} source as its target should "
+            "hold it yet",
+            "compare the target with the source's records by hand, or with `hakiri runs`",
+        )
+    compared = source.compared(table, lambda: _committed(project, spec, table, env))
     plain = not (spec.transforms or spec.renames or spec.validate_.rules)
-    if isinstance(source, TableSource) and plain:
-        schema = source.config.schema_name
-        conn = stack.enter_context(connect(source.url, f"source {schema}.{table.name}"))
+    if compared.native is not None and plain:
+        url, schema, name = compared.native
+        conn = stack.enter_context(connect(url, f"source {schema}.{name}"))
         missing = HakiriError(
-            f"source table {schema}.{table.name} does not exist",
+            f"source table {schema}.{name} does not exist",
             "check the table's name and the source's `schema`",
         )
-        return postgres_view(conn, (schema, table.name), missing, lambda _: pg_filters(None, where))
-    return _engine_source(project, spec, table, source, where, spark, env)
+        return postgres_view(conn, (schema, name), missing, lambda _: pg_filters(None, where))
+    return _engine_source(spec, source, compared, where, spark)
 
 
 def _engine_source(
-    project: Project,
     spec: PipelineSpec,
-    table: TableSpec,
     source: Any,
+    compared: Compared,
     where: str | None,
     spark: Callable[[], Any],
-    env: Mapping[str, str],
 ) -> RowsView:
-    """The source read as apply reads one whole snapshot of it: transforms, renames, rules. A
-    files source loaded file by file (append, upsert) is read as the files recorded as loaded,
-    folded as the mode folds them."""
+    """The source read as apply reads it (transforms, renames, rules), in the reads the source
+    says reproduce the target (a files source loaded file by file: the files recorded as
+    loaded, folded by the load's key)."""
     from hakiri.quality.rules import RuleCheck
-    from hakiri.sources.files.source import FileSource
 
-    strategy = spec.load.strategy
-    folded: list[Batch] | None = None  # the loaded files, in load order, to fold as the mode does
-    if isinstance(source, FileSource):
-        files = source.observe(table).files
-        if strategy.snapshot or strategy.detects_deletes(spec.load):
-            pairs = [(f.path, f.content_hash) for f in files]
-        else:
-            folded = _loaded_files(project, spec, table, files, env)
-            pairs = [(b.file_path or "", b.content_hash or "") for b in folded]
-        batch = _whole(spec, table, "snapshot", json.dumps(pairs))
-    elif isinstance(source, TableSource):
-        batch = _whole(spec, table, "snapshot", None)
-    else:
-        raise HakiriError(
-            f"`hakiri diff` reads PostgreSQL and files sources; `{spec.source.connector}` "
-            "is not one yet",
-            "compare the target with the API's records by hand, or with `hakiri runs`",
-        )
-    merge_key = strategy.merge_key(spec.load)
-    if folded is not None and merge_key:
-        # Each file's rows over the ones before it, by key: read file by file, in load order.
-        reads = [source.read(spark(), b) for b in folded]
-        frames = [_prepared(spec, r.frame, r.evidence) for r in reads]
-        frame = _latest_by_key(frames, list(merge_key))
-        read = reads[-1]
-    else:
-        read = source.read(spark(), batch)
-        frame = _prepared(spec, read.frame, read.evidence)
+    reads = [source.read(spark(), b) for b in compared.batches]
+    frames = [_prepared(spec, r.frame, r.evidence) for r in reads]
+    frame = _latest_by_key(frames, list(compared.fold_by)) if compared.fold_by else frames[0]
+    read = reads[-1]
     raw, rules = frame, None
     if spec.validate_.rules:
         rules = RuleCheck(frame, spec.validate_.rules, label=read.label)
@@ -337,57 +316,22 @@ def _latest_by_key(frames: Sequence[Any], key: list[str]) -> Any:
     )
 
 
-def _loaded_files(
-    project: Project,
-    spec: PipelineSpec,
-    table: TableSpec,
-    files: Sequence[Any],
-    env: Mapping[str, str],
+def _committed(
+    project: Project, spec: PipelineSpec, table: TableSpec, env: Mapping[str, str]
 ) -> list[Batch]:
-    """The table's committed file batches, in load order, when every one's file still holds
-    the bytes that loaded (what a restore could load again, `reloadable_files`); else an
-    error naming the ones that do not (no read of the files now reproduces the target)."""
+    """The table's live committed batches, from the catalog."""
     from hakiri.catalog.store import Catalog
     from hakiri.catalog.url import catalog_url
     from hakiri.planner.backfill import live_batches
-    from hakiri.planner.restore import listed
-    from hakiri.sources.base import commit_order
-    from hakiri.sources.files.batches import reloadable_files
 
     url = catalog_url(project.root, project.settings.catalog.url, env)
     with Catalog.open(url, migrate=False) as catalog:
         batches = catalog.batches(spec.id)
-    loaded = [
+    return [
         b
         for b in live_batches(batches)
-        if b.table_name == table.name and b.kind == "file" and b.status is BatchStatus.COMMITTED
+        if b.table_name == table.name and b.status is BatchStatus.COMMITTED
     ]
-    if not loaded:
-        raise HakiriError(
-            f"nothing of {table.name} has been loaded yet: there is nothing to compare",
-            f"run `hakiri apply {spec.id}` first",
-        )
-    found = reloadable_files(spec.id, loaded, files)
-    if found.lost:
-        raise HakiriError(
-            f"`hakiri diff` compares {table.name} with the files that made it, and not all are "
-            f"as they were loaded: {listed(found.lost)}",
-            "put the files back to compare, or check the load with `hakiri runs`",
-        )
-    return sorted(found.batches, key=commit_order)
-
-
-def _whole(spec: PipelineSpec, table: TableSpec, kind: str, predicate: str | None) -> Batch:
-    return Batch(
-        f"diff:{table.name}",
-        spec.id,
-        table.name,
-        kind,
-        BatchStatus.PENDING,
-        attempt=0,
-        seq=0,
-        predicate=predicate,
-    )
 
 
 # -- what is compared ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import Garbage
 from hakiri.destinations.kinds import KINDS, kind_of
-from hakiri.sources.files.reader import remove_stale_link_dirs
+from hakiri.sources.kinds import KINDS as SOURCE_KINDS
 from hakiri.spec.connections import target_of
 from hakiri.spec.loader import load_project
 
@@ -46,6 +46,8 @@ def collect_garbage(
                 place, sorted(s for s in schemas if s), live_runs, older_than_seconds
             )
         )
-    # Links and UTF-8 copies a killed command left for its engine to read (`file_reader`).
-    found.dropped += [str(d) for d in remove_stale_link_dirs(project.root, older_than_seconds)]
+    # What killed commands left under the project for their engine to read (a files
+    # source's links and UTF-8 copies): each connector collects its own.
+    for source_kind in SOURCE_KINDS.values():
+        found.dropped += source_kind.collect_garbage(project.root, older_than_seconds)
     return found

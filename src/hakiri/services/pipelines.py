@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hakiri.sources.kinds import kind_of as source_kind
 from hakiri.spec.connections import destination_document
 from hakiri.spec.edit import (
     Change,
@@ -34,13 +35,8 @@ def new_pipeline_document(
     sets: list[tuple[str, str]],
 ) -> dict[str, Any]:
     """The document `pipeline create` writes, in the key order a person would write it."""
-    config: dict[str, Any]
-    if source == "files":
-        config = {"path": path or f"data/{pipeline_id}/*.{file_format or 'csv'}"}
-        if file_format:
-            config["format"] = file_format
-    else:
-        config = {"connection": connection} if connection else {}
+    options = {"path": path, "format": file_format, "connection": connection}
+    config = source_kind(source).starter(pipeline_id, options)
     document: dict[str, Any] = {
         "id": pipeline_id,
         "source": {"connector": source, "config": config},

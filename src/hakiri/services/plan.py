@@ -41,8 +41,9 @@ from hakiri.planner.restore import LostTarget
 from hakiri.planner.saved import SavedPlan, observed, stale_reason
 from hakiri.services.runtime import LazySpark, destination_for
 from hakiri.sources.base import Source
-from hakiri.sources.cdc.lag import CdcLag
-from hakiri.sources.select import source_for
+from hakiri.sources.cdc.lag import CdcLag, ChangeStream
+from hakiri.sources.kinds import engine_needs as source_needs
+from hakiri.sources.kinds import source_for
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.interpolate import mask_url
 from hakiri.spec.loader import Project, load_project
@@ -323,12 +324,11 @@ class _Observer:
         return tuple(found or ())
 
     def _cdc_lag(self, source: Any, errors: list[str]) -> CdcLag | None:
-        """A cdc_mirror source's lag behind the WAL; None for other sources."""
-        lag = getattr(source, "lag", None)
-        if lag is None:
+        """A change stream's lag behind the WAL; None for other sources."""
+        if not isinstance(source, ChangeStream):
             return None
         try:
-            found: CdcLag = lag(self.catalog, count_pending=True)
+            found: CdcLag = source.lag(self.catalog, count_pending=True)
         except HakiriError as exc:
             errors.append(exc.reason)
             return None
@@ -342,7 +342,9 @@ class _Observer:
         engine = engine_of(self.project.settings.spark, self.env)
         return [
             f"{reason} (hint: {hint})"
-            for reason, hint in pipeline_refusals(spec, engine, engine_needs(spec, kinds))
+            for reason, hint in pipeline_refusals(
+                spec, engine, [*source_needs(spec), *engine_needs(spec, kinds)]
+            )
         ]
 
     def _shape_refusals(self, spec: PipelineSpec, source: Source, errors: list[str]) -> list[str]:

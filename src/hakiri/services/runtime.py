@@ -10,6 +10,7 @@ from typing import Any
 
 from hakiri.destinations.base import Destination
 from hakiri.destinations.kinds import kind_of
+from hakiri.sources.kinds import kind_of as source_kind
 from hakiri.spark.class_sharing import start_warm_up
 from hakiri.spec.connections import Target, destination_kind
 from hakiri.spec.loader import Project
@@ -19,11 +20,8 @@ __all__ = ["LazySpark", "destination_for", "engine_needs", "local_engine_fingerp
 
 
 def _uses_postgres(project: Project) -> bool:
-    """Does any pipeline read PostgreSQL, or write where the JDBC driver is needed?"""
-    return any(
-        spec.source.connector == "postgres" or "jdbc" in _jars_for(project, spec)
-        for spec in project.pipelines.values()
-    )
+    """Does any pipeline read or write where the JDBC driver is needed?"""
+    return any("jdbc" in _jars_for(project, spec) for spec in project.pipelines.values())
 
 
 def _uses_context_store(project: Project) -> bool:
@@ -32,7 +30,10 @@ def _uses_context_store(project: Project) -> bool:
 
 
 def _jars_for(project: Project, spec: PipelineSpec) -> frozenset[str]:
-    return kind_of(destination_kind(project.settings, spec)).spark_jars
+    """The jars Apache Spark needs for the pipeline's source and its destination."""
+    return (
+        source_kind(spec).spark_jars | kind_of(destination_kind(project.settings, spec)).spark_jars
+    )
 
 
 def _delta_available(env: Mapping[str, str]) -> bool:

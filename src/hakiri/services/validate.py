@@ -9,6 +9,7 @@ from typing import Any
 
 from hakiri.destinations.kinds import engine_needs
 from hakiri.errors import Diagnostic, ManifestError
+from hakiri.sources.kinds import engine_needs as source_needs
 from hakiri.spark.engines import pipeline_refusals
 from hakiri.spark.session import engine_of
 from hakiri.spec.connections import destination_kind
@@ -25,7 +26,12 @@ def validate_project(root: Path, env: Mapping[str, str] = os.environ) -> Project
         for pid, spec in sorted(project.pipelines.items())
         for origin in [project.origins[pid]]
         for reason, hint in pipeline_refusals(
-            spec, engine, engine_needs(spec, [destination_kind(project.settings, spec)])
+            spec,
+            engine,
+            [
+                *source_needs(spec),
+                *engine_needs(spec, [destination_kind(project.settings, spec)]),
+            ],
         )
     ]
     if problems:

@@ -1,7 +1,9 @@
-"""The source interface: what an inspection reports, the batches planned, one batch read.
+"""The source interface: what an inspection reports, the batches planned, one batch read,
+and what a connector is (`SourceKind`).
 
-Plain data and a Protocol; no I/O here. The two sources (`FileSource`, `TableSource`)
-implement `Source`; `sources.select.source_for` picks the one a pipeline declares.
+Plain data and Protocols; no I/O here. Each connector's package (`files/`, `postgres/`,
+`rest/`) implements `Source` and describes itself as a `SourceKind`; `sources.kinds` holds
+them by name and opens the one a pipeline declares.
 """
 
 from __future__ import annotations
@@ -10,14 +12,25 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from hakiri.catalog.records import BatchStatus, NewBatch, Retirement
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
     from hakiri.catalog.records import Batch
     from hakiri.catalog.store import Catalog
-    from hakiri.spec.pipeline import TableSpec
+    from hakiri.spec.pipeline import CursorKind, PipelineSpec, TableSpec
+    from hakiri.spec.project import ProjectFile
+
+# `plan`'s hint for a column a sample infers as a float from values that look like money.
+MONEY_HINT = (
+    "a binary float cannot hold every cent exactly (sums drift: 249751489.08999926); "
+    "declare the source's `columns` with a decimal for money, e.g. "
+    '{{ {column} = "decimal(18,2)" }}'
+)
 
 
 @dataclass(frozen=True)
@@ -192,3 +205,113 @@ def latest_committed(batches: Iterable[Batch], kind: str, path: str | None = Non
 def commit_order(batch: Batch) -> tuple[datetime, int]:
     """Sorts batches in the order they committed (claim order among equal times)."""
     return (batch.committed_at or datetime.min.replace(tzinfo=UTC), batch.seq)
+
+
+# ---------------------------------------------------------------- what a connector is
+
+
+@dataclass(frozen=True)
+class Compared:
+    """How `hakiri diff` reads a source table as its target should hold it now."""
+
+    # Read in this order (one, unless `fold_by` is given).
+    batches: tuple[Batch, ...]
+    # The load's key: the batches' rows are folded by it, the latest batch's row winning
+    # (what an upsert of each in turn leaves).
+    fold_by: tuple[str, ...] = ()
+    # (url, schema, table) when the server can sum the rows itself (a plain table, loaded
+    # with no transform, rename or rule), so no row crosses to the engine.
+    native: tuple[str, str, str] | None = None
+
+
+@runtime_checkable
+class Comparable(Protocol):
+    """A source `hakiri diff` can read as the target should hold it."""
+
+    def compared(self, table: TableSpec, committed: Callable[[], Sequence[Batch]]) -> Compared:
+        """The reads that reproduce the target of `table` now (`committed()`: the table's
+        live committed batches, read from the catalog when asked); raises HakiriError when
+        the source cannot reproduce it."""
+        ...
+
+
+def _no_needs(spec: PipelineSpec) -> list[str]:
+    return []
+
+
+def _never(spec: PipelineSpec) -> bool:
+    return False
+
+
+def _nothing_collected(project_root: Path, older_than_seconds: float) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """One connector: everything hakiri outside `sources` needs to know of it, so nothing
+    there names a connector (modelled on `destinations.kinds.DestinationKind`).
+
+    Adding a connector is a package beside `files/` and `postgres/` that implements `Source`
+    and one `sources.kinds.register(SourceKind(...))`."""
+
+    name: str  # the manifest's `connector`
+    config: type[Any]  # the model `config` is validated with (a `spec.base.SpecModel`)
+    summary: str  # one line: what it reads
+    # The Source a pipeline reads: (project root, hakiri.toml, the pipeline, environment).
+    open: Callable[[Path, ProjectFile, PipelineSpec, Mapping[str, str]], Source]
+    # What one batch is: "files" (a file or a snapshot of the glob), "table" (a cursor range
+    # or a snapshot of a table), "pages" (a walk over an API's pages), "changes" (a range of a
+    # change stream).
+    reads: tuple[str, ...]
+    # Its tables keep a cursor (chunks, rewinds, parallel loads), of these kinds.
+    cursor_kinds: frozenset[CursorKind] = frozenset()
+    # Without a cursor, a table's batches are pages walked in order (a page token cannot be
+    # followed in parallel): `backfill.parallelism` does not apply.
+    pages_in_order: bool = False
+    # The vocabulary of its columns' own type names (`SourceColumn.type`): PostgreSQL's, or
+    # Spark SQL's and Arrow's.
+    types: Literal["postgres", "spark"] = "spark"
+    # The engine capabilities a pipeline reading it needs (`spark.engines.CAPABILITIES`).
+    engine_needs: Callable[[PipelineSpec], list[str]] = _no_needs
+    # The jars Apache Spark loads for it ("jdbc").
+    spark_jars: frozenset[str] = frozenset()
+    # OpenLineage's (namespace, name) of the datasets one table reads, without credentials
+    # (https://openlineage.io/docs/spec/naming).
+    lineage: Callable[
+        [Path, ProjectFile, PipelineSpec, TableSpec, Mapping[str, str]], list[tuple[str, str]]
+    ] = lambda root, settings, spec, table, env: []
+    # Does the pipeline follow a change stream (its Source is a `sources.cdc.lag.ChangeStream`)?
+    follows_changes: Callable[[PipelineSpec], bool] = _never
+    # What `hakiri gc` removes of its own under the project (crashed reads' leftovers).
+    collect_garbage: Callable[[Path, float], list[str]] = _nothing_collected
+    # `hakiri pipeline create`'s config from its options (path, format, connection).
+    starter: Callable[[str, Mapping[str, str | None]], dict[str, Any]] = (
+        lambda pipeline_id, options: {}
+    )
+
+    @property
+    def has_cursors(self) -> bool:
+        return bool(self.cursor_kinds)
+
+
+def whole_batch(pipeline_id: str, table: str, kind: str, predicate: str | None) -> Batch:
+    """A batch no plan made: a whole table read at once (`hakiri diff`'s reads)."""
+    from hakiri.catalog.records import Batch, BatchStatus
+
+    return Batch(
+        f"diff:{table}",
+        pipeline_id,
+        table,
+        kind,
+        BatchStatus.PENDING,
+        attempt=0,
+        seq=0,
+        predicate=predicate,
+    )
+
+
+def listed(phrases: Sequence[str]) -> str:
+    """The first three phrases, '; '-joined, and how many more there are."""
+    shown = "; ".join(phrases[:3])
+    return shown + (f" (and {len(phrases) - 3} more)" if len(phrases) > 3 else "")

@@ -16,7 +16,6 @@ Nothing here imports pyspark.
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,7 +33,6 @@ __all__ = [
     "mark_engine",
     "markdown_table",
     "pipeline_refusals",
-    "provenance_capability",
     "refusal",
     "refusal_message",
     "support",
@@ -250,7 +248,6 @@ CAPABILITIES: tuple[Capability, ...] = (
 )
 
 _BY_NAME = {cap.name: cap for cap in CAPABILITIES}
-_UTF8 = ("utf-8", "utf-8-sig", "ascii")
 
 
 def support(engine: str, capability: str) -> Support:
@@ -274,42 +271,17 @@ def refusal_message(engine: str, capability: str, subject: str) -> tuple[str, st
 
 
 def pipeline_refusals(
-    spec: PipelineSpec, engine: str, destination_needs: Iterable[str] = ()
+    spec: PipelineSpec, engine: str, needs: Iterable[str]
 ) -> list[tuple[str, str]]:
     """(reason, hint) for each capability the pipeline needs that `engine` refuses: what
-    `validate` and `plan` report and `apply` refuses before any data moves. The source's
-    needs are read from `spec`; `destination_needs` are its targets' (`destinations.kinds`)."""
-    needed = []
-    if spec.source.connector == "postgres":
-        needed.append("postgres_source")
-    elif spec.source.connector == "files":  # an API's reads are plain mapInArrow tasks
-        config = spec.source.config
-        if config.provenance and spec.load.strategy.snapshot:
-            needed.append(provenance_capability(config))
-        if config.format != "parquet" and not _is_utf8(config.encoding):
-            needed.append("text_encodings")
-        if config.format != "parquet" and (config.date_format or config.timestamp_format):
-            needed.append("datetime_formats")
-    needed += [name for name in dict.fromkeys(destination_needs) if name not in needed]
+    `validate` and `plan` report and `apply` refuses before any data moves. `needs` are its
+    source's and its targets' (`sources.kinds`, `destinations.kinds`: `engine_needs`)."""
     found = []
-    for name in needed:
+    for name in dict.fromkeys(needs):
         message = refusal_message(engine, name, f"pipeline {spec.id}")
         if message is not None:
             found.append(message)
     return found
-
-
-def provenance_capability(config: Any) -> str:
-    """Which provenance capability a files source with several files in a batch needs."""
-    inferred = config.format == "parquet" or (config.format != "csv" and config.columns is None)
-    return "file_provenance_inferred" if inferred else "file_provenance"
-
-
-def _is_utf8(encoding: str) -> bool:
-    try:
-        return codecs.lookup(encoding).name in _UTF8
-    except LookupError:
-        return False  # an unknown codec: the reader names it
 
 
 def mark_engine(session: Any, engine: str) -> Any:

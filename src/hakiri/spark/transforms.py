@@ -59,10 +59,11 @@ from hakiri.spec.transforms import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["TransformError", "apply_transforms", "quoted_name"]
+__all__ = ["HAKIRI_COLUMNS", "TransformError", "apply_transforms", "quoted_name"]
 
 # Columns hakiri adds to a files batch (`provenance = true`); a select keeps them.
-# The same names as hakiri.sources.files.reader.PROVENANCE_COLUMNS (sources sit above spark).
+# The same names as hakiri.sources.files.reader.PROVENANCE_COLUMNS (sources sit above spark);
+# lineage leaves them out of a table's columns.
 HAKIRI_COLUMNS = ("_source_file_hash", "_hakiri_batch_id")
 _SHOWN_COLUMNS = 20
 _COLUMN_HINT = (

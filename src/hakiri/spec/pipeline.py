@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from hakiri.spec.base import Duration, Name, PipelineId, SpecModel
@@ -16,6 +16,7 @@ from hakiri.spec.modes import ModeOptionError
 from hakiri.spec.quality import QuarantineSpec, ValidateSpec
 from hakiri.spec.rest import RestConfig
 from hakiri.spec.schedule import parse_schedule
+from hakiri.spec.sources import REGISTERED, RegisteredSource, connector_tag
 from hakiri.spec.transforms import SparkType, TransformStep
 
 # ---------------------------------------------------------------- sources
@@ -315,8 +316,15 @@ class RestSource(SpecModel):
     config: RestConfig
 
 
+# A built-in connector's branch by its name; any registered one's through RegisteredSource
+# (`spec.sources`); the JSON Schema lists each by name (`spec.schema_export`).
 SourceSpec = Annotated[
-    FilesSource | PostgresSource | GithubSource | RestSource, Field(discriminator="connector")
+    Annotated[FilesSource, Tag("files")]
+    | Annotated[PostgresSource, Tag("postgres")]
+    | Annotated[GithubSource, Tag("github")]
+    | Annotated[RestSource, Tag("rest")]
+    | Annotated[RegisteredSource, Tag(REGISTERED)],
+    Discriminator(connector_tag),
 ]
 
 # ---------------------------------------------------------------- destinations

@@ -13,6 +13,7 @@ from typing import Any
 from hakiri.spec.load import mode_names, required_keys
 from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ProjectFile
+from hakiri.spec.sources import BUILT_IN, registered_source_configs
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -34,18 +35,58 @@ def _add_load_mode_rules(schema: dict[str, Any], modes: tuple[str, ...]) -> None
     ]
 
 
+def _add_source_connectors(schema: dict[str, Any], connectors: tuple[str, ...]) -> None:
+    """The source union by connector name: the built-in ones, then any registered
+    (`spec.sources`), each with its config model's schema."""
+    defs = schema["$defs"]
+    defs.pop("RegisteredSource", None)
+    union = (
+        schema["properties"]["source"]
+        if "source" in schema.get("properties", {})
+        else defs["PipelineSpec"]["properties"]["source"]
+    )
+    mapping = {name: ref["$ref"] for name, ref in zip(BUILT_IN, union["oneOf"], strict=False)}
+    configs = registered_source_configs()
+    for name in connectors:
+        model = configs[name]
+        config = model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        defs.update(config.pop("$defs", {}))
+        defs[model.__name__] = config
+        defs[f"Source_{name}"] = {
+            "additionalProperties": False,
+            "properties": {
+                "connector": {"const": name, "type": "string"},
+                "config": {"$ref": f"#/$defs/{model.__name__}"},
+            },
+            "required": ["connector", "config"],
+            "title": f"Source {name}",
+            "type": "object",
+        }
+        mapping[name] = f"#/$defs/Source_{name}"
+    title = union.get("title", "Source")
+    union.clear()
+    union["discriminator"] = {"mapping": dict(sorted(mapping.items())), "propertyName": "connector"}
+    union["oneOf"] = [{"$ref": ref} for ref in mapping.values()]
+    union["title"] = title
+
+
+def _registered() -> tuple[str, ...]:
+    return tuple(sorted(registered_source_configs()))
+
+
 def pipeline_schema() -> dict[str, Any]:
-    return _pipeline_schema(tuple(mode_names()))
+    return _pipeline_schema(tuple(mode_names()), _registered())
 
 
 def project_schema() -> dict[str, Any]:
-    return _project_schema(tuple(mode_names()))
+    return _project_schema(tuple(mode_names()), _registered())
 
 
 @cache
-def _pipeline_schema(modes: tuple[str, ...]) -> dict[str, Any]:
+def _pipeline_schema(modes: tuple[str, ...], connectors: tuple[str, ...]) -> dict[str, Any]:
     schema = PipelineSpec.model_json_schema(by_alias=True)
     _add_load_mode_rules(schema, modes)
+    _add_source_connectors(schema, connectors)
     schema["properties"] = {
         "$schema": {
             "type": "string",
@@ -57,9 +98,10 @@ def _pipeline_schema(modes: tuple[str, ...]) -> dict[str, Any]:
 
 
 @cache
-def _project_schema(modes: tuple[str, ...]) -> dict[str, Any]:
+def _project_schema(modes: tuple[str, ...], connectors: tuple[str, ...]) -> dict[str, Any]:
     schema = ProjectFile.model_json_schema(by_alias=True)
     _add_load_mode_rules(schema, modes)
+    _add_source_connectors(schema, connectors)
     return {"$schema": DIALECT, "$id": "https://hakiri.dev/schemas/v1/project.json", **schema}
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from hakiri.destinations.kinds import engine_needs
+from hakiri.sources.kinds import engine_needs as source_needs
 from hakiri.errors import SparkSetupError
 from hakiri.spark.engines import (
     SAIL,
@@ -24,6 +25,11 @@ from hakiri.spec.project import SparkSettings
 
 def _spec(source: dict[str, Any], load: dict[str, Any]) -> PipelineSpec:
     return PipelineSpec.model_validate({"id": "p", "source": source, "tables": ["t"], "load": load})
+
+
+def _needs(spec: PipelineSpec, destinations: list[str]) -> list[str]:
+    """What the pipeline's source and its targets need of the engine (as `validate` asks)."""
+    return [*source_needs(spec), *engine_needs(spec, destinations)]
 
 
 FILES = {"connector": "files", "config": {"path": "data/*.csv"}}
@@ -69,14 +75,14 @@ def test_nothing_is_refused_on_spark() -> None:
         _spec({**FILES, "config": {"path": "d/*.csv", "provenance": True}}, {"mode": "truncate"}),
     ]
     for spec in specs:
-        assert pipeline_refusals(spec, SPARK, engine_needs(spec, ["postgres", "context"])) == []
+        assert pipeline_refusals(spec, SPARK, _needs(spec, ["postgres", "context"])) == []
 
 
 def test_sail_refuses_what_it_cannot_run_and_says_what_to_do() -> None:
     formats = _spec(
         {**FILES, "config": {"path": "d/*.csv", "date_format": "dd.MM.yyyy"}}, {"mode": "append"}
     )
-    [(reason, hint)] = pipeline_refusals(formats, SAIL, engine_needs(formats, ["context"]))
+    [(reason, hint)] = pipeline_refusals(formats, SAIL, _needs(formats, ["context"]))
     assert reason.startswith("pipeline p: Sail parses date and timestamp patterns differently")
     assert reason.endswith("(engine sail)")
     assert 'engine = "spark"' in hint
@@ -89,25 +95,23 @@ def test_sail_refuses_what_it_cannot_run_and_says_what_to_do() -> None:
         ({"path": "d/*.parquet", "format": "parquet", "provenance": True}, 1),
     ):
         snapshot = _spec({**FILES, "config": config}, {"mode": "truncate"})
-        found = pipeline_refusals(snapshot, SAIL, engine_needs(snapshot, ["postgres"]))
+        found = pipeline_refusals(snapshot, SAIL, _needs(snapshot, ["postgres"]))
         assert len(found) == refused, config
-        assert pipeline_refusals(snapshot, SPARK, []) == []
+        assert pipeline_refusals(snapshot, SPARK, _needs(snapshot, [])) == []
 
 
 def test_sail_runs_the_common_loads() -> None:
     latin1 = _spec(
         {**FILES, "config": {"path": "d/*.csv", "encoding": "latin-1"}}, {"mode": "append"}
     )
-    assert pipeline_refusals(latin1, SAIL, []) == []  # read through UTF-8 copies
+    assert pipeline_refusals(latin1, SAIL, _needs(latin1, [])) == []  # read through UTF-8 copies
     for mode in (
         {"mode": "append"},
         {"mode": "upsert", "upsert_key": ["id"]},
         {"mode": "truncate"},
     ):
         spec = _spec(FILES, mode)
-        assert pipeline_refusals(spec, SAIL, engine_needs(spec, ["postgres", "context"])) == [], (
-            mode
-        )
+        assert pipeline_refusals(spec, SAIL, _needs(spec, ["postgres", "context"])) == [], mode
     assert support(SAIL, "context_append").status == "neutral"
 
 

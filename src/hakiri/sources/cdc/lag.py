@@ -1,12 +1,19 @@
-"""Where a cdc_mirror pipeline stands against its source's WAL: `plan`, `hakiri cdc lag`."""
+"""Where a cdc_mirror pipeline stands against its source's WAL (`plan`, `hakiri cdc lag`), and
+what a source that follows a change stream offers (`ChangeStream`)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from hakiri.spec.sizes import byte_size
 
-__all__ = ["CdcLag"]
+if TYPE_CHECKING:
+    from hakiri.catalog.store import Catalog
+
+__all__ = ["CdcLag", "ChangeStream"]
 
 
 class CdcLag(BaseModel):
@@ -60,3 +67,18 @@ class CdcLag(BaseModel):
             f"slot {self.slot}: applied to {self.applied_to}, {byte_size(self.behind_bytes)} of WAL "
             f"behind{seconds}; {byte_size(self.retained_bytes)} retained{pending}"
         )
+
+
+@runtime_checkable
+class ChangeStream(Protocol):
+    """A source that follows a database's change stream through a replication slot
+    (`hakiri cdc lag|drop-slot`, the lag in `status` and `plan`)."""
+
+    slot: str
+
+    def lag(self, catalog: Catalog, *, count_pending: bool = False) -> CdcLag: ...
+
+    def drop_slot(self, under: Callable[[Callable[[], bool]], bool]) -> bool:
+        """Drop the slot (False: there was none); `under` runs the drop while the pipeline's
+        lease is held. Raises HakiriError while a server process reads the slot."""
+        ...

@@ -24,7 +24,6 @@ __all__ = [
     "INTEGER_TEXT",
     "ISO_DATE_TEXT",
     "ISO_TIMESTAMP_TEXT",
-    "MONEY_HINT",
     "SAMPLE_ROWS",
     "money_like",
     "sample_csv_types",
@@ -50,11 +49,6 @@ _MONEY_WORDS = re.compile(
     r"(amount|price|cost|total|balance|fee|revenue|salary|tax|payment|charge|money|"
     r"usd|eur|gbp|cents?)",
     re.IGNORECASE,
-)
-MONEY_HINT = (
-    "a binary float cannot hold every cent exactly (sums drift: 249751489.08999926); "
-    "declare the source's `columns` with a decimal for money, e.g. "
-    '{{ {column} = "decimal(18,2)" }}'
 )
 
 

@@ -12,6 +12,7 @@ nothing changed while Spark read it. A file that changed or vanished raises
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -20,14 +21,18 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, NewBatch
 from hakiri.catalog.store import Catalog
-from hakiri.errors import SourceChanged, SourceDataError
+from hakiri.errors import HakiriError, SourceChanged, SourceDataError
 from hakiri.sources.base import (
     BatchRead,
+    Compared,
     Reload,
     SourceColumn,
     SourceFile,
     SourceObservation,
     TablePlan,
+    commit_order,
+    listed,
+    whole_batch,
 )
 from hakiri.sources.files.batches import (
     changed_reason,
@@ -46,13 +51,9 @@ from hakiri.sources.files.inspect import (
     json_array_files,
     remembered_hash,
 )
+from hakiri.sources.files.needs import provenance_capability
 from hakiri.sources.files.reader import PROVENANCE_COLUMNS, read_files, with_provenance
-from hakiri.spark.engines import (
-    engine_of_session,
-    provenance_capability,
-    refusal_message,
-    support,
-)
+from hakiri.spark.engines import engine_of_session, refusal_message, support
 from hakiri.spec.pipeline import FilesConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 
@@ -136,6 +137,36 @@ class FileSource:
 
     def refresh(self) -> None:
         self._inspected.clear()
+
+    def compared(self, table: TableSpec, committed: Callable[[], Sequence[Batch]]) -> Compared:
+        """A snapshot mode's target holds the files as they are now: one read of them all. A
+        target loaded file by file holds the files recorded as loaded, folded as the mode
+        folds them, so each must still hold the bytes that loaded (a restore's own rule)."""
+        load = self.spec.load
+        strategy = load.strategy
+        files = self.observe(table).files
+        if strategy.snapshot or strategy.detects_deletes(load):
+            pairs = [(f.path, f.content_hash) for f in files]
+            return Compared((whole_batch(self.spec.id, table.name, "snapshot", json.dumps(pairs)),))
+        loaded = [b for b in committed() if b.kind == "file"]
+        if not loaded:
+            raise HakiriError(
+                f"nothing of {table.name} has been loaded yet: there is nothing to compare",
+                f"run `hakiri apply {self.spec.id}` first",
+            )
+        found = reloadable_files(self.spec.id, loaded, files)
+        if found.lost:
+            raise HakiriError(
+                f"`hakiri diff` compares {table.name} with the files that made it, and not all "
+                f"are as they were loaded: {listed(found.lost)}",
+                "put the files back to compare, or check the load with `hakiri runs`",
+            )
+        ordered = sorted(found.batches, key=commit_order)
+        key = strategy.merge_key(load)
+        if key:
+            return Compared(tuple(ordered), fold_by=tuple(key))
+        pairs = [(b.file_path or "", b.content_hash or "") for b in ordered]
+        return Compared((whole_batch(self.spec.id, table.name, "snapshot", json.dumps(pairs)),))
 
     def read(self, spark: Any, batch: Batch) -> BatchRead:
         config = self.config

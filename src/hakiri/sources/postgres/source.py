@@ -13,7 +13,14 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, NewBatch
 from hakiri.catalog.store import Catalog
-from hakiri.sources.base import BatchRead, Reload, SourceObservation, TablePlan
+from hakiri.sources.base import (
+    BatchRead,
+    Compared,
+    Reload,
+    SourceObservation,
+    TablePlan,
+    whole_batch,
+)
 from hakiri.sources.cursors.batches import (
     check_cursor_fits_mode,
     incremental_of,
@@ -126,6 +133,13 @@ class TableSource:
         return incremental if isinstance(incremental, str) else incremental.column
 
     # ------------------------------------------------------------------ reading
+
+    def compared(self, table: TableSpec, committed: Callable[[], Sequence[Batch]]) -> Compared:
+        """The table as it is now, read whole; its server can sum it itself."""
+        return Compared(
+            (whole_batch(self.spec.id, table.name, "snapshot", None),),
+            native=(self.url, self.config.schema_name, table.name),
+        )
 
     def reloadable(
         self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]

@@ -1,5 +1,5 @@
 """cdc_mirror: the target follows a PostgreSQL table's changes, read from logical decoding
-(`sources.cdc.source`): a snapshot of the table first, then its inserts, updates and
+(`sources.postgres.cdc_source`): a snapshot of the table first, then its inserts, updates and
 deletes in commit order, by the table's primary key (`upsert_key`).
 
 A batch is a range of the server's WAL (or a snapshot chunk). Its staged rows are the net

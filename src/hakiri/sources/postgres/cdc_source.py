@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,9 @@ from hakiri.sources.cdc.slot import (
     pending_changes,
     primary_key_of,
     slot_state,
+)
+from hakiri.sources.cdc.slot import (
+    drop_slot as drop_replication_slot,
 )
 from hakiri.sources.postgres.inspect import inspect_postgres_table
 from hakiri.sources.postgres.source import TableSource
@@ -243,6 +246,19 @@ class CdcSource(TableSource):
             retained_bytes=retained,
             max_lag_bytes=limit,
         )
+
+    def drop_slot(self, under: Callable[[Callable[[], bool]], bool]) -> bool:
+        """Drop the slot (False: there was none), the drop run by `under` (which holds the
+        pipeline's lease); refused while a server process reads it."""
+        state = slot_state(self.url, self.slot)
+        if state is None:
+            return False
+        if state.active_pid is not None:
+            raise HakiriError(
+                f"replication slot {self.slot} is in use by the server process {state.active_pid}",
+                "stop what reads it first (an apply of this pipeline holds it only while it reads)",
+            )
+        return under(lambda: drop_replication_slot(self.url, self.slot))
 
     def cursor(self, table: TableSpec, bounds: Any = None) -> None:
         """No cursor column: the slot's WAL positions order the batches."""

@@ -1,0 +1,84 @@
+"""`connector = "rest"` and its preset `connector = "github"`: the connectors as the rest of
+hakiri sees them (`sources.kinds`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from hakiri.sources.base import Source, SourceKind
+from hakiri.spec.pipeline import CursorKind, GithubConfig, PipelineSpec, TableSpec
+from hakiri.spec.project import ProjectFile
+from hakiri.spec.rest import RestConfig
+
+__all__ = ["GITHUB", "REST"]
+
+
+def _open_rest(
+    root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
+) -> Source:
+    from hakiri.sources.rest.source import RestTableSource
+
+    return RestTableSource.from_spec(root, settings, spec, env)
+
+
+def _open_github(
+    root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
+) -> Source:
+    from hakiri.sources.rest.github import GithubTableSource
+
+    return GithubTableSource.from_spec(root, settings, spec, env)
+
+
+def web_namespace(url: str) -> str:
+    """scheme://host[:port] of an HTTP API, without a user or password."""
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname}{port}"
+
+
+def _rest_lineage(
+    root: Path, settings: ProjectFile, spec: PipelineSpec, table: TableSpec, env: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    config = spec.source.config
+    assert isinstance(config, RestConfig)
+    endpoint = config.endpoints.get(table.name)
+    if endpoint is None:  # the source says so when it reads
+        return []
+    base = urlsplit(config.base_url)
+    path = f"{base.path.rstrip('/')}/{endpoint.path.lstrip('/')}"
+    return [(web_namespace(config.base_url), path)]
+
+
+def _github_lineage(
+    root: Path, settings: ProjectFile, spec: PipelineSpec, table: TableSpec, env: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    config = spec.source.config
+    assert isinstance(config, GithubConfig)
+    return [
+        (web_namespace(config.base_url), f"{repo}/{table.name}") for repo in config.repositories
+    ]
+
+
+REST = SourceKind(
+    name="rest",
+    config=RestConfig,
+    summary="any JSON HTTP API, described endpoint by endpoint",
+    open=_open_rest,
+    reads=("pages",),
+    cursor_kinds=frozenset(CursorKind),
+    pages_in_order=True,
+    lineage=_rest_lineage,
+)
+
+GITHUB = SourceKind(
+    name="github",
+    config=GithubConfig,
+    summary="GitHub issues, pull requests and comments (a preset of rest)",
+    open=_open_github,
+    reads=("pages",),
+    cursor_kinds=frozenset({CursorKind.TIMESTAMP}),
+    pages_in_order=True,
+    lineage=_github_lineage,
+)
