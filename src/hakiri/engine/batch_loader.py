@@ -24,6 +24,7 @@ from hakiri.destinations.gates import check_empty_source
 from hakiri.engine.crash import crash_point
 from hakiri.engine.evidence import guessed_columns
 from hakiri.engine.lineage import LineageRecorder
+from hakiri.engine.prepare import prepared_for_load
 from hakiri.engine.progress import InFlight, ProgressWatch, watching
 from hakiri.engine.ratelimit import TokenBucket
 from hakiri.engine.schema_guard import SchemaGuard
@@ -111,7 +112,6 @@ class BatchLoader:
 
     def _load(self, batch: Batch, run_id: str, run_bytes: int | None, flight: InFlight) -> Loaded:
         from hakiri.spark.errors import spark_errors
-        from hakiri.spark.transforms import apply_transforms
 
         destination, request = self.targets.request(batch, run_id, run_bytes)
         # stage_progress finds the write by batch id and target table, which `replace` keeps
@@ -147,7 +147,7 @@ class BatchLoader:
                     if read.evidence and self.lineage is not None:
                         self.lineage.seen(batch.table_name, frame, destination, request)
                     if read.evidence:
-                        frame = apply_transforms(frame, self.spec.transforms)
+                        frame = prepared_for_load(self.spec, read, request.batch_time)
                 with lock:  # no commit runs while the DDL does
                     if read.evidence:
                         guessed = guessed_columns(read.inferred, frame, self.spec.transforms)

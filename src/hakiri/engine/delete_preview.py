@@ -12,7 +12,7 @@ Read-only; only counts reach the driver.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -20,26 +20,23 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
 from hakiri.destinations.base import ChangeCount, Destination, LoadRequest
+from hakiri.engine.prepare import prepared_for_load
+from hakiri.engine.run_context import RunContext
 from hakiri.engine.targets import Targets
-from hakiri.planner.evolution import followed_renames
 from hakiri.sources.base import Source, explained_by
-from hakiri.spec.connections import Target
-from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
 
 __all__ = ["count_batch_changes", "count_snapshot_deletes"]
 
 
 def count_snapshot_deletes(
-    project: Project,
+    run: RunContext,
     spec: PipelineSpec,
     source: Source,
     batch: Batch | NewBatch,
-    spark: Callable[[], Any],
-    destination_for: Callable[[Target], Destination],
 ) -> tuple[int, int] | None:
     """(rows the batch would delete or close, live target rows in scope); None without a target."""
-    with _as_loaded(project, spec, source, batch, spark, destination_for, "delete from") as (
+    with _as_loaded(run, spec, source, batch, "delete from") as (
         destination,
         frame,
         request,
@@ -48,16 +45,14 @@ def count_snapshot_deletes(
 
 
 def count_batch_changes(
-    project: Project,
+    run: RunContext,
     spec: PipelineSpec,
     source: Source,
     batch: Batch | NewBatch,
-    spark: Callable[[], Any],
-    destination_for: Callable[[Target], Destination],
 ) -> ChangeCount | None:
     """What the batch would insert, update, leave unchanged and delete (`plan --count-changes`);
     None without a target or a key to match on."""
-    with _as_loaded(project, spec, source, batch, spark, destination_for, "change in") as (
+    with _as_loaded(run, spec, source, batch, "change in") as (
         destination,
         frame,
         request,
@@ -67,33 +62,25 @@ def count_batch_changes(
 
 @contextmanager
 def _as_loaded(
-    project: Project,
+    run: RunContext,
     spec: PipelineSpec,
     source: Source,
     batch: Batch | NewBatch,
-    spark: Callable[[], Any],
-    destination_for: Callable[[Target], Destination],
     what: str,
 ) -> Iterator[tuple[Destination, Any, LoadRequest]]:
-    """The batch read as apply reads it (source, transforms, renames, the mode's columns), its
+    """The batch as apply prepares it (`engine.prepare`: transforms, renames, the mode's columns), its
     destination and its load request at the batch's time; Spark's and the source's errors
     name what was counted."""
     from hakiri.spark.errors import spark_errors
-    from hakiri.spark.load_shape import shape_for_load
-    from hakiri.spark.transforms import apply_transforms
 
     batch = _as_batch(spec, batch)
-    targets = Targets(project, spec, destination_for)
+    targets = Targets(run.project, spec, run.destination_for(spec))
     destination, request = targets.request(batch, run_id="plan")
     label = batch.file_path or batch.table_name
     with spark_errors(f"counting the rows {label} would {what} {request.target_table}"):
-        read = source.read(spark(), batch)
-        frame = apply_transforms(read.frame, spec.transforms) if read.evidence else read.frame
-        renamed = followed_renames(frame.columns, spec.renames)
-        if renamed:
-            frame = frame.withColumnsRenamed(renamed)
+        read = source.read(run.spark(), batch)
         taken = read.taken_at or batch.created_at or datetime.now(UTC)
-        frame = shape_for_load(frame, spec.load, taken)
+        frame = prepared_for_load(spec, read, taken)
         with explained_by(read):
             yield destination, frame, replace(request, batch_time=taken)
 

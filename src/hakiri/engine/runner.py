@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hakiri.catalog.records import (
@@ -36,9 +36,8 @@ from hakiri.catalog.records import (
     RunStatus,
 )
 from hakiri.catalog.store import Catalog
-from hakiri.destinations.base import Destination
 from hakiri.destinations.capabilities import refusals
-from hakiri.destinations.kinds import engine_needs, kind_of
+from hakiri.destinations.kinds import kind_of
 from hakiri.engine.batch_loader import BatchLoader
 from hakiri.engine.controls import Outcome, RunControls, holder_id
 from hakiri.engine.drift import (
@@ -54,6 +53,7 @@ from hakiri.engine.progress import ProgressWatch
 from hakiri.engine.ratelimit import TokenBucket, parse_rate
 from hakiri.engine.replay import Replayer
 from hakiri.engine.restore import lost_targets, queue_again
+from hakiri.engine.run_context import RunContext
 from hakiri.engine.run_quality import RunQuality, audit_run
 from hakiri.engine.schema_guard import SchemaGuard
 from hakiri.engine.targets import Targets
@@ -79,14 +79,8 @@ from hakiri.planner.model import EnqueueStep, LoadStep, Step
 from hakiri.quality.anomaly import check_run_row_count
 from hakiri.quality.verdicts import ProbeResult
 from hakiri.sources.cursors.batches import committed_cursor
-from hakiri.sources.kinds import engine_needs as source_needs
-from hakiri.sources.kinds import source_for
-from hakiri.spark.engines import pipeline_refusals
-from hakiri.spark.session import engine_of
-from hakiri.spec.connections import Target
 from hakiri.spec.fingerprint import normalized_spec, spec_hash
 from hakiri.spec.hooks import Hook
-from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
 __all__ = ["PipelineRunner"]
@@ -95,19 +89,17 @@ __all__ = ["PipelineRunner"]
 class PipelineRunner:
     def __init__(
         self,
-        project: Project,
+        run: RunContext,
         spec: PipelineSpec,
         catalog: Catalog,
-        destination_for: Callable[[Target], Destination],
-        spark: Callable[[], Any],
-        env: Mapping[str, str],
         lease_timeout: float = 0.0,
         on_batch: Callable[[str, int, int, int], None] | None = None,
         controls: RunControls | None = None,
         audit: Callable[[], list[ProbeResult]] | None = None,
         progress: ProgressWatch | None = None,
     ) -> None:
-        self.project, self.spec, self.catalog = project, spec, catalog
+        project, env, spark = run.project, run.env, run.spark
+        self.run_context, self.project, self.spec, self.catalog = run, project, spec, catalog
         # `source_diff` validators, after the run's loads (services.diff.source_diff_audit)
         self.audit = audit
         self.controls = controls or RunControls()
@@ -115,8 +107,8 @@ class PipelineRunner:
         # (pipeline id, batches done, batches in this run, rows so far): drives progress display
         self.on_batch = on_batch
         self.holder = holder_id()
-        self.source = source_for(project.root, project.settings, spec, env)
-        self.targets = Targets(project, spec, destination_for)
+        self.source = run.source_for(spec)
+        self.targets = Targets(project, spec, run.destination_for(spec))
         self.metrics = RunMetrics(spec.id)
         self.schema = SchemaGuard(project, spec, catalog)
         self.lineage = LineageRecorder(project, spec, self.targets, env)
@@ -221,10 +213,7 @@ class PipelineRunner:
         ]
         if problems:
             raise problems[0]
-        engine = engine_of(self.project.settings.spark, self.env)
-        refused = pipeline_refusals(
-            self.spec, engine, [*source_needs(self.spec), *engine_needs(self.spec, kinds)]
-        )
+        refused = self.run_context.refusals(self.spec, kinds)
         if refused:
             raise HakiriError(*refused[0])
         # Every target, reached once per run even with nothing to load (a broken credential

@@ -20,12 +20,10 @@ from hakiri.planner.evolution import (
     accepted_changes,
     check_upsert_key,
     decide,
-    followed_renames,
     upsert_key_change,
 )
 from hakiri.planner.model import Column, EvolveStep
 from hakiri.planner.types import destination_type
-from hakiri.spark.load_shape import shape_for_load
 from hakiri.spec.connections import destination_kind
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
@@ -63,12 +61,7 @@ class SchemaGuard:
         `guessed` names the columns whose type Spark inferred from the batch's values."""
         if request.replay_of:
             return frame  # a replay loads rows in the target's own columns
-        # `renames = {old = "new"}`: the column is `new` from now on, whatever the source calls it.
-        renamed = followed_renames(frame.columns, self.spec.renames)
-        if renamed:
-            frame = frame.withColumnsRenamed(renamed)
-        # scd2's validity columns, upsert's deleted_at: columns of the target like the source's.
-        frame = shape_for_load(frame, self.spec.load, request.batch_time)
+        # `frame` is prepared (`engine.prepare`): transformed, renamed, shaped for the mode.
         target = destination.target_columns(request)
         # cdc_mirror's op: staged to tell the write what to do, never a column of the target.
         control = set(self.spec.load.strategy.control_columns)

@@ -61,7 +61,8 @@ def serve(root: Path, options: ServeOptions, env: Mapping[str, str]) -> int:
     catalog = Catalog.open(
         catalog_url(project.root, project.settings.catalog.url, env), migrate=True
     )
-    spark = LazySpark(project, long_lived=True)  # a reload may add pipelines that need more jars
+    # A reload may add pipelines that need more jars: the engine starts with every one it can.
+    spark = LazySpark(project, long_lived=True, env=env)
     state = ServeState(project, catalog, env, lambda: _spark_up(spark))
     reconciler = Reconciler(state, spark, env, settings, log)
     stop = threading.Event()

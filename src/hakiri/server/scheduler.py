@@ -28,6 +28,7 @@ from hakiri.catalog.records import ScheduleFire
 from hakiri.engine.controls import Outcome, RunControls, holder_id, holder_is_dead
 from hakiri.engine.crash import crash_point
 from hakiri.engine.failures import record_failed_attempt
+from hakiri.engine.run_context import RunContext
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.server.quiet_log import QuietLog
@@ -197,9 +198,9 @@ class Reconciler:
         try:
             if self.spark.session is not None:  # this thread's jobs carry the pipeline's tag
                 self.spark.session.addTag(f"hakiri-{spec.id}")
-            runner = runner_for(
-                project, spec, self.state.catalog, self.spark, self.env, 0.0, controls=controls
-            )
+            # The project as loaded now (a reload may have changed it), with serve's engine.
+            run = RunContext.of(project, self.env, self.spark.get)
+            runner = runner_for(run, spec, self.state.catalog, 0.0, controls=controls)
             with self._lock:
                 self._runners[spec.id] = runner
             outcome = runner.run(requested=dispatch.requested)

@@ -19,11 +19,12 @@ from hakiri.catalog.url import catalog_url
 from hakiri.engine.controls import Outcome, RunControls
 from hakiri.engine.failures import record_failed_attempt
 from hakiri.engine.progress import ProgressWatch
+from hakiri.engine.run_context import RunContext
 from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.planner.builder import applied_now
 from hakiri.planner.model import EnqueueStep, RetireStep
-from hakiri.services.runtime import LazySpark, destination_for
+from hakiri.services.runtime import LazySpark
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec
 
@@ -52,7 +53,8 @@ def apply_project(
     _check_ids(project, url, ids)
     project.require_variables(ids or project.pipelines)
     outcomes: list[Outcome] = []
-    spark = LazySpark(project)
+    spark = LazySpark(project, env=env)
+    run = RunContext.of(project, env, spark.get)
     try:
         with Catalog.open(url, migrate=True) as catalog:
             removed = _removed(project, catalog)
@@ -68,9 +70,7 @@ def apply_project(
                         planned=planned.get(spec.id, {}) if planned else None,
                         restore_partial=restore_partial,
                     )
-                outcome = _run_one(
-                    project, spec, catalog, spark, env, lease_timeout, on_batch, controls, progress
-                )
+                outcome = _run_one(run, spec, catalog, lease_timeout, on_batch, controls, progress)
                 outcomes.append(outcome)
                 if on_outcome:
                     on_outcome(outcome)
@@ -156,11 +156,9 @@ def _retire(catalog: Catalog, pipeline_ids: Sequence[str]) -> list[Outcome]:
 
 
 def _run_one(
-    project: Project,
+    run: RunContext,
     spec: PipelineSpec,
     catalog: Catalog,
-    spark: LazySpark,
-    env: Mapping[str, str],
     lease_timeout: float,
     on_batch: Callable[[str, int, int, int], None] | None,
     controls: RunControls | None = None,
@@ -168,9 +166,7 @@ def _run_one(
 ) -> Outcome:
     runner = None
     try:
-        runner = runner_for(
-            project, spec, catalog, spark, env, lease_timeout, on_batch, controls, progress
-        )
+        runner = runner_for(run, spec, catalog, lease_timeout, on_batch, controls, progress)
         return runner.run()
     except HakiriError as exc:
         run_id = runner.run_id if runner is not None else None
@@ -183,11 +179,9 @@ def _run_one(
 
 
 def runner_for(
-    project: Project,
+    run: RunContext,
     spec: PipelineSpec,
     catalog: Catalog,
-    spark: LazySpark,
-    env: Mapping[str, str],
     lease_timeout: float,
     on_batch: Callable[[str, int, int, int], None] | None = None,
     controls: RunControls | None = None,
@@ -197,15 +191,12 @@ def runner_for(
     from hakiri.services.diff import source_diff_audit
 
     return PipelineRunner(
-        project,
+        run,
         spec,
         catalog,
-        lambda target: destination_for(project, spec, target, env, spark.get),
-        spark.get,
-        env,
         lease_timeout,
         on_batch,
         controls,
-        audit=lambda: source_diff_audit(project, spec, env, spark.get),
+        audit=lambda: source_diff_audit(run, spec),
         progress=progress,
     )

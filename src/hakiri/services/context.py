@@ -187,19 +187,15 @@ def optimize_table(
 def _compact(root: Path, found: ContextTable, env: Mapping[str, str] | None) -> tuple[int, int]:
     """Delta's `OPTIMIZE` (bin-packing compaction), run by Spark: (files added, files removed)."""
     from hakiri.destinations.context.merge import delta_table_sql
+    from hakiri.engine.run_context import RunContext
     from hakiri.services.apply import LazySpark
-    from hakiri.spark.engines import support
     from hakiri.spark.errors import spark_errors
-    from hakiri.spark.session import engine_of
 
     variables = os.environ if env is None else env
     project = load_project(root, variables)
-    if (
-        support(engine_of(project.settings.spark, variables), "context_maintenance").status
-        != "works"
-    ):
+    if RunContext.of(project, variables).supports("context_maintenance").status != "works":
         return _compact_by_delta_rs(found)
-    spark = LazySpark(project, delta=True)
+    spark = LazySpark(project, delta=True, env=variables)
     try:
         with spark_errors(f"optimizing `{found.name}` ({display_path(found.path)})"):
             rows = spark.get().sql(f"OPTIMIZE {delta_table_sql(found.path)}").collect()

@@ -25,9 +25,10 @@ from typing import Any
 
 from hakiri.catalog.records import Batch, BatchStatus
 from hakiri.destinations.kinds import kind_of
+from hakiri.engine.prepare import prepared
+from hakiri.engine.run_context import RunContext
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.observability import span
-from hakiri.planner.evolution import followed_renames
 from hakiri.quality.diff.bisect import Bisection, Key, bisect, on_both
 from hakiri.quality.diff.sides import Sample, SparkSide
 from hakiri.quality.diff.views import (
@@ -40,9 +41,8 @@ from hakiri.quality.diff.views import (
 )
 from hakiri.quality.verdicts import ProbeResult, judge_source_diff
 from hakiri.sources.base import Comparable, Compared
-from hakiri.sources.kinds import source_for
 from hakiri.spec.connections import target_of
-from hakiri.spec.loader import Project, load_project
+from hakiri.spec.loader import load_project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 
 __all__ = ["DIFFERENT", "TableDiff", "diff_pipeline", "source_diff_audit"]
@@ -133,16 +133,15 @@ def diff_pipeline(
         from hakiri.guards.expressions import check_expression
 
         check_expression(where, boolean=True)
-    spark = LazySpark(project)
+    spark = LazySpark(project, env=env)
+    run = RunContext.of(project, env, spark.get)
     try:
-        return [_diff_table(project, spec, t, where, env, spark.get) for t in tables]
+        return [_diff_table(run, spec, t, where) for t in tables]
     finally:
         spark.stop()
 
 
-def source_diff_audit(
-    project: Project, spec: PipelineSpec, env: Mapping[str, str], spark: Callable[[], Any]
-) -> list[ProbeResult]:
+def source_diff_audit(run: RunContext, spec: PipelineSpec) -> list[ProbeResult]:
     """The pipeline's `source_diff` validators, after a run's loads: every table compared with
     its target as `hakiri diff` compares them, each validator judging each table's counts."""
     validators = spec.validate_.source_diffs
@@ -151,7 +150,7 @@ def source_diff_audit(
     found = []
     for table in spec.table_specs():
         with span("hakiri.validate.source_diff", {"hakiri.table": table.name}):
-            diffed = _diff_table(project, spec, table, None, env, spark)
+            diffed = _diff_table(run, spec, table, None)
         counts = diffed.found
         found += [
             judge_source_diff(
@@ -168,15 +167,11 @@ def source_diff_audit(
 
 
 def _diff_table(
-    project: Project,
-    spec: PipelineSpec,
-    table: TableSpec,
-    where: str | None,
-    env: Mapping[str, str],
-    spark: Callable[[], Any],
+    run: RunContext, spec: PipelineSpec, table: TableSpec, where: str | None
 ) -> TableDiff:
     from hakiri.spark.errors import spark_errors
 
+    project, env, spark = run.project, run.env, run.spark
     started = time.monotonic()
     target = target_of(project.settings, spec, table)
     with ExitStack() as stack:
@@ -185,7 +180,7 @@ def _diff_table(
             place = kind.place(project, spec, env)
             target_view = kind.diff_rows(place, spec, target, where, spark, stack)
         with spark_errors(f"reading the source of {table.name} to diff it", side="source"):
-            source_view = _source_view(project, spec, table, where, env, spark, stack)
+            source_view = _source_view(run, spec, table, where, stack)
         key = _key(spec, source_view.columns)
         columns, not_compared = _compared(spec, source_view, target_view, key)
         with spark_errors(f"diffing {table.name} with {target.display}"):
@@ -226,22 +221,16 @@ def _diff_table(
 
 
 def _source_view(
-    project: Project,
-    spec: PipelineSpec,
-    table: TableSpec,
-    where: str | None,
-    env: Mapping[str, str],
-    spark: Callable[[], Any],
-    stack: ExitStack,
+    run: RunContext, spec: PipelineSpec, table: TableSpec, where: str | None, stack: ExitStack
 ) -> RowsView:
-    source = source_for(project.root, project.settings, spec, env)
+    source = run.source_for(spec)
     if not isinstance(source, Comparable):
         raise HakiriError(
             f"`hakiri diff` cannot read a {spec.source.connector} source as its target should "
             "hold it yet",
             "compare the target with the source's records by hand, or with `hakiri runs`",
         )
-    compared = source.compared(table, lambda: _committed(project, spec, table, env))
+    compared = source.compared(table, lambda: _committed(run, spec, table))
     plain = not (spec.transforms or spec.renames or spec.validate_.rules)
     if compared.native is not None and plain:
         url, schema, name = compared.native
@@ -251,7 +240,7 @@ def _source_view(
             "check the table's name and the source's `schema`",
         )
         return postgres_view(conn, (schema, name), missing, lambda _: pg_filters(None, where))
-    return _engine_source(spec, source, compared, where, spark)
+    return _engine_source(spec, source, compared, where, run.spark)
 
 
 def _engine_source(
@@ -267,7 +256,7 @@ def _engine_source(
     from hakiri.quality.rules import RuleCheck
 
     reads = [source.read(spark(), b) for b in compared.batches]
-    frames = [_prepared(spec, r.frame, r.evidence) for r in reads]
+    frames = [prepared(spec, r) for r in reads]
     frame = _latest_by_key(frames, list(compared.fold_by)) if compared.fold_by else frames[0]
     read = reads[-1]
     raw, rules = frame, None
@@ -283,15 +272,6 @@ def _engine_source(
         (raw, clean) if rules is not None else None,
         rules.release if rules is not None else None,
     )
-
-
-def _prepared(spec: PipelineSpec, frame: Any, evidence: bool) -> Any:
-    """A read as apply loads it: transformed, then renamed."""
-    from hakiri.spark.transforms import apply_transforms
-
-    frame = apply_transforms(frame, spec.transforms) if evidence else frame
-    renamed = followed_renames(frame.columns, spec.renames)
-    return frame.withColumnsRenamed(renamed) if renamed else frame
 
 
 _ORDER = "_hakiri_diff_load_order"
@@ -316,15 +296,13 @@ def _latest_by_key(frames: Sequence[Any], key: list[str]) -> Any:
     )
 
 
-def _committed(
-    project: Project, spec: PipelineSpec, table: TableSpec, env: Mapping[str, str]
-) -> list[Batch]:
+def _committed(run: RunContext, spec: PipelineSpec, table: TableSpec) -> list[Batch]:
     """The table's live committed batches, from the catalog."""
     from hakiri.catalog.store import Catalog
     from hakiri.catalog.url import catalog_url
     from hakiri.planner.backfill import live_batches
 
-    url = catalog_url(project.root, project.settings.catalog.url, env)
+    url = catalog_url(run.project.root, run.settings.catalog.url, run.env)
     with Catalog.open(url, migrate=False) as catalog:
         batches = catalog.batches(spec.id)
     return [

@@ -28,7 +28,7 @@ def start_engine(root: Path, env: Mapping[str, str] = os.environ) -> dict[str, A
     from hakiri.services.runtime import LazySpark
 
     project = load_project(root, env)
-    spark = LazySpark(project, remote="local")
+    spark = LazySpark(project, remote="local", env=env)
     try:
         spark.get()
         fingerprint = spark.lease.state.fingerprint

@@ -26,10 +26,11 @@ from hakiri.catalog.records import Batch, NewBatch, Phase, PipelineState, Schema
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
-from hakiri.destinations.kinds import engine_needs, kind_of
+from hakiri.destinations.kinds import kind_of
 from hakiri.engine.delete_preview import count_batch_changes, count_snapshot_deletes
 from hakiri.engine.drift import target_drift
 from hakiri.engine.restore import lost_targets
+from hakiri.engine.run_context import RunContext
 from hakiri.errors import HakiriError, PipelineNotFound, PlanStale
 from hakiri.planner.backfill import live_batches
 from hakiri.planner.builder import applied_now, build_plan
@@ -39,11 +40,9 @@ from hakiri.planner.model import CatalogInfo, PlanDocument
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.restore import LostTarget
 from hakiri.planner.saved import SavedPlan, observed, stale_reason
-from hakiri.services.runtime import LazySpark, destination_for
+from hakiri.services.runtime import LazySpark
 from hakiri.sources.base import Source
 from hakiri.sources.cdc.lag import CdcLag, ChangeStream
-from hakiri.sources.kinds import engine_needs as source_needs
-from hakiri.sources.kinds import source_for
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.interpolate import mask_url
 from hakiri.spec.loader import Project, load_project
@@ -73,13 +72,14 @@ def observe_project(
     env = os.environ if env is None else env
     project = load_project(root, env)
     url = catalog_url(project.root, project.settings.catalog.url, env)
-    spark = LazySpark(project) if count_deletes or count_changes else None
+    spark = LazySpark(project, env=env) if count_deletes or count_changes else None
+    run = RunContext.of(project, env, spark.get if spark is not None else None)
     with Catalog.open(url, migrate=False) as catalog:
         states = catalog.pipeline_states()
         wanted = _select(project, states, ids)
         project.require_variables(wanted)
         try:
-            observer = _Observer(project, catalog, states, env, spark, count_changes=count_changes)
+            observer = _Observer(run, catalog, states, spark, count_changes=count_changes)
             observations = observer.observe(
                 [project.pipelines[i] for i in wanted if i in project.pipelines], named=bool(ids)
             )
@@ -225,10 +225,9 @@ def _attempt(errors: list[str], call: Callable[[], Any]) -> Any:
 class _Observer:
     def __init__(
         self,
-        project: Project,
+        run: RunContext,
         catalog: Catalog,
         states: Mapping[str, PipelineState],
-        env: Mapping[str, str],
         spark: LazySpark | None,
         *,
         count_changes: bool = False,
@@ -237,7 +236,8 @@ class _Observer:
         update) with it; None counts nothing."""
         self.count_changes = count_changes
         self.states = states
-        self.project, self.catalog, self.env, self.spark = project, catalog, env, spark
+        self.run, self.catalog, self.spark = run, catalog, spark
+        self.project, self.env = run.project, run.env
         self._batches_of: dict[str, list[Batch]] = {}
         self._events_of: dict[str, list[SchemaEvent]] = {}
 
@@ -249,7 +249,7 @@ class _Observer:
         targets = self._inspect_targets(specs, errors)
         observations = []
         for spec in specs:
-            source = source_for(self.project.root, self.project.settings, spec, self.env)
+            source = self.run.source_for(spec)
             tables = tuple(
                 self._table(
                     spec, source, table, targets.get((spec.id, table.name)), errors[spec.id]
@@ -336,28 +336,18 @@ class _Observer:
 
     def _engine_refusals(self, spec: PipelineSpec, kinds: Sequence[str]) -> list[str]:
         """What the project's engine cannot do of what the pipeline asks (`spark.engines`)."""
-        from hakiri.spark.engines import pipeline_refusals
-        from hakiri.spark.session import engine_of
-
-        engine = engine_of(self.project.settings.spark, self.env)
-        return [
-            f"{reason} (hint: {hint})"
-            for reason, hint in pipeline_refusals(
-                spec, engine, [*source_needs(spec), *engine_needs(spec, kinds)]
-            )
-        ]
+        return [f"{reason} (hint: {hint})" for reason, hint in self.run.refusals(spec, kinds)]
 
     def _shape_refusals(self, spec: PipelineSpec, source: Source, errors: list[str]) -> list[str]:
         """What the engine refuses of the files as they are (a JSON file that is one array on
         an engine that reads JSON Lines only), from a peek at each: said by plan, not first
         by apply."""
         from hakiri.spark.engines import refusal_message
-        from hakiri.spark.session import engine_of
 
         shape_needs = getattr(source, "shape_needs", None)
         if shape_needs is None:
             return []
-        engine = engine_of(self.project.settings.spark, self.env)
+        engine = self.run.engine
         found = []
         for table in spec.table_specs():
             needs = _attempt(errors, lambda t=table: shape_needs(t)) or []
@@ -432,14 +422,7 @@ class _Observer:
             return None
         counted = _attempt(
             errors,
-            lambda: count(
-                self.project,
-                spec,
-                source,
-                following,
-                spark.get,
-                lambda target: destination_for(self.project, spec, target, self.env, spark.get),
-            ),
+            lambda: count(self.run, spec, source, following),
         )
         return None if counted is None else (following.batch_id, counted)
 

@@ -13,9 +13,10 @@ from hakiri.catalog.records import Alert
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.engine.controls import Outcome
+from hakiri.engine.run_context import RunContext
 from hakiri.engine.run_quality import quarantine_table, resolve_run_id
 from hakiri.errors import HakiriError, PipelineNotFound
-from hakiri.services.apply import LazySpark, destination_for, runner_for
+from hakiri.services.apply import LazySpark, runner_for
 from hakiri.spec.base import duration_seconds
 from hakiri.spec.connections import target_of
 from hakiri.spec.loader import Project, load_project
@@ -88,7 +89,8 @@ def quarantined_rows(
             run_id = resolve_run_id(catalog, spec.id, run_id)
     records: list[dict[str, Any]] = []
     tables: list[str] = []
-    spark = LazySpark(project)  # never started to read a quarantine; destinations want a getter
+    spark = LazySpark(project, env=env)  # never started to read a quarantine
+    run = RunContext.of(project, env, spark.get)
     for table in spec.table_specs():
         target = target_of(project.settings, spec, table)
         quarantine = quarantine_table(spec, table, target)
@@ -98,7 +100,7 @@ def quarantined_rows(
         if shown in tables:
             continue
         tables.append(shown)
-        destination = destination_for(project, spec, target, env, spark.get)
+        destination = run.destination_for(spec)(target)
         found = destination.quarantined(quarantine, spec.id, run_id=run_id, limit=limit)
         records.extend(r.as_dict() for r in found or [])
     if not tables:
@@ -129,11 +131,12 @@ def replay_run(
     project = load_project(root, env)
     spec = _pipeline(project, pipeline_id)
     project.require_variables([spec.id])
-    spark = LazySpark(project)
+    spark = LazySpark(project, env=env)
+    run = RunContext.of(project, env, spark.get)
     try:
         url = catalog_url(project.root, project.settings.catalog.url, env)
         with Catalog.open(url, migrate=True) as catalog:
-            return runner_for(project, spec, catalog, spark, env, lease_timeout).replay(run_id)
+            return runner_for(run, spec, catalog, lease_timeout).replay(run_id)
     finally:
         spark.stop()
 

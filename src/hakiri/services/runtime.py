@@ -1,22 +1,22 @@
 """What a command that moves data runs on: the one SparkSession, started on first use
-(apply, replay, serve, `plan --count-deletes`), and the destination each target loads into."""
+(apply, replay, serve, `plan --count-deletes`), and the jars it needs. (The destination each
+target loads into: `engine.run_context.RunContext.destination_for`.)"""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from hakiri.destinations.base import Destination
 from hakiri.destinations.kinds import kind_of
 from hakiri.sources.kinds import kind_of as source_kind
 from hakiri.spark.class_sharing import start_warm_up
-from hakiri.spec.connections import Target, destination_kind
+from hakiri.spec.connections import destination_kind
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
 
-__all__ = ["LazySpark", "destination_for", "engine_needs", "local_engine_fingerprints"]
+__all__ = ["LazySpark", "engine_needs", "local_engine_fingerprints"]
 
 
 def _uses_postgres(project: Project) -> bool:
@@ -98,7 +98,8 @@ def local_engine_fingerprints(project: Project, env: Mapping[str, str] = os.envi
 
 
 class LazySpark:
-    """One SparkSession for the whole apply (or serve), started on first use.
+    """One SparkSession for the whole apply (or serve), started on first use, with the
+    environment the command was given (its engine, endpoint and jars).
 
     A session already active in this process (a test suite's) is reused and left running;
     one we started is stopped when the apply ends. When the engine of a session we started
@@ -113,8 +114,9 @@ class LazySpark:
         delta: bool | None = None,
         long_lived: bool = False,
         remote: str | None = None,
+        env: Mapping[str, str] = os.environ,
     ) -> None:
-        self.project = project
+        self.project, self.env = project, env
         # delta-spark in the session: when asked, else when a pipeline loads into the context store
         self.delta = _uses_context_store(project) if delta is None else delta
         self.long_lived = long_lived
@@ -142,13 +144,15 @@ class LazySpark:
             if self.session is not None:
                 return
         settings = self.project.settings.spark
-        needs = engine_needs(self.project, delta=self.delta, long_lived=self.long_lived)
-        self.remote = self.asked_remote or remote_of(settings)
+        needs = engine_needs(
+            self.project, delta=self.delta, long_lived=self.long_lived, env=self.env
+        )
+        self.remote = self.asked_remote or remote_of(settings, self.env)
         if self.remote is None:
-            self.session = session_for(settings, self.project.root, **needs)
+            self.session = session_for(settings, self.project.root, **needs, env=self.env)
         else:
             self.session, self.lease = connect_session(
-                settings, self.project.root, self.remote, **needs
+                settings, self.project.root, self.remote, **needs, env=self.env
             )
         self.owned = True
 
@@ -218,14 +222,3 @@ class _Probe:
 
     def wait(self, timeout: float) -> bool:
         return self._finished.wait(timeout) and self._answered
-
-
-def destination_for(
-    project: Project,
-    spec: PipelineSpec,
-    target: Target,
-    env: Mapping[str, str],
-    spark: Callable[[], Any],
-) -> Destination:
-    """The destination one table of a pipeline loads into; `spark` starts Spark on first use."""
-    return kind_of(target.kind).open(project, spec, target, env, spark)

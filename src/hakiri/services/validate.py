@@ -7,11 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hakiri.destinations.kinds import engine_needs
+from hakiri.engine.run_context import RunContext
 from hakiri.errors import Diagnostic, ManifestError
-from hakiri.sources.kinds import engine_needs as source_needs
-from hakiri.spark.engines import pipeline_refusals
-from hakiri.spark.session import engine_of
 from hakiri.spec.connections import destination_kind
 from hakiri.spec.loader import Project, display_path, load_project
 
@@ -20,19 +17,12 @@ def validate_project(root: Path, env: Mapping[str, str] = os.environ) -> Project
     """Load and validate the project; raises ManifestError listing every problem, including
     what the project's engine (`[spark] engine`, HAKIRI_SPARK_ENGINE) cannot run."""
     project = load_project(root, every_variable=True)
-    engine = engine_of(project.settings.spark, env)
+    run = RunContext.of(project, env)
     problems = [
         Diagnostic(reason, origin.file, origin.line, f"pipeline {pid}", hint)
         for pid, spec in sorted(project.pipelines.items())
         for origin in [project.origins[pid]]
-        for reason, hint in pipeline_refusals(
-            spec,
-            engine,
-            [
-                *source_needs(spec),
-                *engine_needs(spec, [destination_kind(project.settings, spec)]),
-            ],
-        )
+        for reason, hint in run.refusals(spec, [destination_kind(project.settings, spec)])
     ]
     if problems:
         raise ManifestError([*problems, *project.warnings])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hakiri.catalog.store import Catalog
 from hakiri.engine.controls import RunControls
+from hakiri.engine.run_context import RunContext
 from hakiri.services.apply import LazySpark, runner_for
 from hakiri.spec.loader import load_project
 from tests.support.tables import id_backfill_project
@@ -19,7 +20,8 @@ CHUNKS = 6
 def _runner(root: Path, controls: RunControls, catalog: Catalog):
     project = load_project(root, {})
     spec = project.pipelines["p"]
-    return runner_for(project, spec, catalog, LazySpark(project), {}, 0.0, controls=controls)
+    run = RunContext.of(project, {}, LazySpark(project, env={}).get)
+    return runner_for(run, spec, catalog, 0.0, controls=controls)
 
 
 def _project(tmp_path: Path, pg_url: str, pg_schema: str) -> Path:

@@ -9,7 +9,7 @@ import pytest
 from hakiri.destinations.base import LoadRequest
 from hakiri.destinations.postgres.copy_writer import CopyStageWriter
 from hakiri.destinations.postgres.staging import JdbcStageWriter
-from hakiri.services.apply import destination_for
+from hakiri.engine.run_context import RunContext
 from hakiri.spec.connections import target_of
 from hakiri.spec.loader import load_project
 
@@ -44,7 +44,7 @@ load = {{ mode = "append"{line} }}
     project = load_project(tmp_path, {})
     spec = project.pipelines["p"]
     target = target_of(project.settings, spec, spec.table_specs()[0])
-    destination = destination_for(project, spec, target, {}, lambda: None)
+    destination = RunContext.of(project, {}).destination_for(spec)(target)
     request = LoadRequest("w", "p", "run", "batch", "public", "t", spec.load, run_bytes=run_bytes)
     chosen = destination.writer_for(request)  # type: ignore[attr-defined]
     assert type(chosen) is expected

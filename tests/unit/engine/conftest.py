@@ -26,6 +26,7 @@ import pytest
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.engine.controls import Outcome, RunControls
+from hakiri.engine.run_context import RunContext
 from hakiri.engine.runner import PipelineRunner
 from hakiri.spec.loader import Project, load_project
 from tests.support.fake_destination import FakeDestination
@@ -114,15 +115,10 @@ class Bench:
         self, catalog: Catalog, controls: RunControls | None = None, project: Project | None = None
     ) -> PipelineRunner:
         project = project or self.project()
-        return PipelineRunner(
-            project,
-            project.pipelines["p"],
-            catalog,
-            lambda target: self.destination,
-            lambda: self.spark,
-            {},
-            controls=controls,
+        run = RunContext(
+            project, {}, "spark", lambda: self.spark, opener=lambda spec, target: self.destination
         )
+        return PipelineRunner(run, project.pipelines["p"], catalog, controls=controls)
 
     def apply(self, controls: RunControls | None = None) -> Outcome:
         """One run of `p`, on a catalog opened for it (as one `hakiri apply` would)."""

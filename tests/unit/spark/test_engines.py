@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from hakiri.destinations.kinds import engine_needs
-from hakiri.sources.kinds import engine_needs as source_needs
 from hakiri.errors import SparkSetupError
+from hakiri.sources.kinds import engine_needs as source_needs
 from hakiri.spark.engines import (
     SAIL,
     SPARK,
