@@ -42,7 +42,10 @@ SetOption = Annotated[
 def create(
     pipeline_id: Annotated[str, typer.Argument(metavar="ID", help="New pipeline id.")],
     project: ProjectDir = Path("."),
-    source: Annotated[str, typer.Option(help="Source connector: files or postgres.")] = "files",
+    source: Annotated[
+        str,
+        typer.Option(help="Source connector: files, postgres, rest, github, or a registered one."),
+    ] = "files",
     path: Annotated[str | None, typer.Option(help="files: glob of input files.")] = None,
     file_format: Annotated[
         str | None, typer.Option("--file-format", help="files: csv, json, jsonl or parquet.")

@@ -142,7 +142,7 @@ class BatchLoader:
                         source=read.label,
                     )
                     if read.empty:
-                        self._on_empty(read.label, run_id)
+                        self._on_empty(read, run_id)
                     frame = read.frame
                     if read.evidence and self.lineage is not None:
                         self.lineage.seen(batch.table_name, frame, destination, request)
@@ -208,10 +208,10 @@ class BatchLoader:
             },
         )
 
-    def _on_empty(self, label: str, run_id: str) -> None:
-        """A batch without a data record: what the files source's `on_empty` asks for."""
-        on_empty = getattr(self.spec.source.config, "on_empty", "ignore")
-        message = f"{label} holds no data record"
+    def _on_empty(self, read: BatchRead, run_id: str) -> None:
+        """A batch without a data record: what its source asks for (`BatchRead.on_empty`)."""
+        on_empty = read.on_empty
+        message = f"{read.label} holds no data record"
         if on_empty == "fail":
             raise SourceDataError(
                 f"{message} (on_empty = 'fail')",

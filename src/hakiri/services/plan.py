@@ -41,7 +41,7 @@ from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.restore import LostTarget
 from hakiri.planner.saved import SavedPlan, observed, stale_reason
 from hakiri.services.runtime import LazySpark
-from hakiri.sources.base import Source
+from hakiri.sources.base import ShapeChecked, Source
 from hakiri.sources.cdc.lag import CdcLag, ChangeStream
 from hakiri.spec.connections import Target, target_of
 from hakiri.spec.interpolate import mask_url
@@ -344,13 +344,12 @@ class _Observer:
         by apply."""
         from hakiri.spark.engines import refusal_message
 
-        shape_needs = getattr(source, "shape_needs", None)
-        if shape_needs is None:
+        if not isinstance(source, ShapeChecked):
             return []
         engine = self.run.engine
         found = []
         for table in spec.table_specs():
-            needs = _attempt(errors, lambda t=table: shape_needs(t)) or []
+            needs = _attempt(errors, lambda t=table: source.shape_needs(t)) or []
             for capability, path in needs:
                 message = refusal_message(engine, capability, path)
                 if message is not None:

@@ -111,6 +111,9 @@ class BatchRead:
     verify: Callable[[], int] = _nothing_left_out
     label: str = ""  # names the batch in messages: a file, or `table (predicate)`
     empty: bool = False  # files: no file of the batch holds a data record
+    # What an empty batch asks for: "ignore" (load it as 0 rows), "alert", or "fail" (a files
+    # source's `on_empty`).
+    on_empty: str = "ignore"
     # False for an empty batch whose columns were not declared: it tells nothing of its columns.
     evidence: bool = True
     # (name, Spark type) of the columns whose type Spark inferred from the values (files without
@@ -222,6 +225,16 @@ class Compared:
     # (url, schema, table) when the server can sum the rows itself (a plain table, loaded
     # with no transform, rename or rule), so no row crosses to the engine.
     native: tuple[str, str, str] | None = None
+
+
+@runtime_checkable
+class ShapeChecked(Protocol):
+    """A source whose data's own shape may need something of the engine (a files source: a
+    JSON file that is one array), told by `plan` from a peek, before apply reads it."""
+
+    def shape_needs(self, table: TableSpec) -> list[tuple[str, str]]:
+        """(engine capability, what needs it: a file) for the table's data as it is now."""
+        ...
 
 
 @runtime_checkable

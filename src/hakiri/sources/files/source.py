@@ -198,6 +198,7 @@ class FileSource:
             verify,
             batch.file_path or batch.table_name,
             empty=read.empty,
+            on_empty=config.on_empty,
             evidence=evidence,
             inferred=tuple(
                 (name, type_) for name, type_ in frame.dtypes if name not in PROVENANCE_COLUMNS
