@@ -32,6 +32,7 @@ from hakiri.spec.project import ProjectFile
 from hakiri.spec.raw import Problem, decode, nesting_problem, parse_limit_problem
 from hakiri.spec.rules import lint_pipeline
 from hakiri.spec.schema_export import pipeline_schema, project_schema
+from hakiri.spec.sources import registered_source_configs
 
 PROJECT_FILE = "hakiri.toml"
 PIPELINES_DIR = "pipelines"
@@ -100,16 +101,17 @@ def display_path(path: Path) -> str:
 
 
 def _project_checker() -> SchemaChecker:
-    return _checker("project", tuple(mode_names()))
+    return _checker("project", tuple(mode_names()), tuple(sorted(registered_source_configs())))
 
 
 def _pipeline_checker() -> SchemaChecker:
-    return _checker("pipeline", tuple(mode_names()))
+    return _checker("pipeline", tuple(mode_names()), tuple(sorted(registered_source_configs())))
 
 
 @cache
-def _checker(document: str, modes: tuple[str, ...]) -> SchemaChecker:
-    """One checker per document and set of load modes (a registered mode is in the schema)."""
+def _checker(document: str, modes: tuple[str, ...], connectors: tuple[str, ...]) -> SchemaChecker:
+    """One checker per document, set of load modes and of source connectors (a registered
+    mode or connector is in the schema)."""
     return SchemaChecker(project_schema() if document == "project" else pipeline_schema())
 
 

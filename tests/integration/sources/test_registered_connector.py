@@ -123,9 +123,10 @@ def test_a_connector_no_longer_registered_is_refused_by_name(
 
 
 def test_diff_says_in_one_line_that_the_connector_does_not_offer_it(
-    tmp_path: Path, pg_url: str, pg_schema: str
+    tmp_path: Path, pg_url: str, pg_schema: str, spark
 ) -> None:
     project = _project(tmp_path, pg_url, pg_schema, "context", rows=3)
+    assert project.cli("apply").exit_code == 0
     found = project.cli("diff", "numbers")
     assert found.exit_code == 1
     assert "cannot read a sequence source" in found.output
