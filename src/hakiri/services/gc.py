@@ -13,7 +13,7 @@ from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import Garbage
 from hakiri.destinations.kinds import KINDS, kind_of
-from hakiri.sources.files.reader import remove_stale_link_dirs
+from hakiri.sources.files.stand_ins import remove_stale_link_dirs
 from hakiri.spec.connections import target_of
 from hakiri.spec.loader import load_project
 

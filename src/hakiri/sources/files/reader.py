@@ -7,18 +7,10 @@ pyspark is imported inside the functions that read.
 
 from __future__ import annotations
 
-import atexit
-import codecs
-import contextlib
 import csv
 import json
 import os
 import re
-import shutil
-import tempfile
-import threading
-import time
-import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +33,16 @@ from hakiri.sources.files.inspect import (
     skip_separators,
     skip_whitespace,
 )
+from hakiri.sources.files.stand_ins import (
+    GLOB_CHARS,
+    Located,
+    locate,
+    plainly_named,
+    reads_encoding,
+    remove_copy,
+    spark_charset,
+    utf8_copy,
+)
 from hakiri.spark.engines import engine_of_session, support
 from hakiri.spark.tally import Tally, tallies_in_process
 from hakiri.spec.pipeline import FilesConfig
@@ -53,7 +55,6 @@ __all__ = [
     "PROVENANCE_COLUMNS",
     "FileRead",
     "read_files",
-    "remove_stale_link_dirs",
     "with_provenance",
 ]
 
@@ -75,25 +76,6 @@ _ROW = "_hakiri_row"
 _ELEMENT = "_hakiri_element"
 _REPLACEMENT = "\ufffd"  # what Spark's CSV reader makes of bytes the charset cannot decode
 _ESCAPED = re.compile("[\udc80-\udcff]")  # undecodable bytes under errors="surrogateescape"
-_GLOB_CHARS = re.compile(r"([\\\[\]{}*?^])")
-# Spark 4 reads these charsets as they are; any other needs spark.sql.legacy.javaCharsets.
-_SPARK_CHARSETS = {
-    "utf-8": "UTF-8",
-    "utf-8-sig": "UTF-8",
-    "ascii": "US-ASCII",
-    "iso8859-1": "ISO-8859-1",
-    "utf-16": "UTF-16",
-    "utf-16-le": "UTF-16LE",
-    "utf-16-be": "UTF-16BE",
-    "utf-32": "UTF-32",
-}
-# Python codec names Java spells differently (beyond iso8859-N and cpNNNN, handled by rule).
-_JAVA_CHARSETS = {
-    "mac-roman": "x-MacRoman",
-    "shift_jis": "Shift_JIS",
-    "utf-32-le": "UTF-32LE",
-    "utf-32-be": "UTF-32BE",
-}
 _MALFORMED_HINT = 'fix the file, or set `on_malformed = "drop"` in the source config to skip and count bad records'
 
 
@@ -134,109 +116,13 @@ class FileRead:
 
 
 @dataclass(frozen=True)
-class _Located:
-    path: Path  # absolute
-    shown: str  # as the plan names it (SourceFile.path)
-    # A plain-named link to `path` that the engine reads instead (`_plainly_named`).
-    link: Path | None = None
-
-    @property
-    def spark_path(self) -> str:
-        if self.link is not None:
-            return "file://" + self.link.as_posix()
-        # Spark takes every path as a Hadoop glob: a '[' or '{' in a file name must mean itself.
-        return "file://" + _GLOB_CHARS.sub(r"\\\1", self.path.as_posix())
-
-    def is_at(self, local_path: str) -> bool:
-        """Is `local_path` (as the engine names what it read) this file?"""
-        return local_path in (self.path.as_posix(), self.link and self.link.as_posix())
-
-
-# Links with plain names, for paths an engine cannot be given as they are: one directory per
-# project and process, one link per file (kept for the process: a file read again reuses it).
-_LINKS_LOCK = threading.Lock()
-_LINKS: dict[Path, Path] = {}
-_LINK_DIRS: dict[Path, Path] = {}
-_LINK_DIRS_LOCK = threading.Lock()  # taken inside _LINKS_LOCK, never the other way round
-
-
-def _plainly_named(loc: _Located, root: Path) -> _Located:
-    """`loc` read through a link whose path holds no ':' and no glob character (Hadoop takes
-    what precedes a ':' for a URI scheme; Sail has no escape for glob characters)."""
-    with _LINKS_LOCK:
-        link = _LINKS.get(loc.path)
-        if link is None:
-            link = _link_dir(root) / f"{len(_LINKS)}{_plain_suffixes(loc.path)}"
-            try:
-                link.symlink_to(loc.path)
-            except OSError as exc:
-                raise _no_stand_in(loc, "a link to", link, exc) from None
-            _LINKS[loc.path] = link
-    return _Located(loc.path, loc.shown, link)
-
-
-def _link_dir(root: Path) -> Path:
-    """This process's directory of links and copies for the project at `root`, removed when
-    the process exits: under the project's `.hakiri/links` (so an engine that sees the
-    project sees them too), or the system's temporary directory when the project's own path
-    is not plain or not writable."""
-    with _LINK_DIRS_LOCK:
-        found = _LINK_DIRS.get(root)
-        if found is None:
-            base: Path | None = root / ".hakiri" / "links"
-            if ":" in root.as_posix() or _GLOB_CHARS.search(root.as_posix()):
-                base = None
-            try:
-                if base is not None:
-                    base.mkdir(parents=True, exist_ok=True)
-                found = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
-            except OSError:
-                found = Path(tempfile.mkdtemp(prefix="hakiri-links-"))
-            atexit.register(shutil.rmtree, found, True)
-            _LINK_DIRS[root] = found
-        return found
-
-
-def remove_stale_link_dirs(project_root: Path, older_than_seconds: float) -> list[Path]:
-    """Remove the link directories (`.hakiri/links/<pid>-…`, links and UTF-8 copies) of
-    processes that ended without removing them (killed), untouched for `older_than_seconds`;
-    the directories removed. A directory whose process still runs is kept."""
-    base = Path(os.path.abspath(project_root)) / ".hakiri" / "links"
-    removed = []
-    for found in sorted(base.glob("*-*")) if base.is_dir() else ():
-        pid = found.name.partition("-")[0]
-        if not pid.isdigit() or _alive(int(pid)):
-            continue
-        if time.time() - found.stat().st_mtime < older_than_seconds:
-            continue
-        shutil.rmtree(found, ignore_errors=True)
-        removed.append(found)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
-def _plain_suffixes(path: Path) -> str:
-    """The file's extensions that are plain words (an engine picks a compression codec by them)."""
-    return "".join(x for x in path.suffixes if re.fullmatch(r"\.[A-Za-z0-9]+", x))
-
-
-@dataclass(frozen=True)
 class _Part:
     """One Spark read of files that share a layout: one CSV header, or JSON Lines, or JSON arrays."""
 
     raw: DataFrame  # data columns, _BAD if present; JSON arrays add _FILE, _POS and _BROKEN
     parsed: tuple[str, ...]  # every data column the files hold: all are parsed when counting
     columns: tuple[str, ...]  # the columns the batch delivers, in order
-    files: tuple[_Located, ...]
+    files: tuple[Located, ...]
     kind: str  # "csv" | "jsonl" | "json-array" | "parquet"
     has_bad: bool
     # CSV is read as text and converted to the declared or inferred types by hakiri's
@@ -328,7 +214,7 @@ def read_files(
     observed = _observes(spark)
     tallied = not observed and tallies_in_process(spark)
     root = Path(os.path.abspath(project_root))
-    located = [_locate(root, file) for file in files]
+    located = [locate(root, file) for file in files]
     hashes = (
         {loc.path: f.content_hash for loc, f in zip(located, files, strict=True)}
         if file_hashes
@@ -336,14 +222,14 @@ def read_files(
     )
     if support(engine_of_session(spark), "glob_file_names").status != "works":
         located = [
-            _plainly_named(loc, root) if _GLOB_CHARS.search(loc.path.as_posix()) else loc
+            plainly_named(loc, root) if GLOB_CHARS.search(loc.path.as_posix()) else loc
             for loc in located
         ]
-    transcoded = config.format != "parquet" and not _reads_encoding(spark, config)
+    transcoded = config.format != "parquet" and not reads_encoding(spark, config)
     if transcoded or config.format == "parquet":
         charset = "UTF-8" if transcoded else ""
     else:
-        charset = _spark_charset(spark, config)
+        charset = spark_charset(spark, config)
     # A file without a data record adds no row, and its header or footer is no evidence of the
     # columns' types (inferred, a header-only CSV is all strings): it is left out of the read.
     located = [loc for loc in located if _has_records(config, loc)]
@@ -351,7 +237,7 @@ def read_files(
         return FileRead(_empty_frame(spark, config), empty=True)
     copies: list[Path] = []
     if transcoded:
-        located = [_transcoded(loc, config.encoding, copies, root) for loc in located]
+        located = [utf8_copy(loc, config.encoding, copies, root) for loc in located]
     if config.format == "parquet":
         frame, part = _read_parquet(spark, config, located, observed)
         if part is None:
@@ -372,7 +258,7 @@ def read_files(
         frame = _in_file_order(config, located, frame)
     read = _judged_ahead(FileRead(frame, checks=checks), observed)
     for copy in copies:  # the engine reads them until the batch is done with its read
-        weakref.finalize(read, _remove, copy)
+        weakref.finalize(read, remove_copy, copy)
     return read
 
 
@@ -401,9 +287,6 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen = seen.__cause__ or seen.__context__
 
 
-# ---------------------------------------------------------------- files and options
-
-
 PROVENANCE_COLUMNS = ("_source_file_hash", "_hakiri_batch_id")
 
 
@@ -426,97 +309,12 @@ def with_provenance(
         root = Path(os.path.abspath(project_root))
         pairs = []
         for file in files:
-            uri = _locate(root, file).path.as_uri()
+            uri = locate(root, file).path.as_uri()
             pairs += [F.lit(uri), F.lit(file.content_hash)]
         source_hash = F.element_at(F.create_map(*pairs), F.input_file_name())
     return frame.withColumn(PROVENANCE_COLUMNS[0], source_hash).withColumn(
         PROVENANCE_COLUMNS[1], F.lit(batch_id)
     )
-
-
-def _locate(root: Path, file: SourceFile) -> _Located:
-    path = Path(os.path.normpath(os.path.join(root, file.path)))
-    if not path.is_file():
-        raise SourceDataError(
-            f"{file.path} does not exist (any more)",
-            "restore the file, or run `hakiri apply` again so the plan sees it is gone",
-        )
-    if ":" in path.as_posix():
-        # Hadoop's Path takes what precedes a ':' for a URI scheme; there is no escaping it.
-        return _plainly_named(_Located(path, file.path), root)
-    return _Located(path, file.path)
-
-
-def _codec_name(config: FilesConfig) -> str:
-    try:
-        return codecs.lookup(config.encoding).name
-    except LookupError:
-        raise SourceDataError(
-            f"unknown encoding {config.encoding!r}",
-            "set `encoding` in the source config to a codec name such as 'utf-8' or 'latin-1'",
-        ) from None
-
-
-def _reads_encoding(spark: SparkSession, config: FilesConfig) -> bool:
-    """Can the engine be given the files as they are (UTF-8, or an engine that decodes other
-    encodings: Apache Spark)? Otherwise hakiri hands it UTF-8 copies (`_transcoded`)."""
-    utf8 = _SPARK_CHARSETS.get(_codec_name(config)) == "UTF-8"
-    return utf8 or support(engine_of_session(spark), "text_encodings").status == "works"
-
-
-def _transcoded(loc: _Located, encoding: str, copies: list[Path], root: Path) -> _Located:
-    """`loc` read through a UTF-8 copy of it (line for line, so lines keep their numbers; a
-    byte the encoding cannot decode becomes U+FFFD, which `_verdict` then names by line)."""
-    copy = _link_dir(root) / f"{uuid.uuid4().hex}.utf8{_plain_suffixes(loc.path)}"
-    copies.append(copy)  # removed with the read, or here if the copy fails
-    try:
-        with (
-            open(loc.path, encoding=encoding, errors="replace", newline="") as source,
-            open(copy, "w", encoding="utf-8", newline="") as target,
-        ):
-            shutil.copyfileobj(source, target, 1 << 20)  # in blocks, whatever the file's size
-    except OSError as exc:
-        for made in copies:
-            _remove(made)
-        raise _no_stand_in(loc, "a UTF-8 copy of", copy, exc) from None
-    return _Located(loc.path, loc.shown, copy)
-
-
-def _no_stand_in(loc: _Located, what: str, at: Path, exc: OSError) -> SourceUnreachable:
-    """The engine cannot be handed a link or copy it needs in place of `loc`."""
-    return SourceUnreachable(
-        f"cannot make {what} {loc.shown} for the engine at {at.parent}: {first_line(exc)}",
-        "free space or fix the permissions of that directory (the project's .hakiri/links), or "
-        "give the engine a file it can read as it is: UTF-8, a path without ':' or [ ] { } * ?",
-    )
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-
-
-def _spark_charset(spark: SparkSession, config: FilesConfig) -> str:
-    """The Java charset name for `encoding`, which is a Python codec name."""
-    from pyspark.sql import functions as F
-
-    name = _codec_name(config)
-    if name in _SPARK_CHARSETS:
-        return _SPARK_CHARSETS[name]
-    charset = _JAVA_CHARSETS.get(name) or re.sub(r"^cp(125\d)$", r"windows-\1", name)
-    charset = re.sub(r"^iso8859-", "ISO-8859-", charset).replace("_", "-")
-    # Spark 4 accepts only a handful of charsets unless told to use whatever Java has.
-    spark.conf.set("spark.sql.legacy.javaCharsets", "true")
-    try:  # asked of the engine: a query of literals, refused while it is planned
-        spark.sql("SELECT 1").select(F.encode(F.lit(""), charset)).collect()
-    except Exception as exc:
-        if "INVALID_PARAMETER_VALUE.CHARSET" not in str(exc):
-            raise
-        raise SourceDataError(
-            f"Spark (Java) has no charset for encoding {config.encoding!r}",
-            "convert the files to UTF-8, or set `encoding` to one Java knows (e.g. 'cp1252')",
-        ) from None
-    return charset
 
 
 def _col(name: str) -> Column:
@@ -555,21 +353,18 @@ def _empty_frame(spark: SparkSession, config: FilesConfig) -> DataFrame:
     return spark.createDataFrame([], _schema(spark, list(config.columns.items())))
 
 
-# ---------------------------------------------------------------- csv
-
-
 def _csv_parts(
     spark: SparkSession,
     config: FilesConfig,
     charset: str,
-    located: list[_Located],
+    located: list[Located],
     observed: bool = True,
 ) -> list[_Part]:
     from pyspark.sql.types import StringType, StructField, StructType
 
     # Spark applies one schema by position to every file of a read, so files whose
     # headers differ (order included) are read separately and united by name.
-    groups: dict[tuple[str, ...] | None, list[_Located]] = {}
+    groups: dict[tuple[str, ...] | None, list[Located]] = {}
     for loc in located:
         header = _header_of(config, loc) if config.header else None
         if config.header and header is None:
@@ -614,7 +409,7 @@ def _with_bad(
     reader: DataFrameReader,
     schema: StructType,
     observed: bool,
-    locs: Sequence[_Located],
+    locs: Sequence[Located],
     kind: str = "csv",
 ) -> DataFrame:
     """The files read with `schema`, plus the corrupt-record column _BAD: filled by the parser
@@ -643,7 +438,7 @@ def _union(frames: Sequence[DataFrame]) -> DataFrame:
     return united
 
 
-def _first_record_names(config: FilesConfig, loc: _Located) -> tuple[str, ...]:
+def _first_record_names(config: FilesConfig, loc: Located) -> tuple[str, ...]:
     """A header-less file's column names: `column_names`, else _c0, _c1, … for the fields of
     its first record (more names than fields, or fewer, make every record malformed)."""
     try:
@@ -659,7 +454,7 @@ _INTEGER, _ISO_DATE, _ISO_TIMESTAMP = INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP
 
 
 def _inferred_fields(
-    config: FilesConfig, raw: DataFrame, names: Sequence[str], locs: Sequence[_Located]
+    config: FilesConfig, raw: DataFrame, names: Sequence[str], locs: Sequence[Located]
 ) -> list[StructField]:
     """The type of each text column: the narrowest of int, bigint, decimal(38,0), double,
     boolean, date, timestamp that every non-NULL value of the well-formed records converts
@@ -839,7 +634,7 @@ def _datetime_options(config: FilesConfig) -> dict[str, str]:
     return {k: v for k, v in options.items() if v is not None}
 
 
-def _has_records(config: FilesConfig, loc: _Located) -> bool:
+def _has_records(config: FilesConfig, loc: Located) -> bool:
     try:
         return has_records(config, loc.path, loc.shown)
     except SourceUnreachable as exc:
@@ -849,7 +644,7 @@ def _has_records(config: FilesConfig, loc: _Located) -> bool:
         raise SourceDataError(exc.reason, exc.hint) from None
 
 
-def _header_of(config: FilesConfig, loc: _Located) -> tuple[str, ...] | None:
+def _header_of(config: FilesConfig, loc: Located) -> tuple[str, ...] | None:
     try:
         names = csv_names(config, loc.path, loc.shown)
     except SourceUnreachable as exc:
@@ -859,7 +654,7 @@ def _header_of(config: FilesConfig, loc: _Located) -> tuple[str, ...] | None:
     return tuple(names) if names is not None else None
 
 
-def _require_declared(declared: dict[str, str], header: tuple[str, ...], loc: _Located) -> None:
+def _require_declared(declared: dict[str, str], header: tuple[str, ...], loc: Located) -> None:
     missing = [name for name in declared if name not in header]
     if not missing:
         return
@@ -871,14 +666,11 @@ def _require_declared(declared: dict[str, str], header: tuple[str, ...], loc: _L
     )
 
 
-# ---------------------------------------------------------------- json
-
-
 def _json_parts(
     spark: SparkSession,
     config: FilesConfig,
     charset: str,
-    located: list[_Located],
+    located: list[Located],
     observed: bool = True,
 ) -> list[_Part]:
     from pyspark.sql import functions as F
@@ -917,7 +709,7 @@ def _json_parts(
 
 
 def _json_lines_as_text(
-    spark: SparkSession, config: FilesConfig, locs: Sequence[_Located]
+    spark: SparkSession, config: FilesConfig, locs: Sequence[Located]
 ) -> DataFrame:
     """JSON Lines with declared columns on an engine whose JSON reader stops at a bad line
     (Sail): each file read as lines of text (with its name in _FILE), each line parsed by
@@ -953,7 +745,7 @@ def _json_lines_as_text(
     return lines.select(*converted, bad.alias(_BAD), _FILE)
 
 
-def _refused(spark: SparkSession, capability: str, loc: _Located) -> SourceDataError:
+def _refused(spark: SparkSession, capability: str, loc: Located) -> SourceDataError:
     from hakiri.spark.engines import refusal_message
 
     engine = engine_of_session(spark)
@@ -981,7 +773,7 @@ def _json_reader(
     return reader
 
 
-def _starts_with_bracket(config: FilesConfig, loc: _Located) -> bool:
+def _starts_with_bracket(config: FilesConfig, loc: Located) -> bool:
     with open_text(config, loc.path, loc.shown) as stream:
         try:
             return skip_whitespace(stream).startswith("[")
@@ -990,7 +782,7 @@ def _starts_with_bracket(config: FilesConfig, loc: _Located) -> bool:
 
 
 def _json_array_part(
-    spark: SparkSession, config: FilesConfig, charset: str, locs: list[_Located]
+    spark: SparkSession, config: FilesConfig, charset: str, locs: list[Located]
 ) -> _Part:
     """Each element of each file's top-level array is one record.
 
@@ -1028,7 +820,7 @@ def _json_array_part(
     return _Part(raw, columns, columns, tuple(locs), "json-array", has_bad=True)
 
 
-def _in_file_order(config: FilesConfig, located: list[_Located], frame: DataFrame) -> DataFrame:
+def _in_file_order(config: FilesConfig, located: list[Located], frame: DataFrame) -> DataFrame:
     """Spark sorts inferred JSON fields by name; put them in the order the records first use them."""
     lenient = config.model_copy(update={"on_malformed": "drop"})
     try:
@@ -1042,11 +834,8 @@ def _in_file_order(config: FilesConfig, located: list[_Located], frame: DataFram
     return frame.select(*[_col(c) for c in known + rest])
 
 
-# ---------------------------------------------------------------- parquet
-
-
 def _read_parquet(
-    spark: SparkSession, config: FilesConfig, located: list[_Located], observed: bool = True
+    spark: SparkSession, config: FilesConfig, located: list[Located], observed: bool = True
 ) -> tuple[DataFrame, _Part | None]:
     """The files' rows, and with declared `columns` the part whose malformed records (a value
     that does not convert to its declared type) `_Check` judges; None without declared ones."""
@@ -1118,7 +907,7 @@ def _read_parquet(
     return raw, part
 
 
-def _file_name(located: list[_Located], observed: bool) -> Column:
+def _file_name(located: list[Located], observed: bool) -> Column:
     """Each row's file, for naming the first malformed one: Spark's file metadata; on an engine
     without it (Sail), the one file's name, or NULL for several (the message then names none)."""
     from pyspark.sql import functions as F
@@ -1128,7 +917,7 @@ def _file_name(located: list[_Located], observed: bool) -> Column:
     return F.lit(located[0].path.as_uri() if len(located) == 1 else None).cast("string")
 
 
-def _parquet_in_tasks(spark: SparkSession, located: list[_Located]) -> DataFrame:
+def _parquet_in_tasks(spark: SparkSession, located: list[Located]) -> DataFrame:
     """The files' rows read by pyarrow in an engine task (for an engine whose Parquet reader
     refuses nanosecond timestamps: Sail), their columns merged by name as Spark's mergeSchema
     does, nanosecond timestamps floored to microseconds as on Spark. The driver reads the
@@ -1187,7 +976,7 @@ def _parquet_reader(wanted: Any, inner: Any) -> Any:
     return read
 
 
-def _nanosecond_columns(loc: _Located) -> dict[str, bool]:
+def _nanosecond_columns(loc: Located) -> dict[str, bool]:
     """Top-level nanosecond timestamp columns, each with whether it is UTC-adjusted."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -1204,9 +993,6 @@ def _nanosecond_columns(loc: _Located) -> dict[str, bool]:
         for f in schema
         if pa.types.is_timestamp(f.type) and f.type.unit == "ns"
     }
-
-
-# ---------------------------------------------------------------- malformed records
 
 
 class _Check:
@@ -1400,7 +1186,7 @@ def _verdict(config: FilesConfig, part: _Part, malformed: int, replaced: int, br
     return malformed if config.on_malformed == "drop" else 0
 
 
-def _raise_if_undecodable(config: FilesConfig, files: Sequence[_Located]) -> None:
+def _raise_if_undecodable(config: FilesConfig, files: Sequence[Located]) -> None:
     for loc in files:
         try:
             with open(loc.path, encoding=config.encoding, errors="surrogateescape") as stream:
@@ -1418,7 +1204,7 @@ def _undecodable(config: FilesConfig, where: str) -> SourceDataError:
     )
 
 
-def _broken_array(config: FilesConfig, files: Sequence[_Located]) -> SourceDataError:
+def _broken_array(config: FilesConfig, files: Sequence[Located]) -> SourceDataError:
     hint = (
         "fix the file: a JSON file that starts with '[' must hold one JSON array "
         "(on_malformed cannot skip records inside a broken array)"
@@ -1533,7 +1319,7 @@ def _local_path(spark_path: str) -> str:
     return path
 
 
-def _line_of(config: FilesConfig, loc: _Located, record: str | None) -> tuple[int | None, str]:
+def _line_of(config: FilesConfig, loc: Located, record: str | None) -> tuple[int | None, str]:
     """(line number, text) of `record` in the file; the first non-blank line when record is None."""
     target = (record or "").rstrip("\r\n")
     loose: tuple[int, str] | None = None
@@ -1549,7 +1335,7 @@ def _line_of(config: FilesConfig, loc: _Located, record: str | None) -> tuple[in
     return loose if loose else (None, target)
 
 
-def _line_of_fields(config: FilesConfig, loc: _Located, fields: list[str | None]) -> int | None:
+def _line_of_fields(config: FilesConfig, loc: Located, fields: list[str | None]) -> int | None:
     """The line of the CSV record whose fields are `fields` (NULL: empty or the null value);
     None when no single line holds it (a record over several lines)."""
     wanted = [value or "" for value in fields]
@@ -1567,7 +1353,7 @@ def _line_of_fields(config: FilesConfig, loc: _Located, fields: list[str | None]
     return None
 
 
-def _array_element_line(config: FilesConfig, loc: _Located, index: int) -> int | None:
+def _array_element_line(config: FilesConfig, loc: Located, index: int) -> int | None:
     text = loc.path.read_text(encoding=config.encoding, errors="replace")
     decoder = json.JSONDecoder()
     position = text.find("[") + 1
@@ -1582,7 +1368,7 @@ def _array_element_line(config: FilesConfig, loc: _Located, index: int) -> int |
     return None
 
 
-def _array_element(config: FilesConfig, loc: _Located, index: int) -> Any:
+def _array_element(config: FilesConfig, loc: Located, index: int) -> Any:
     """The `index`-th element of the file's top-level array; None when it cannot be read."""
     try:
         value = json.loads(
