@@ -33,6 +33,22 @@ from hakiri.sources.files.inspect import (
     skip_separators,
     skip_whitespace,
 )
+from hakiri.sources.files.part import (
+    BAD,
+    BROKEN,
+    FILE,
+    MISTYPED,
+    POS,
+    PROVENANCE_COLUMNS,
+    TEXT,
+    Part,
+    datetime_options,
+    metrics,
+    quoted_col,
+    spark_schema,
+    union,
+    with_bad,
+)
 from hakiri.sources.files.stand_ins import (
     GLOB_CHARS,
     Located,
@@ -66,15 +82,8 @@ __all__ = [
 # hakiri.spark.errors.spark_errors for the Spark failures this code does not
 # foresee (I/O errors, a JVM that died).
 
-_BAD = "_hakiri_malformed"  # Spark's corrupt-record column, named so no real column clashes
-_FILE = "_hakiri_file"
-_POS = "_hakiri_position"
-_BROKEN = "_hakiri_broken"
-_TEXT = "_hakiri_text"  # a converted CSV record's fields as read, for naming its line
-_MISTYPED = "_hakiri_mistyped"  # true: a value of the record did not convert to its type
 _ROW = "_hakiri_row"
 _ELEMENT = "_hakiri_element"
-_REPLACEMENT = "\ufffd"  # what Spark's CSV reader makes of bytes the charset cannot decode
 _ESCAPED = re.compile("[\udc80-\udcff]")  # undecodable bytes under errors="surrogateescape"
 _MALFORMED_HINT = 'fix the file, or set `on_malformed = "drop"` in the source config to skip and count bad records'
 
@@ -113,67 +122,6 @@ class FileRead:
             if found is not None:
                 return found
         return _engine_stopped(tallied[0].config, tallied[0].part, exc) if tallied else None
-
-
-@dataclass(frozen=True)
-class _Part:
-    """One Spark read of files that share a layout: one CSV header, or JSON Lines, or JSON arrays."""
-
-    raw: DataFrame  # data columns, _BAD if present; JSON arrays add _FILE, _POS and _BROKEN
-    parsed: tuple[str, ...]  # every data column the files hold: all are parsed when counting
-    columns: tuple[str, ...]  # the columns the batch delivers, in order
-    files: tuple[Located, ...]
-    kind: str  # "csv" | "jsonl" | "json-array" | "parquet"
-    has_bad: bool
-    # CSV is read as text and converted to the declared or inferred types by hakiri's
-    # projection: a record with a value that does not convert has _MISTYPED true (_BAD holds
-    # a record only when Spark's parser refused it, e.g. a field short).
-    has_mistyped: bool = False
-
-    def frame(
-        self,
-        observation: Any = None,
-        tally: Tally | None = None,
-        hashes: Mapping[Path, str] | None = None,
-    ) -> DataFrame:
-        """The part's good records in the batch's columns; with `observation` or `tally`, the
-        counts `_Check` judges are taken as the records pass (no pass of their own); with
-        `hashes` (file -> content hash), each row's file's hash as `_source_file_hash`."""
-        from pyspark.sql import functions as F
-
-        if not self.columns:
-            # Every record was malformed (nothing else to infer columns from): no rows.
-            return self.raw.sparkSession.range(0).select()
-        columns = [_col(name) for name in self.columns]
-        if hashes is not None:
-            columns.append(_file_hash(self, hashes).alias(PROVENANCE_COLUMNS[0]))
-        if tally is not None:
-            # Bit 0: malformed (left out); bit 1: text with U+FFFD (judged by `_verdict`).
-            flags = F.when(_malformed(self), 1).otherwise(0) + F.when(_replaced(self), 2).otherwise(
-                0
-            )
-            return tally.sift(self.raw, columns, flags, 1)
-        rows = self.raw
-        if observation is not None:
-            rows = rows.observe(observation, *_metrics(self))
-        if self.kind == "json-array":
-            rows = rows.where(~F.col(_BROKEN) & F.col(_POS).isNotNull())
-        if self.has_bad:
-            rows = rows.where(F.col(_BAD).isNull())
-        if self.has_mistyped:
-            rows = rows.where(~F.col(_MISTYPED))
-        return rows.select(*columns)
-
-
-def _file_hash(part: _Part, hashes: Mapping[Path, str]) -> Column:
-    """The content hash of each row's file, from the file name the part's read carries as a
-    literal (an engine without input_file_name: each file is read on its own there)."""
-    from pyspark.sql import functions as F
-
-    if _FILE not in part.raw.columns:
-        raise ValueError(f"a {part.kind} part does not carry its rows' file names")
-    pairs = [x for loc in part.files for x in (F.lit(loc.path.as_uri()), F.lit(hashes[loc.path]))]
-    return F.element_at(F.create_map(*pairs), F.col(_FILE))
 
 
 def read_files(
@@ -287,9 +235,6 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen = seen.__cause__ or seen.__context__
 
 
-PROVENANCE_COLUMNS = ("_source_file_hash", "_hakiri_batch_id")
-
-
 def with_provenance(
     frame: DataFrame, project_root: Path, files: Sequence[SourceFile], batch_id: str
 ) -> DataFrame:
@@ -317,40 +262,10 @@ def with_provenance(
     )
 
 
-def _col(name: str) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.col(quoted_name(name))
-
-
-def _schema(spark: SparkSession, fields: Sequence[tuple[str, str]]) -> StructType:
-    """A StructType from (name, Spark SQL type) pairs; a type Spark does not know is a SourceDataError."""
-    from pyspark.errors import PySparkException
-    from pyspark.sql.types import StructType
-
-    from hakiri.spark.session import parse_type
-
-    try:
-        schema = parse_type(spark, ", ".join(f"{quoted_name(n)} {t}" for n, t in fields))
-    except PySparkException:
-        for name, type_ in fields:
-            try:
-                parse_type(spark, type_)
-            except PySparkException:
-                raise SourceDataError(
-                    f"column {name!r} is declared as {type_!r}, which is not a Spark SQL type",
-                    "use a Spark SQL type in `columns`: string, bigint, int, double, "
-                    "decimal(12,2), boolean, date, timestamp, …",
-                ) from None
-        raise
-    assert isinstance(schema, StructType)
-    return schema
-
-
 def _empty_frame(spark: SparkSession, config: FilesConfig) -> DataFrame:
     if config.columns is None:
         return spark.range(0).select()
-    return spark.createDataFrame([], _schema(spark, list(config.columns.items())))
+    return spark.createDataFrame([], spark_schema(spark, list(config.columns.items())))
 
 
 def _csv_parts(
@@ -359,7 +274,7 @@ def _csv_parts(
     charset: str,
     located: list[Located],
     observed: bool = True,
-) -> list[_Part]:
+) -> list[Part]:
     from pyspark.sql.types import StringType, StructField, StructType
 
     # Spark applies one schema by position to every file of a read, so files whose
@@ -380,13 +295,13 @@ def _csv_parts(
                 fields = [(name, declared.get(name, "string")) for name in header]
             else:
                 fields = list(declared.items())
-            typed = _schema(spark, fields)  # a declared type Spark does not know fails here
-            text = _schema(spark, [(n, "string") for n, _ in fields])
+            typed = spark_schema(spark, fields)  # a declared type Spark does not know fails here
+            text = spark_schema(spark, [(n, "string") for n, _ in fields])
             parsed, columns = tuple(n for n, _ in fields), tuple(declared)
-            raw = _with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
+            raw = with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
             raw = _converted(config, raw, typed)
             parts.append(
-                _Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
+                Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
             )
             continue
         # Inferred columns are typed the same way: hakiri infers the types from the text of
@@ -396,46 +311,13 @@ def _csv_parts(
         names = header if header is not None else _first_record_names(config, locs[0])
         text = StructType([StructField(name, StringType()) for name in names])
         parsed = columns = tuple(names)
-        raw = _with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
+        raw = with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
         fields = _inferred_fields(config, raw, names, locs)
         raw = _converted(config, raw, StructType(fields))
         parts.append(
-            _Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
+            Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
         )
     return parts
-
-
-def _with_bad(
-    reader: DataFrameReader,
-    schema: StructType,
-    observed: bool,
-    locs: Sequence[Located],
-    kind: str = "csv",
-) -> DataFrame:
-    """The files read with `schema`, plus the corrupt-record column _BAD: filled by the parser
-    where the engine has one (Apache Spark), else NULL (an engine whose parser stops at such a
-    record: `_Check` then names it). Without the engine's file metadata (Sail) each file is
-    read on its own and carries its name in _FILE, for naming the file of a malformed record."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    if observed:
-        full = StructType([*schema.fields, StructField(_BAD, StringType())])
-        return getattr(reader.schema(full), kind)([loc.spark_path for loc in locs])
-    frames = [
-        getattr(reader.schema(schema), kind)(loc.spark_path).select(
-            "*", F.lit(None).cast("string").alias(_BAD), F.lit(loc.path.as_uri()).alias(_FILE)
-        )
-        for loc in locs
-    ]
-    return _union(frames)
-
-
-def _union(frames: Sequence[DataFrame]) -> DataFrame:
-    united = frames[0]
-    for more in frames[1:]:
-        united = united.unionByName(more)
-    return united
 
 
 def _first_record_names(config: FilesConfig, loc: Located) -> tuple[str, ...]:
@@ -483,10 +365,10 @@ def _inferred_fields(
         ("date", DateType()),
         ("timestamp", TimestampType()),
     ]
-    good = raw.where(F.col(_BAD).isNull())
+    good = raw.where(F.col(BAD).isNull())
     checks = []
     for i, name in enumerate(names):
-        value = _present(config, _col(name))
+        value = _present(config, quoted_col(name))
         fits = {
             "int": value.rlike(_INTEGER) & value.try_cast("int").isNotNull(),
             "bigint": value.rlike(_INTEGER) & value.try_cast("bigint").isNotNull(),
@@ -507,7 +389,7 @@ def _inferred_fields(
     except Exception as exc:  # Sail's CSV parser stops at a record of the wrong width
         if not _PARSER_STOPPED.search(str(exc)):
             raise
-        unread = _Part(raw, tuple(names), tuple(names), tuple(locs), "csv", has_bad=True)
+        unread = Part(raw, tuple(names), tuple(names), tuple(locs), "csv", has_bad=True)
         raise _unreadable_record(config, unread, exc) from None
     assert found is not None  # a global aggregate has one row
     fields = []
@@ -555,7 +437,7 @@ def _as_timestamp(config: FilesConfig, value: Column) -> Column:
 
 def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFrame:
     """CSV text columns converted to their declared or inferred types (what Spark's typed
-    parse did, for less: reading text is the cheaper half), plus _MISTYPED, true when a value
+    parse did, for less: reading text is the cheaper half), plus MISTYPED, true when a value
     does not convert (which one is worked out only when a read fails). An empty value is
     NULL, never malformed."""
     from pyspark.sql import functions as F
@@ -564,7 +446,7 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
     texts = [f"_hakiri_t{i}" for i in range(len(typed.fields))]
     converted, problems = [], []
     for field, kept in zip(typed.fields, texts, strict=True):
-        text = _col(field.name)
+        text = quoted_col(field.name)
         if isinstance(field.dataType, StringType):
             if config.null_value is not None:  # as the reader's nullValue, on every engine
                 text = F.when(text != config.null_value, text)
@@ -580,27 +462,30 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
         else:
             result = value.try_cast(field.dataType)
         converted.append(result.alias(field.name))
-        problems.append(_present(config, F.col(kept)).isNotNull() & _col(field.name).isNull())
+        problems.append(_present(config, F.col(kept)).isNotNull() & quoted_col(field.name).isNull())
     mistyped = F.lit(False)
     for problem in problems:
         mistyped = mistyped | problem
-    extra = [_col(_FILE)] if _FILE in raw.columns else []
+    extra = [quoted_col(FILE)] if FILE in raw.columns else []
     # Two projections: the conversions first, then the verdict from their results (in one,
     # an engine without common-subexpression elimination, Sail, converts every value twice).
     values = raw.select(
         *converted,
-        *[_col(field.name).alias(kept) for field, kept in zip(typed.fields, texts, strict=True)],
+        *[
+            quoted_col(field.name).alias(kept)
+            for field, kept in zip(typed.fields, texts, strict=True)
+        ],
         *extra,
-        _col(_BAD),
+        quoted_col(BAD),
     )
-    # The parser's verdict (_BAD) comes first: a record it refused has no values to convert.
+    # The parser's verdict (BAD) comes first: a record it refused has no values to convert.
     return values.select(
-        *[_col(field.name) for field in typed.fields],
+        *[quoted_col(field.name) for field in typed.fields],
         *extra,
-        _col(_BAD),
-        (F.col(_BAD).isNull() & mistyped).alias(_MISTYPED),
+        quoted_col(BAD),
+        (F.col(BAD).isNull() & mistyped).alias(MISTYPED),
         # Read only when a failing read names its line: the queries that load never use it.
-        F.array(*[F.col(kept) for kept in texts]).alias(_TEXT),
+        F.array(*[F.col(kept) for kept in texts]).alias(TEXT),
     )
 
 
@@ -619,19 +504,14 @@ def _csv_reader(
         .option("escape", config.escape)
     )
     if observed:
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", _BAD)
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", BAD)
     options = {
         "comment": config.comment,
         "nullValue": config.null_value,
         "nanValue": config.nan_value,
-        **_datetime_options(config),
+        **datetime_options(config),
     }
     return reader.options(**{k: v for k, v in options.items() if v is not None})
-
-
-def _datetime_options(config: FilesConfig) -> dict[str, str]:
-    options = {"dateFormat": config.date_format, "timestampFormat": config.timestamp_format}
-    return {k: v for k, v in options.items() if v is not None}
 
 
 def _has_records(config: FilesConfig, loc: Located) -> bool:
@@ -672,7 +552,7 @@ def _json_parts(
     charset: str,
     located: list[Located],
     observed: bool = True,
-) -> list[_Part]:
+) -> list[Part]:
     from pyspark.sql import functions as F
 
     arrays = [loc for loc in located if _starts_with_bracket(config, loc)]
@@ -687,22 +567,22 @@ def _json_parts(
             raw = _json_lines_as_text(spark, config, lines)
             columns = tuple(config.columns)
         elif config.columns is not None:
-            declared = _schema(spark, list(config.columns.items()))
-            raw = _with_bad(reader, declared, observed, lines, "json")
+            declared = spark_schema(spark, list(config.columns.items()))
+            raw = with_bad(reader, declared, observed, lines, "json")
             columns = tuple(config.columns)
         else:
             try:
                 raw = reader.json(paths)
-                columns = tuple(c for c in raw.columns if c != _BAD)
+                columns = tuple(c for c in raw.columns if c != BAD)
             except Exception as exc:  # Sail's inference stops at a line that is not JSON
                 if observed or not _PARSER_STOPPED.search(str(exc)):
                     raise
-                unread = _Part(spark.range(0), (), (), tuple(lines), "jsonl", has_bad=True)
+                unread = Part(spark.range(0), (), (), tuple(lines), "jsonl", has_bad=True)
                 raise _unreadable_record(config, unread, exc) from None
             if not observed:  # a line that is not JSON stops Sail's parser: _Check names it
-                raw = raw.withColumn(_BAD, F.lit(None).cast("string"))
-        has_bad = _BAD in raw.columns
-        parts.append(_Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
+                raw = raw.withColumn(BAD, F.lit(None).cast("string"))
+        has_bad = BAD in raw.columns
+        parts.append(Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
     if arrays:
         parts.append(_json_array_part(spark, config, charset, arrays))
     return parts
@@ -712,24 +592,24 @@ def _json_lines_as_text(
     spark: SparkSession, config: FilesConfig, locs: Sequence[Located]
 ) -> DataFrame:
     """JSON Lines with declared columns on an engine whose JSON reader stops at a bad line
-    (Sail): each file read as lines of text (with its name in _FILE), each line parsed by
+    (Sail): each file read as lines of text (with its name in FILE), each line parsed by
     `from_json` into a map of its fields as text, each field converted to its declared type
     by hakiri (as for CSV). A line that is not a JSON object, or has a value that does not
-    convert, is malformed: its text goes to _BAD, where Spark's reader puts it."""
+    convert, is malformed: its text goes to BAD, where Spark's reader puts it."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
     assert config.columns is not None
-    declared = _schema(spark, list(config.columns.items()))
+    declared = spark_schema(spark, list(config.columns.items()))
     frames = []
     for loc in locs:
         text = spark.read.text(loc.spark_path).select(
-            F.regexp_replace("value", "^\ufeff", "").alias(_TEXT),
-            F.lit(loc.path.as_uri()).alias(_FILE),
+            F.regexp_replace("value", "^\ufeff", "").alias(TEXT),
+            F.lit(loc.path.as_uri()).alias(FILE),
         )
-        frames.append(text.where(F.trim(_TEXT) != ""))
-    fields = F.from_json(F.col(_TEXT), "map<string,string>")
-    lines = _union(frames).select(_TEXT, _FILE, fields.alias("_hakiri_fields"))
+        frames.append(text.where(F.trim(TEXT) != ""))
+    fields = F.from_json(F.col(TEXT), "map<string,string>")
+    lines = union(frames).select(TEXT, FILE, fields.alias("_hakiri_fields"))
     converted, lost = [], F.lit(False)
     for field in declared.fields:
         given = F.col("_hakiri_fields").getItem(field.name)
@@ -741,8 +621,8 @@ def _json_lines_as_text(
             value = given.try_cast(field.dataType)
         converted.append(value.alias(field.name))
         lost = lost | (given.isNotNull() & value.isNull())
-    bad = F.when(F.col("_hakiri_fields").isNull() | lost, F.col(_TEXT))
-    return lines.select(*converted, bad.alias(_BAD), _FILE)
+    bad = F.when(F.col("_hakiri_fields").isNull() | lost, F.col(TEXT))
+    return lines.select(*converted, bad.alias(BAD), FILE)
 
 
 def _refused(spark: SparkSession, capability: str, loc: Located) -> SourceDataError:
@@ -761,8 +641,8 @@ def _json_reader(
 ) -> DataFrameReader:
     reader = spark.read
     if observed:
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", _BAD)
-    reader = reader.options(**_datetime_options(config))
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", BAD)
+    reader = reader.options(**datetime_options(config))
     if config.timestamp_format is not None:
         # Spark infers JSON timestamps only when asked to; a declared format asks for them.
         # (It never infers JSON dates: date_format applies to columns declared as date.)
@@ -783,7 +663,7 @@ def _starts_with_bracket(config: FilesConfig, loc: Located) -> bool:
 
 def _json_array_part(
     spark: SparkSession, config: FilesConfig, charset: str, locs: list[Located]
-) -> _Part:
+) -> Part:
     """Each element of each file's top-level array is one record.
 
     Spark's multiLine mode would take the whole file for one record: one bad
@@ -795,29 +675,27 @@ def _json_array_part(
 
     paths = [loc.spark_path for loc in locs]
     if config.columns is not None:
-        schema = _schema(spark, [*config.columns.items(), (_BAD, "string")])
+        schema = spark_schema(spark, [*config.columns.items(), (BAD, "string")])
     else:
         reader = _json_reader(spark, config, charset).option("multiLine", True)
-        fields = [f for f in reader.json(paths).schema.fields if f.name != _BAD]
-        schema = StructType([*fields, StructField(_BAD, StringType())])
-    columns = tuple(f.name for f in schema.fields if f.name != _BAD)
+        fields = [f for f in reader.json(paths).schema.fields if f.name != BAD]
+        schema = StructType([*fields, StructField(BAD, StringType())])
+    columns = tuple(f.name for f in schema.fields if f.name != BAD)
 
     content = spark.read.format("binaryFile").load(paths)
     # A cast keeps bytes that are not UTF-8 (decode() would fail the whole read);
-    # the replacement count in _metrics then finds them.
+    # the replacement count in metrics then finds them.
     text = F.col("content").cast("string") if charset == "UTF-8" else F.decode("content", charset)
     array = F.from_json(F.regexp_replace(text, "^\ufeff", ""), "array<string>")
     elements = content.select(
-        F.col("path").alias(_FILE),
-        array.isNull().alias(_BROKEN),
-        F.posexplode_outer(array).alias(_POS, _ELEMENT),
+        F.col("path").alias(FILE),
+        array.isNull().alias(BROKEN),
+        F.posexplode_outer(array).alias(POS, _ELEMENT),
     )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _BAD, **_datetime_options(config)}
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": BAD, **datetime_options(config)}
     record = F.from_json(F.col(_ELEMENT), schema, options).alias("_hakiri_record")
-    raw = elements.select(_FILE, _BROKEN, _POS, record).select(
-        _FILE, _BROKEN, _POS, "_hakiri_record.*"
-    )
-    return _Part(raw, columns, columns, tuple(locs), "json-array", has_bad=True)
+    raw = elements.select(FILE, BROKEN, POS, record).select(FILE, BROKEN, POS, "_hakiri_record.*")
+    return Part(raw, columns, columns, tuple(locs), "json-array", has_bad=True)
 
 
 def _in_file_order(config: FilesConfig, located: list[Located], frame: DataFrame) -> DataFrame:
@@ -831,12 +709,12 @@ def _in_file_order(config: FilesConfig, located: list[Located], frame: DataFrame
     rest = [c for c in frame.columns if c not in set(known)]
     if known + rest == frame.columns:
         return frame
-    return frame.select(*[_col(c) for c in known + rest])
+    return frame.select(*[quoted_col(c) for c in known + rest])
 
 
 def _read_parquet(
     spark: SparkSession, config: FilesConfig, located: list[Located], observed: bool = True
-) -> tuple[DataFrame, _Part | None]:
+) -> tuple[DataFrame, Part | None]:
     """The files' rows, and with declared `columns` the part whose malformed records (a value
     that does not convert to its declared type) `_Check` judges; None without declared ones."""
     from pyspark.sql import functions as F
@@ -857,7 +735,7 @@ def _read_parquet(
 
     def column(name: str) -> Column:
         if name not in nanos:
-            return _col(name)
+            return quoted_col(name)
         q = quoted_name(name)
         micros = f"({q} DIV 1000 - IF({q} % 1000 < 0, 1, 0))"  # floor, also before 1970
         epoch = "TIMESTAMP'1970-01-01 00:00:00 UTC'" if nanos[name] else "TIMESTAMP_NTZ'1970-01-01'"
@@ -873,9 +751,9 @@ def _read_parquet(
             f"the file has {', '.join(repr(c) for c in frame.columns[:12])}; "
             "fix `columns` in the source config",
         )
-    declared = _schema(spark, list(config.columns.items()))
+    declared = spark_schema(spark, list(config.columns.items()))
     found = {f.name: f.dataType for f in frame.schema.fields}
-    # A value that does not convert is a malformed record (on_malformed), named in _BAD as
+    # A value that does not convert is a malformed record (on_malformed), named in BAD as
     # "amount: 'x4.50' is not decimal(10,2)"; columns already of their type need no check.
     problems = [
         F.when(
@@ -899,11 +777,11 @@ def _read_parquet(
         return frame.select(*converted), None
     raw = frame.select(
         *converted,
-        F.coalesce(*problems).alias(_BAD),
-        _file_name(located, observed).alias(_FILE),
+        F.coalesce(*problems).alias(BAD),
+        _file_name(located, observed).alias(FILE),
     )
     columns = tuple(f.name for f in declared.fields)
-    part = _Part(raw, columns, columns, tuple(located), "parquet", has_bad=True)
+    part = Part(raw, columns, columns, tuple(located), "parquet", has_bad=True)
     return raw, part
 
 
@@ -999,7 +877,7 @@ class _Check:
     """The malformed-record verdict of one part, from counts observed while its rows pass."""
 
     def __init__(
-        self, config: FilesConfig, part: _Part, observed: bool = True, tallied: bool = False
+        self, config: FilesConfig, part: Part, observed: bool = True, tallied: bool = False
     ) -> None:
         self.config, self.part = config, part
         self.observation: Any = None
@@ -1033,7 +911,7 @@ class _Check:
             counts = {"malformed": malformed, "replaced": replaced, "broken": 0}
         elif part.parsed or part.kind == "json-array":
             try:
-                counts = part.raw.agg(*_metrics(part)).first().asDict()  # type: ignore[union-attr]
+                counts = part.raw.agg(*metrics(part)).first().asDict()  # type: ignore[union-attr]
             except Exception as exc:
                 if not _PARSER_STOPPED.search(str(exc)):
                     raise
@@ -1050,7 +928,7 @@ class _Check:
 _PARSER_STOPPED = re.compile(r"\b(Csv|Json|Parser) error: |unequal lengths between records")
 
 
-def _unreadable_record(config: FilesConfig, part: _Part, exc: Exception) -> SourceDataError:
+def _unreadable_record(config: FilesConfig, part: Part, exc: Exception) -> SourceDataError:
     """The first record of the part an engine's parser stopped at (a CSV record with a wrong
     number of fields, a JSON line that is not JSON), found by reading the files here, with how
     many the batch holds: the message Apache Spark's reader gives, for an engine that cannot
@@ -1058,7 +936,7 @@ def _unreadable_record(config: FilesConfig, part: _Part, exc: Exception) -> Sour
     return _misshapen_records(config, part) or _engine_stopped(config, part, exc)
 
 
-def _misshapen_records(config: FilesConfig, part: _Part) -> SourceDataError | None:
+def _misshapen_records(config: FilesConfig, part: Part) -> SourceDataError | None:
     """`_unreadable_record`'s message when the part's files hold such a record, else None."""
     first, total = None, 0
     for loc in part.files:
@@ -1081,7 +959,7 @@ def _misshapen_records(config: FilesConfig, part: _Part) -> SourceDataError | No
     )
 
 
-def _engine_stopped(config: FilesConfig, part: _Part, exc: BaseException) -> SourceDataError:
+def _engine_stopped(config: FilesConfig, part: Part, exc: BaseException) -> SourceDataError:
     """The engine refused a record Python reads: say what the engine said."""
     shown = part.files[0].shown if len(part.files) == 1 else f"{len(part.files)} files"
     return SourceDataError(
@@ -1099,7 +977,7 @@ def _stopped_hint(config: FilesConfig) -> str:
     )
 
 
-def _misshapen_csv(part: _Part, config: FilesConfig, stream: Any) -> Iterator[tuple[int, str]]:
+def _misshapen_csv(part: Part, config: FilesConfig, stream: Any) -> Iterator[tuple[int, str]]:
     """(line, why) of each CSV record whose number of fields is not the columns'."""
     expected = len(part.parsed)
     counted = _CountedLines(stream)
@@ -1138,41 +1016,7 @@ def _not_json(stream: Any) -> Iterator[tuple[int, str]]:
             yield number, "not a JSON object"
 
 
-def _malformed(part: _Part) -> Column:
-    """Per record of a part with _BAD: was it malformed (or, converted, mistyped)?"""
-    from pyspark.sql import functions as F
-
-    bad = F.col(_BAD).isNotNull()
-    return bad | F.col(_MISTYPED) if part.has_mistyped else bad
-
-
-def _replaced(part: _Part) -> Column:
-    """Per record: does a text field hold U+FFFD (bytes the encoding could not decode)?"""
-    from pyspark.sql import functions as F
-
-    replaced = F.lit(False)
-    for name, type_ in part.raw.dtypes if part.kind != "parquet" else ():  # text formats only
-        if type_ == "string":
-            replaced = replaced | (F.instr(_col(name), _REPLACEMENT) > 0)
-    return replaced
-
-
-def _metrics(part: _Part) -> list[Column]:
-    """What `_Check` judges: malformed records, strings with U+FFFD, broken arrays."""
-    from pyspark.sql import functions as F
-
-    return [
-        F.count(F.when(_malformed(part), 1)).alias("malformed"),  # parts that have _BAD
-        F.count(F.when(_replaced(part), 1)).alias("replaced"),
-        F.count(F.when(F.col(_BROKEN), 1)).alias("broken")
-        if part.kind == "json-array"
-        else F.lit(0).alias("broken"),
-        # Referencing every column makes Spark parse every column of every record.
-        *[F.count(_col(name)).alias(f"_c{i}") for i, name in enumerate(part.parsed)],
-    ]
-
-
-def _verdict(config: FilesConfig, part: _Part, malformed: int, replaced: int, broken: int) -> int:
+def _verdict(config: FilesConfig, part: Part, malformed: int, replaced: int, broken: int) -> int:
     """Raise what `on_malformed = "fail"` (and a wrong encoding) asks for; else the count dropped."""
     text = part.kind != "parquet"
     if text and (replaced or broken or (malformed and config.on_malformed == "fail")):
@@ -1220,46 +1064,46 @@ def _broken_array(config: FilesConfig, files: Sequence[Located]) -> SourceDataEr
     return SourceDataError(f"{files[0].shown}: Spark cannot read the JSON array", hint)
 
 
-def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceDataError:
+def _first_malformed(config: FilesConfig, part: Part, total: int) -> SourceDataError:
     """The file and line of the first malformed record; runs only when the read fails."""
     from pyspark.sql import functions as F
 
-    counted = [F.count(_col(name)) for name in part.parsed]  # parse all columns, as counted
+    counted = [F.count(quoted_col(name)) for name in part.parsed]  # parse all columns, as counted
     if part.kind == "parquet":
         return _first_mistyped(config, part, total)
     if part.kind == "json-array":
         firsts = (
-            part.raw.where(F.col(_BAD).isNotNull())
-            .groupBy(_FILE)
-            .agg(F.min(_POS).alias("first"), *counted)
+            part.raw.where(F.col(BAD).isNotNull())
+            .groupBy(FILE)
+            .agg(F.min(POS).alias("first"), *counted)
             .collect()
         )
     elif part.parsed:
         # min_by over a row number taken before the filter: Spark reads a file's splits in
         # order, so the smallest number is the record nearest the start of the file.
-        extra = [_col(_MISTYPED), _col(_TEXT)] if part.has_mistyped else []
+        extra = [quoted_col(MISTYPED), quoted_col(TEXT)] if part.has_mistyped else []
         numbered = part.raw.select(
-            (_col(_FILE) if _FILE in part.raw.columns else F.col("_metadata.file_path")).alias(
-                _FILE
+            (quoted_col(FILE) if FILE in part.raw.columns else F.col("_metadata.file_path")).alias(
+                FILE
             ),
             F.monotonically_increasing_id().alias(_ROW),
-            _col(_BAD),
+            quoted_col(BAD),
             *extra,
-            *[_col(name) for name in part.parsed],
+            *[quoted_col(name) for name in part.parsed],
         )
-        bad = F.col(_BAD).isNotNull()
+        bad = F.col(BAD).isNotNull()
         if part.has_mistyped:
-            bad = bad | F.col(_MISTYPED)
-        first = F.struct(_BAD, _MISTYPED, _TEXT) if part.has_mistyped else F.col(_BAD)
+            bad = bad | F.col(MISTYPED)
+        first = F.struct(BAD, MISTYPED, TEXT) if part.has_mistyped else F.col(BAD)
         firsts = (
             numbered.where(bad)
-            .groupBy(_FILE)
+            .groupBy(FILE)
             .agg(F.min_by(first, _ROW).alias("first"), *counted)
             .collect()
         )
     else:
         firsts = []
-    by_path = {_local_path(row[_FILE]): row["first"] for row in firsts}
+    by_path = {_local_path(row[FILE]): row["first"] for row in firsts}
     noun = "record" if total == 1 else "records"
     count = f"{total} malformed {noun} in this batch"
     for loc in part.files:
@@ -1274,14 +1118,14 @@ def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceData
             bad = _bad_json_value(config, part, element) if isinstance(element, dict) else None
             if bad:
                 why = f"element {int(first or 0) + 1} of the array: {bad}"
-        elif part.has_mistyped and first is not None and first[_BAD] is None:
-            text = list(first[_TEXT])
+        elif part.has_mistyped and first is not None and first[BAD] is None:
+            text = list(first[TEXT])
             line = _line_of_fields(config, loc, text)
             values = dict(zip(part.parsed, text, strict=True))
             why = _bad_value(config, part, values) or "a value does not fit its column's type"
         else:
             if part.has_mistyped and first is not None:
-                first = first[_BAD]
+                first = first[BAD]
             line, record = _line_of(config, loc, first)
             why = (
                 _why_csv(config, part, record)
@@ -1295,19 +1139,19 @@ def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceData
     return SourceDataError(f"malformed {config.format} records ({count})", _MALFORMED_HINT)
 
 
-def _first_mistyped(config: FilesConfig, part: _Part, total: int) -> SourceDataError:
+def _first_mistyped(config: FilesConfig, part: Part, total: int) -> SourceDataError:
     """The file and the value of the first Parquet value that does not convert to its type."""
     from pyspark.sql import functions as F
 
-    first = part.raw.where(F.col(_BAD).isNotNull()).select(_FILE, _BAD).first()
+    first = part.raw.where(F.col(BAD).isNotNull()).select(FILE, BAD).first()
     noun = "record" if total == 1 else "records"
     count = f"{total} malformed {noun} in this batch"
     if first is None:
         return SourceDataError(f"malformed parquet records ({count})", _MALFORMED_HINT)
-    path = _local_path(first[_FILE])
+    path = _local_path(first[FILE])
     shown = next((loc.shown for loc in part.files if loc.is_at(path)), path)
     return SourceDataError(
-        f"{shown}: malformed parquet record: {first[_BAD]} ({count})", _MALFORMED_HINT
+        f"{shown}: malformed parquet record: {first[BAD]} ({count})", _MALFORMED_HINT
     )
 
 
@@ -1379,7 +1223,7 @@ def _array_element(config: FilesConfig, loc: Located, index: int) -> Any:
     return value[index] if isinstance(value, list) and 0 <= index < len(value) else None
 
 
-def _why_csv(config: FilesConfig, part: _Part, record: str) -> str:
+def _why_csv(config: FilesConfig, part: Part, record: str) -> str:
     expected = len(part.parsed)
     try:
         fields = next(csv_rows(config, [record]), [])  # split as the source config says
@@ -1395,7 +1239,7 @@ def _why_csv(config: FilesConfig, part: _Part, record: str) -> str:
     return _bad_value(config, part, values) or "a value does not fit its column's type"
 
 
-def _why_json(config: FilesConfig, part: _Part, record: str) -> str:
+def _why_json(config: FilesConfig, part: Part, record: str) -> str:
     try:
         value = json.loads(record)
     except json.JSONDecodeError as exc:
@@ -1408,7 +1252,7 @@ def _why_json(config: FilesConfig, part: _Part, record: str) -> str:
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
 
-def _bad_json_value(config: FilesConfig, part: _Part, record: dict[str, Any]) -> str | None:
+def _bad_json_value(config: FilesConfig, part: Part, record: dict[str, Any]) -> str | None:
     """The first value of a JSON record that does not fit its column's type, as
     "amount: 'x4.50' is not decimal(10,2)"; None when none can be named."""
     types = _column_types(part)
@@ -1435,7 +1279,7 @@ def _is_json_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _column_types(part: _Part) -> dict[str, str]:
+def _column_types(part: Part) -> dict[str, str]:
     """The Spark type of each parsed column, as DDL ('int', 'decimal(10,2)')."""
     return {
         field.name: field.dataType.simpleString()
@@ -1444,7 +1288,7 @@ def _column_types(part: _Part) -> dict[str, str]:
     }
 
 
-def _bad_value(config: FilesConfig, part: _Part, values: dict[str, str | None]) -> str | None:
+def _bad_value(config: FilesConfig, part: Part, values: dict[str, str | None]) -> str | None:
     """Asked of the engine, in one row of literals: the first of `values` (a record's fields
     as text) that does not convert to its column's type; "amount: 'x4.50' is not
     decimal(10,2)", or None when every value converts."""
