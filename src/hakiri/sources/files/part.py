@@ -58,7 +58,7 @@ class Part:
         hashes: Mapping[Path, str] | None = None,
     ) -> DataFrame:
         """The part's good records in the batch's columns; with `observation` or `tally`, the
-        counts `_Check` judges are taken as the records pass (no pass of their own); with
+        counts `Check` judges are taken as the records pass (no pass of their own); with
         `hashes` (file -> content hash), each row's file's hash as `_source_file_hash`."""
         from pyspark.sql import functions as F
 
@@ -136,7 +136,7 @@ def with_bad(
 ) -> DataFrame:
     """The files read with `schema`, plus the corrupt-record column BAD: filled by the parser
     where the engine has one (Apache Spark), else NULL (an engine whose parser stops at such a
-    record: `_Check` then names it). Without the engine's file metadata (Sail) each file is
+    record: `Check` then names it). Without the engine's file metadata (Sail) each file is
     read on its own and carries its name in FILE, for naming the file of a malformed record."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
@@ -185,7 +185,7 @@ def _replaced(part: Part) -> Column:
 
 
 def metrics(part: Part) -> list[Column]:
-    """What `_Check` judges: malformed records, strings with U+FFFD, broken arrays."""
+    """What `Check` judges: malformed records, strings with U+FFFD, broken arrays."""
     from pyspark.sql import functions as F
 
     return [
