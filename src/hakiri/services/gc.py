@@ -46,6 +46,6 @@ def collect_garbage(
                 place, sorted(s for s in schemas if s), live_runs, older_than_seconds
             )
         )
-    # Links and UTF-8 copies a killed command left for its engine to read (`file_reader`).
+    # Links and UTF-8 copies a killed command left for its engine to read (`files.stand_ins`).
     found.dropped += [str(d) for d in remove_stale_link_dirs(project.root, older_than_seconds)]
     return found
