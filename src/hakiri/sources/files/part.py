@@ -69,7 +69,7 @@ class Part:
         if hashes is not None:
             columns.append(_file_hash(self, hashes).alias(PROVENANCE_COLUMNS[0]))
         if tally is not None:
-            # Bit 0: malformed (left out); bit 1: text with U+FFFD (judged by `_verdict`).
+            # Bit 0: malformed (left out); bit 1: text with U+FFFD (judged by `malformed._verdict`).
             flags = F.when(_malformed(self), 1).otherwise(0) + F.when(_replaced(self), 2).otherwise(
                 0
             )

@@ -184,7 +184,7 @@ def reads_encoding(spark: SparkSession, config: FilesConfig) -> bool:
 
 def utf8_copy(loc: Located, encoding: str, copies: list[Path], root: Path) -> Located:
     """`loc` read through a UTF-8 copy of it (line for line, so lines keep their numbers; a
-    byte the encoding cannot decode becomes U+FFFD, which `_verdict` then names by line)."""
+    byte the encoding cannot decode becomes U+FFFD, which `malformed._verdict` names by line)."""
     copy = _link_dir(root) / f"{uuid.uuid4().hex}.utf8{_plain_suffixes(loc.path)}"
     copies.append(copy)  # removed with the read, or here if the copy fails
     try:
