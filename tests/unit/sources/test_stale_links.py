@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from hakiri.sources.files.reader import remove_stale_link_dirs
+from hakiri.sources.files.stand_ins import remove_stale_link_dirs
 
 _NO_SUCH_PID = 4_194_304 + 1  # above Linux's largest pid_max: never a live process
 

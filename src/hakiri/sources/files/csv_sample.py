@@ -2,7 +2,7 @@
 sample, without the engine.
 
 `apply` decides each column's type from every well-formed record, in the engine
-(`file_reader._inferred_fields`): the narrowest of int, bigint, decimal(38,0), double,
+(`csv_files._inferred_fields`): the narrowest of int, bigint, decimal(38,0), double,
 boolean, date, timestamp that every present value converts to, else string. This module
 applies the same rules in Python to the first `SAMPLE_ROWS` records of the matched files, so
 a person sees the types before they are created (a float for money, most often). A sample
@@ -32,7 +32,7 @@ __all__ = [
 SAMPLE_ROWS = 1_000
 
 # Integers, ISO dates and ISO timestamps as Spark's CSV inference reads them by default
-# (the engine's inference in file_reader uses the same texts).
+# (the engine's inference in csv_files uses the same texts).
 INTEGER_TEXT = r"^[+-]?[0-9]+$"
 ISO_DATE_TEXT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 ISO_TIMESTAMP_TEXT = (

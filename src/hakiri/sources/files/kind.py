@@ -29,7 +29,7 @@ def _lineage(
 
 
 def _garbage(project_root: Path, older_than_seconds: float) -> list[str]:
-    from hakiri.sources.files.reader import remove_stale_link_dirs
+    from hakiri.sources.files.stand_ins import remove_stale_link_dirs
 
     return [str(d) for d in remove_stale_link_dirs(project_root, older_than_seconds)]
 

@@ -1,5 +1,11 @@
 """Read file batches with Spark: csv, json/jsonl and parquet, with the malformed-record policy.
 
+`read_files` is the entry: it locates the batch's files (through `stand_ins` when the
+engine cannot be given a file as it is), reads them by format (`csv_files`, `json_files`,
+`parquet_files`; each Spark read is a `part.Part`) and returns a `FileRead`, whose checks
+(`malformed`) judge what the read left out. `with_provenance` adds each row's file hash
+and batch id.
+
 The JVM-free half (matching, hashing, header and key sniffing for `plan`) is
 `hakiri.sources.files.inspect`; the parsing helpers both halves need live there.
 pyspark is imported inside the functions that read.
@@ -7,53 +13,48 @@ pyspark is imported inside the functions that read.
 
 from __future__ import annotations
 
-import atexit
-import codecs
-import contextlib
-import csv
-import json
 import os
-import re
-import shutil
-import tempfile
-import threading
-import time
-import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from typing import TYPE_CHECKING
 
 from hakiri.errors import SourceDataError, SourceUnreachable
-from hakiri.guards.spark_types import quoted_name
 from hakiri.sources.base import SourceFile
-from hakiri.sources.files.csv_sample import INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP_TEXT
-from hakiri.sources.files.inspect import (
-    BOM,
-    csv_names,
-    csv_rows,
-    first_line,
-    has_records,
-    json_keys,
-    open_text,
-    skip_separators,
-    skip_whitespace,
+from hakiri.sources.files.csv_files import csv_parts
+from hakiri.sources.files.inspect import has_records
+from hakiri.sources.files.json_files import in_file_order, json_parts
+from hakiri.sources.files.malformed import (
+    PARSER_STOPPED,
+    Check,
+    engine_stopped,
+    misshapen_records,
+    raise_if_undecodable,
+)
+from hakiri.sources.files.parquet_files import read_parquet
+from hakiri.sources.files.part import PROVENANCE_COLUMNS, spark_schema
+from hakiri.sources.files.stand_ins import (
+    GLOB_CHARS,
+    Located,
+    locate,
+    plainly_named,
+    reads_encoding,
+    remove_copy,
+    spark_charset,
+    utf8_copy,
 )
 from hakiri.spark.engines import engine_of_session, support
-from hakiri.spark.tally import Tally, tallies_in_process
+from hakiri.spark.tally import tallies_in_process
 from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
-    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "PROVENANCE_COLUMNS",
     "FileRead",
     "read_files",
-    "remove_stale_link_dirs",
     "with_provenance",
 ]
 
@@ -64,37 +65,6 @@ __all__ = [
 # the caller passes the SparkSession in, and wraps the call in
 # hakiri.spark.errors.spark_errors for the Spark failures this code does not
 # foresee (I/O errors, a JVM that died).
-
-_BAD = "_hakiri_malformed"  # Spark's corrupt-record column, named so no real column clashes
-_FILE = "_hakiri_file"
-_POS = "_hakiri_position"
-_BROKEN = "_hakiri_broken"
-_TEXT = "_hakiri_text"  # a converted CSV record's fields as read, for naming its line
-_MISTYPED = "_hakiri_mistyped"  # true: a value of the record did not convert to its type
-_ROW = "_hakiri_row"
-_ELEMENT = "_hakiri_element"
-_REPLACEMENT = "\ufffd"  # what Spark's CSV reader makes of bytes the charset cannot decode
-_ESCAPED = re.compile("[\udc80-\udcff]")  # undecodable bytes under errors="surrogateescape"
-_GLOB_CHARS = re.compile(r"([\\\[\]{}*?^])")
-# Spark 4 reads these charsets as they are; any other needs spark.sql.legacy.javaCharsets.
-_SPARK_CHARSETS = {
-    "utf-8": "UTF-8",
-    "utf-8-sig": "UTF-8",
-    "ascii": "US-ASCII",
-    "iso8859-1": "ISO-8859-1",
-    "utf-16": "UTF-16",
-    "utf-16-le": "UTF-16LE",
-    "utf-16-be": "UTF-16BE",
-    "utf-32": "UTF-32",
-}
-# Python codec names Java spells differently (beyond iso8859-N and cpNNNN, handled by rule).
-_JAVA_CHARSETS = {
-    "mac-roman": "x-MacRoman",
-    "shift_jis": "Shift_JIS",
-    "utf-32-le": "UTF-32LE",
-    "utf-32-be": "UTF-32BE",
-}
-_MALFORMED_HINT = 'fix the file, or set `on_malformed = "drop"` in the source config to skip and count bad records'
 
 
 @dataclass(frozen=True)
@@ -111,7 +81,7 @@ class FileRead:
     # No file of the batch holds a data record (a header-only CSV, `[]`, a 0-row Parquet file):
     # the frame has no rows, and its columns are the declared ones or none at all.
     empty: bool = False
-    checks: tuple[_Check, ...] = ()  # one per Spark read of the batch
+    checks: tuple[Check, ...] = ()  # one per Spark read of the batch
 
     def verify(self) -> int:
         """The records left out under on_malformed = "drop" (0 under "fail"), once the frame was
@@ -123,171 +93,14 @@ class FileRead:
         """For a pass over the frame that failed: the record an engine's parser stopped at
         (Sail's, at a CSV record of the wrong width or a line that is not JSON), by file and
         line, when that is why; else None."""
-        if not any(_PARSER_STOPPED.search(str(e)) for e in _chain(exc)):
+        if not any(PARSER_STOPPED.search(str(e)) for e in _chain(exc)):
             return None
         tallied = [check for check in self.checks if check.tally is not None]
         for check in tallied:
-            found = _misshapen_records(check.config, check.part)
+            found = misshapen_records(check.config, check.part)
             if found is not None:
                 return found
-        return _engine_stopped(tallied[0].config, tallied[0].part, exc) if tallied else None
-
-
-@dataclass(frozen=True)
-class _Located:
-    path: Path  # absolute
-    shown: str  # as the plan names it (SourceFile.path)
-    # A plain-named link to `path` that the engine reads instead (`_plainly_named`).
-    link: Path | None = None
-
-    @property
-    def spark_path(self) -> str:
-        if self.link is not None:
-            return "file://" + self.link.as_posix()
-        # Spark takes every path as a Hadoop glob: a '[' or '{' in a file name must mean itself.
-        return "file://" + _GLOB_CHARS.sub(r"\\\1", self.path.as_posix())
-
-    def is_at(self, local_path: str) -> bool:
-        """Is `local_path` (as the engine names what it read) this file?"""
-        return local_path in (self.path.as_posix(), self.link and self.link.as_posix())
-
-
-# Links with plain names, for paths an engine cannot be given as they are: one directory per
-# project and process, one link per file (kept for the process: a file read again reuses it).
-_LINKS_LOCK = threading.Lock()
-_LINKS: dict[Path, Path] = {}
-_LINK_DIRS: dict[Path, Path] = {}
-_LINK_DIRS_LOCK = threading.Lock()  # taken inside _LINKS_LOCK, never the other way round
-
-
-def _plainly_named(loc: _Located, root: Path) -> _Located:
-    """`loc` read through a link whose path holds no ':' and no glob character (Hadoop takes
-    what precedes a ':' for a URI scheme; Sail has no escape for glob characters)."""
-    with _LINKS_LOCK:
-        link = _LINKS.get(loc.path)
-        if link is None:
-            link = _link_dir(root) / f"{len(_LINKS)}{_plain_suffixes(loc.path)}"
-            try:
-                link.symlink_to(loc.path)
-            except OSError as exc:
-                raise _no_stand_in(loc, "a link to", link, exc) from None
-            _LINKS[loc.path] = link
-    return _Located(loc.path, loc.shown, link)
-
-
-def _link_dir(root: Path) -> Path:
-    """This process's directory of links and copies for the project at `root`, removed when
-    the process exits: under the project's `.hakiri/links` (so an engine that sees the
-    project sees them too), or the system's temporary directory when the project's own path
-    is not plain or not writable."""
-    with _LINK_DIRS_LOCK:
-        found = _LINK_DIRS.get(root)
-        if found is None:
-            base: Path | None = root / ".hakiri" / "links"
-            if ":" in root.as_posix() or _GLOB_CHARS.search(root.as_posix()):
-                base = None
-            try:
-                if base is not None:
-                    base.mkdir(parents=True, exist_ok=True)
-                found = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
-            except OSError:
-                found = Path(tempfile.mkdtemp(prefix="hakiri-links-"))
-            atexit.register(shutil.rmtree, found, True)
-            _LINK_DIRS[root] = found
-        return found
-
-
-def remove_stale_link_dirs(project_root: Path, older_than_seconds: float) -> list[Path]:
-    """Remove the link directories (`.hakiri/links/<pid>-…`, links and UTF-8 copies) of
-    processes that ended without removing them (killed), untouched for `older_than_seconds`;
-    the directories removed. A directory whose process still runs is kept."""
-    base = Path(os.path.abspath(project_root)) / ".hakiri" / "links"
-    removed = []
-    for found in sorted(base.glob("*-*")) if base.is_dir() else ():
-        pid = found.name.partition("-")[0]
-        if not pid.isdigit() or _alive(int(pid)):
-            continue
-        if time.time() - found.stat().st_mtime < older_than_seconds:
-            continue
-        shutil.rmtree(found, ignore_errors=True)
-        removed.append(found)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
-def _plain_suffixes(path: Path) -> str:
-    """The file's extensions that are plain words (an engine picks a compression codec by them)."""
-    return "".join(x for x in path.suffixes if re.fullmatch(r"\.[A-Za-z0-9]+", x))
-
-
-@dataclass(frozen=True)
-class _Part:
-    """One Spark read of files that share a layout: one CSV header, or JSON Lines, or JSON arrays."""
-
-    raw: DataFrame  # data columns, _BAD if present; JSON arrays add _FILE, _POS and _BROKEN
-    parsed: tuple[str, ...]  # every data column the files hold: all are parsed when counting
-    columns: tuple[str, ...]  # the columns the batch delivers, in order
-    files: tuple[_Located, ...]
-    kind: str  # "csv" | "jsonl" | "json-array" | "parquet"
-    has_bad: bool
-    # CSV is read as text and converted to the declared or inferred types by hakiri's
-    # projection: a record with a value that does not convert has _MISTYPED true (_BAD holds
-    # a record only when Spark's parser refused it, e.g. a field short).
-    has_mistyped: bool = False
-
-    def frame(
-        self,
-        observation: Any = None,
-        tally: Tally | None = None,
-        hashes: Mapping[Path, str] | None = None,
-    ) -> DataFrame:
-        """The part's good records in the batch's columns; with `observation` or `tally`, the
-        counts `_Check` judges are taken as the records pass (no pass of their own); with
-        `hashes` (file -> content hash), each row's file's hash as `_source_file_hash`."""
-        from pyspark.sql import functions as F
-
-        if not self.columns:
-            # Every record was malformed (nothing else to infer columns from): no rows.
-            return self.raw.sparkSession.range(0).select()
-        columns = [_col(name) for name in self.columns]
-        if hashes is not None:
-            columns.append(_file_hash(self, hashes).alias(PROVENANCE_COLUMNS[0]))
-        if tally is not None:
-            # Bit 0: malformed (left out); bit 1: text with U+FFFD (judged by `_verdict`).
-            flags = F.when(_malformed(self), 1).otherwise(0) + F.when(_replaced(self), 2).otherwise(
-                0
-            )
-            return tally.sift(self.raw, columns, flags, 1)
-        rows = self.raw
-        if observation is not None:
-            rows = rows.observe(observation, *_metrics(self))
-        if self.kind == "json-array":
-            rows = rows.where(~F.col(_BROKEN) & F.col(_POS).isNotNull())
-        if self.has_bad:
-            rows = rows.where(F.col(_BAD).isNull())
-        if self.has_mistyped:
-            rows = rows.where(~F.col(_MISTYPED))
-        return rows.select(*columns)
-
-
-def _file_hash(part: _Part, hashes: Mapping[Path, str]) -> Column:
-    """The content hash of each row's file, from the file name the part's read carries as a
-    literal (an engine without input_file_name: each file is read on its own there)."""
-    from pyspark.sql import functions as F
-
-    if _FILE not in part.raw.columns:
-        raise ValueError(f"a {part.kind} part does not carry its rows' file names")
-    pairs = [x for loc in part.files for x in (F.lit(loc.path.as_uri()), F.lit(hashes[loc.path]))]
-    return F.element_at(F.create_map(*pairs), F.col(_FILE))
+        return engine_stopped(tallied[0].config, tallied[0].part, exc) if tallied else None
 
 
 def read_files(
@@ -328,7 +141,7 @@ def read_files(
     observed = _observes(spark)
     tallied = not observed and tallies_in_process(spark)
     root = Path(os.path.abspath(project_root))
-    located = [_locate(root, file) for file in files]
+    located = [locate(root, file) for file in files]
     hashes = (
         {loc.path: f.content_hash for loc, f in zip(located, files, strict=True)}
         if file_hashes
@@ -336,14 +149,14 @@ def read_files(
     )
     if support(engine_of_session(spark), "glob_file_names").status != "works":
         located = [
-            _plainly_named(loc, root) if _GLOB_CHARS.search(loc.path.as_posix()) else loc
+            plainly_named(loc, root) if GLOB_CHARS.search(loc.path.as_posix()) else loc
             for loc in located
         ]
-    transcoded = config.format != "parquet" and not _reads_encoding(spark, config)
+    transcoded = config.format != "parquet" and not reads_encoding(spark, config)
     if transcoded or config.format == "parquet":
         charset = "UTF-8" if transcoded else ""
     else:
-        charset = _spark_charset(spark, config)
+        charset = spark_charset(spark, config)
     # A file without a data record adds no row, and its header or footer is no evidence of the
     # columns' types (inferred, a header-only CSV is all strings): it is left out of the read.
     located = [loc for loc in located if _has_records(config, loc)]
@@ -351,34 +164,34 @@ def read_files(
         return FileRead(_empty_frame(spark, config), empty=True)
     copies: list[Path] = []
     if transcoded:
-        located = [_transcoded(loc, config.encoding, copies, root) for loc in located]
+        located = [utf8_copy(loc, config.encoding, copies, root) for loc in located]
     if config.format == "parquet":
-        frame, part = _read_parquet(spark, config, located, observed)
+        frame, part = read_parquet(spark, config, located, observed)
         if part is None:
             return FileRead(frame)
-        check = _Check(config, part, observed, tallied)
+        check = Check(config, part, observed, tallied)
         return _judged_ahead(FileRead(check.frame(), checks=(check,)), observed)
 
     if config.format == "csv":
-        parts = _csv_parts(spark, config, charset, located, observed)
+        parts = csv_parts(spark, config, charset, located, observed)
     else:
-        parts = _json_parts(spark, config, charset, located, observed)
-    checks = tuple(_Check(config, part, observed, tallied) for part in parts)
+        parts = json_parts(spark, config, charset, located, observed)
+    checks = tuple(Check(config, part, observed, tallied) for part in parts)
     frames = [check.frame(hashes) for check in checks]
     frame = frames[0]
     for more in frames[1:]:
         frame = frame.unionByName(more, allowMissingColumns=True)
     if config.format != "csv" and config.columns is None:
-        frame = _in_file_order(config, located, frame)
+        frame = in_file_order(config, located, frame)
     read = _judged_ahead(FileRead(frame, checks=checks), observed)
     for copy in copies:  # the engine reads them until the batch is done with its read
-        weakref.finalize(read, _remove, copy)
+        weakref.finalize(read, remove_copy, copy)
     return read
 
 
 def _observes(spark: SparkSession) -> bool:
     """Does the engine count malformed records as they pass (observed metrics, a corrupt-record
-    column)? Apache Spark does; on Sail hakiri counts them itself (`_Check`)."""
+    column)? Apache Spark does; on Sail hakiri counts them itself (`Check`)."""
     return support(engine_of_session(spark), "malformed_fail").status == "works"
 
 
@@ -401,12 +214,6 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen = seen.__cause__ or seen.__context__
 
 
-# ---------------------------------------------------------------- files and options
-
-
-PROVENANCE_COLUMNS = ("_source_file_hash", "_hakiri_batch_id")
-
-
 def with_provenance(
     frame: DataFrame, project_root: Path, files: Sequence[SourceFile], batch_id: str
 ) -> DataFrame:
@@ -426,7 +233,7 @@ def with_provenance(
         root = Path(os.path.abspath(project_root))
         pairs = []
         for file in files:
-            uri = _locate(root, file).path.as_uri()
+            uri = locate(root, file).path.as_uri()
             pairs += [F.lit(uri), F.lit(file.content_hash)]
         source_hash = F.element_at(F.create_map(*pairs), F.input_file_name())
     return frame.withColumn(PROVENANCE_COLUMNS[0], source_hash).withColumn(
@@ -434,1260 +241,17 @@ def with_provenance(
     )
 
 
-def _locate(root: Path, file: SourceFile) -> _Located:
-    path = Path(os.path.normpath(os.path.join(root, file.path)))
-    if not path.is_file():
-        raise SourceDataError(
-            f"{file.path} does not exist (any more)",
-            "restore the file, or run `hakiri apply` again so the plan sees it is gone",
-        )
-    if ":" in path.as_posix():
-        # Hadoop's Path takes what precedes a ':' for a URI scheme; there is no escaping it.
-        return _plainly_named(_Located(path, file.path), root)
-    return _Located(path, file.path)
-
-
-def _codec_name(config: FilesConfig) -> str:
-    try:
-        return codecs.lookup(config.encoding).name
-    except LookupError:
-        raise SourceDataError(
-            f"unknown encoding {config.encoding!r}",
-            "set `encoding` in the source config to a codec name such as 'utf-8' or 'latin-1'",
-        ) from None
-
-
-def _reads_encoding(spark: SparkSession, config: FilesConfig) -> bool:
-    """Can the engine be given the files as they are (UTF-8, or an engine that decodes other
-    encodings: Apache Spark)? Otherwise hakiri hands it UTF-8 copies (`_transcoded`)."""
-    utf8 = _SPARK_CHARSETS.get(_codec_name(config)) == "UTF-8"
-    return utf8 or support(engine_of_session(spark), "text_encodings").status == "works"
-
-
-def _transcoded(loc: _Located, encoding: str, copies: list[Path], root: Path) -> _Located:
-    """`loc` read through a UTF-8 copy of it (line for line, so lines keep their numbers; a
-    byte the encoding cannot decode becomes U+FFFD, which `_verdict` then names by line)."""
-    copy = _link_dir(root) / f"{uuid.uuid4().hex}.utf8{_plain_suffixes(loc.path)}"
-    copies.append(copy)  # removed with the read, or here if the copy fails
-    try:
-        with (
-            open(loc.path, encoding=encoding, errors="replace", newline="") as source,
-            open(copy, "w", encoding="utf-8", newline="") as target,
-        ):
-            shutil.copyfileobj(source, target, 1 << 20)  # in blocks, whatever the file's size
-    except OSError as exc:
-        for made in copies:
-            _remove(made)
-        raise _no_stand_in(loc, "a UTF-8 copy of", copy, exc) from None
-    return _Located(loc.path, loc.shown, copy)
-
-
-def _no_stand_in(loc: _Located, what: str, at: Path, exc: OSError) -> SourceUnreachable:
-    """The engine cannot be handed a link or copy it needs in place of `loc`."""
-    return SourceUnreachable(
-        f"cannot make {what} {loc.shown} for the engine at {at.parent}: {first_line(exc)}",
-        "free space or fix the permissions of that directory (the project's .hakiri/links), or "
-        "give the engine a file it can read as it is: UTF-8, a path without ':' or [ ] { } * ?",
-    )
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-
-
-def _spark_charset(spark: SparkSession, config: FilesConfig) -> str:
-    """The Java charset name for `encoding`, which is a Python codec name."""
-    from pyspark.sql import functions as F
-
-    name = _codec_name(config)
-    if name in _SPARK_CHARSETS:
-        return _SPARK_CHARSETS[name]
-    charset = _JAVA_CHARSETS.get(name) or re.sub(r"^cp(125\d)$", r"windows-\1", name)
-    charset = re.sub(r"^iso8859-", "ISO-8859-", charset).replace("_", "-")
-    # Spark 4 accepts only a handful of charsets unless told to use whatever Java has.
-    spark.conf.set("spark.sql.legacy.javaCharsets", "true")
-    try:  # asked of the engine: a query of literals, refused while it is planned
-        spark.sql("SELECT 1").select(F.encode(F.lit(""), charset)).collect()
-    except Exception as exc:
-        if "INVALID_PARAMETER_VALUE.CHARSET" not in str(exc):
-            raise
-        raise SourceDataError(
-            f"Spark (Java) has no charset for encoding {config.encoding!r}",
-            "convert the files to UTF-8, or set `encoding` to one Java knows (e.g. 'cp1252')",
-        ) from None
-    return charset
-
-
-def _col(name: str) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.col(quoted_name(name))
-
-
-def _schema(spark: SparkSession, fields: Sequence[tuple[str, str]]) -> StructType:
-    """A StructType from (name, Spark SQL type) pairs; a type Spark does not know is a SourceDataError."""
-    from pyspark.errors import PySparkException
-    from pyspark.sql.types import StructType
-
-    from hakiri.spark.session import parse_type
-
-    try:
-        schema = parse_type(spark, ", ".join(f"{quoted_name(n)} {t}" for n, t in fields))
-    except PySparkException:
-        for name, type_ in fields:
-            try:
-                parse_type(spark, type_)
-            except PySparkException:
-                raise SourceDataError(
-                    f"column {name!r} is declared as {type_!r}, which is not a Spark SQL type",
-                    "use a Spark SQL type in `columns`: string, bigint, int, double, "
-                    "decimal(12,2), boolean, date, timestamp, …",
-                ) from None
-        raise
-    assert isinstance(schema, StructType)
-    return schema
-
-
 def _empty_frame(spark: SparkSession, config: FilesConfig) -> DataFrame:
     if config.columns is None:
         return spark.range(0).select()
-    return spark.createDataFrame([], _schema(spark, list(config.columns.items())))
+    return spark.createDataFrame([], spark_schema(spark, list(config.columns.items())))
 
 
-# ---------------------------------------------------------------- csv
-
-
-def _csv_parts(
-    spark: SparkSession,
-    config: FilesConfig,
-    charset: str,
-    located: list[_Located],
-    observed: bool = True,
-) -> list[_Part]:
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    # Spark applies one schema by position to every file of a read, so files whose
-    # headers differ (order included) are read separately and united by name.
-    groups: dict[tuple[str, ...] | None, list[_Located]] = {}
-    for loc in located:
-        header = _header_of(config, loc) if config.header else None
-        if config.header and header is None:
-            continue  # an empty file: no header, no rows
-        groups.setdefault(header, []).append(loc)
-
-    parts = []
-    for header, locs in groups.items():
-        declared = config.columns
-        if declared is not None:
-            if header is not None:
-                _require_declared(declared, header, locs[0])
-                fields = [(name, declared.get(name, "string")) for name in header]
-            else:
-                fields = list(declared.items())
-            typed = _schema(spark, fields)  # a declared type Spark does not know fails here
-            text = _schema(spark, [(n, "string") for n, _ in fields])
-            parsed, columns = tuple(n for n, _ in fields), tuple(declared)
-            raw = _with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
-            raw = _converted(config, raw, typed)
-            parts.append(
-                _Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
-            )
-            continue
-        # Inferred columns are typed the same way: hakiri infers the types from the text of
-        # every well-formed record (one aggregate, the same on every engine: no engine's own
-        # inference, which differ), the read takes every column as text and hakiri's
-        # projection converts it.
-        names = header if header is not None else _first_record_names(config, locs[0])
-        text = StructType([StructField(name, StringType()) for name in names])
-        parsed = columns = tuple(names)
-        raw = _with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
-        fields = _inferred_fields(config, raw, names, locs)
-        raw = _converted(config, raw, StructType(fields))
-        parts.append(
-            _Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
-        )
-    return parts
-
-
-def _with_bad(
-    reader: DataFrameReader,
-    schema: StructType,
-    observed: bool,
-    locs: Sequence[_Located],
-    kind: str = "csv",
-) -> DataFrame:
-    """The files read with `schema`, plus the corrupt-record column _BAD: filled by the parser
-    where the engine has one (Apache Spark), else NULL (an engine whose parser stops at such a
-    record: `_Check` then names it). Without the engine's file metadata (Sail) each file is
-    read on its own and carries its name in _FILE, for naming the file of a malformed record."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    if observed:
-        full = StructType([*schema.fields, StructField(_BAD, StringType())])
-        return getattr(reader.schema(full), kind)([loc.spark_path for loc in locs])
-    frames = [
-        getattr(reader.schema(schema), kind)(loc.spark_path).select(
-            "*", F.lit(None).cast("string").alias(_BAD), F.lit(loc.path.as_uri()).alias(_FILE)
-        )
-        for loc in locs
-    ]
-    return _union(frames)
-
-
-def _union(frames: Sequence[DataFrame]) -> DataFrame:
-    united = frames[0]
-    for more in frames[1:]:
-        united = united.unionByName(more)
-    return united
-
-
-def _first_record_names(config: FilesConfig, loc: _Located) -> tuple[str, ...]:
-    """A header-less file's column names: `column_names`, else _c0, _c1, … for the fields of
-    its first record (more names than fields, or fewer, make every record malformed)."""
-    try:
-        names = csv_names(config, loc.path, loc.shown)
-    except SourceUnreachable as exc:
-        raise SourceDataError(exc.reason, exc.hint) from None
-    return tuple(names or ())
-
-
-# Text that is an integer, a date or a timestamp as Spark's CSV inference reads them by
-# default: the same patterns plan's sample applies (sources.csv_sample).
-_INTEGER, _ISO_DATE, _ISO_TIMESTAMP = INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP_TEXT
-
-
-def _inferred_fields(
-    config: FilesConfig, raw: DataFrame, names: Sequence[str], locs: Sequence[_Located]
-) -> list[StructField]:
-    """The type of each text column: the narrowest of int, bigint, decimal(38,0), double,
-    boolean, date, timestamp that every non-NULL value of the well-formed records converts
-    to, else string (also for a column without a value), as Spark's CSV inference decides.
-    One aggregate over the files, asked of the engine with its own casts."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import (
-        BooleanType,
-        DataType,
-        DateType,
-        DecimalType,
-        DoubleType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        TimestampType,
-    )
-
-    candidates: list[tuple[str, DataType]] = [
-        ("int", IntegerType()),
-        ("bigint", LongType()),
-        ("decimal", DecimalType(38, 0)),
-        ("double", DoubleType()),
-        ("boolean", BooleanType()),
-        ("date", DateType()),
-        ("timestamp", TimestampType()),
-    ]
-    good = raw.where(F.col(_BAD).isNull())
-    checks = []
-    for i, name in enumerate(names):
-        value = _present(config, _col(name))
-        fits = {
-            "int": value.rlike(_INTEGER) & value.try_cast("int").isNotNull(),
-            "bigint": value.rlike(_INTEGER) & value.try_cast("bigint").isNotNull(),
-            "decimal": value.rlike(_INTEGER) & value.try_cast("decimal(38,0)").isNotNull(),
-            "double": _as_double(config, value).isNotNull(),
-            "boolean": F.lower(value).isin("true", "false"),
-            "date": _as_date(config, value).isNotNull(),
-            "timestamp": _as_timestamp(config, value).isNotNull()
-            | _as_date(config, value).isNotNull(),
-        }
-        checks.append(F.count(value).alias(f"n{i}"))
-        checks += [
-            F.count_if(value.isNotNull() & ~fit).alias(f"{kind}{i}")
-            for kind, fit in ((k, fits[k]) for k, _ in candidates)
-        ]
-    try:
-        found = good.agg(*checks).first()
-    except Exception as exc:  # Sail's CSV parser stops at a record of the wrong width
-        if not _PARSER_STOPPED.search(str(exc)):
-            raise
-        unread = _Part(raw, tuple(names), tuple(names), tuple(locs), "csv", has_bad=True)
-        raise _unreadable_record(config, unread, exc) from None
-    assert found is not None  # a global aggregate has one row
-    fields = []
-    for i, name in enumerate(names):
-        kind: DataType = StringType()
-        if found[f"n{i}"]:
-            kind = next((t for k, t in candidates if not found[f"{k}{i}"]), StringType())
-        fields.append(StructField(name, kind))
-    return fields
-
-
-def _present(config: FilesConfig, text: Column) -> Column:
-    """The field's text, NULL when it is empty or the null value (`null_value`)."""
-    from pyspark.sql import functions as F
-
-    present = text != ""
-    if config.null_value is not None:
-        present = present & (text != config.null_value)
-    return F.when(present, text)
-
-
-def _as_double(config: FilesConfig, value: Column) -> Column:
-    from pyspark.sql import functions as F
-
-    if config.nan_value not in (None, "NaN"):
-        value = F.when(value == config.nan_value, F.lit("NaN")).otherwise(value)
-    return value.try_cast("double")
-
-
-def _as_date(config: FilesConfig, value: Column) -> Column:
-    from pyspark.sql import functions as F
-
-    if config.date_format:
-        return F.try_to_timestamp(value, F.lit(config.date_format))
-    return F.when(value.rlike(_ISO_DATE), value.try_cast("date"))
-
-
-def _as_timestamp(config: FilesConfig, value: Column) -> Column:
-    from pyspark.sql import functions as F
-
-    if config.timestamp_format:
-        return F.try_to_timestamp(value, F.lit(config.timestamp_format))
-    return F.when(value.rlike(_ISO_TIMESTAMP), value.try_cast("timestamp"))
-
-
-def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFrame:
-    """CSV text columns converted to their declared or inferred types (what Spark's typed
-    parse did, for less: reading text is the cheaper half), plus _MISTYPED, true when a value
-    does not convert (which one is worked out only when a read fails). An empty value is
-    NULL, never malformed."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DateType, FractionalType, StringType, TimestampType
-
-    texts = [f"_hakiri_t{i}" for i in range(len(typed.fields))]
-    converted, problems = [], []
-    for field, kept in zip(typed.fields, texts, strict=True):
-        text = _col(field.name)
-        if isinstance(field.dataType, StringType):
-            if config.null_value is not None:  # as the reader's nullValue, on every engine
-                text = F.when(text != config.null_value, text)
-            converted.append(text.alias(field.name))
-            continue
-        value = _present(config, text)
-        if isinstance(field.dataType, FractionalType) and config.nan_value not in (None, "NaN"):
-            value = F.when(value == config.nan_value, F.lit("NaN")).otherwise(value)
-        if isinstance(field.dataType, DateType) and config.date_format:
-            result = F.try_to_timestamp(value, F.lit(config.date_format)).cast("date")
-        elif isinstance(field.dataType, TimestampType) and config.timestamp_format:
-            result = F.try_to_timestamp(value, F.lit(config.timestamp_format))
-        else:
-            result = value.try_cast(field.dataType)
-        converted.append(result.alias(field.name))
-        problems.append(_present(config, F.col(kept)).isNotNull() & _col(field.name).isNull())
-    mistyped = F.lit(False)
-    for problem in problems:
-        mistyped = mistyped | problem
-    extra = [_col(_FILE)] if _FILE in raw.columns else []
-    # Two projections: the conversions first, then the verdict from their results (in one,
-    # an engine without common-subexpression elimination, Sail, converts every value twice).
-    values = raw.select(
-        *converted,
-        *[_col(field.name).alias(kept) for field, kept in zip(typed.fields, texts, strict=True)],
-        *extra,
-        _col(_BAD),
-    )
-    # The parser's verdict (_BAD) comes first: a record it refused has no values to convert.
-    return values.select(
-        *[_col(field.name) for field in typed.fields],
-        *extra,
-        _col(_BAD),
-        (F.col(_BAD).isNull() & mistyped).alias(_MISTYPED),
-        # Read only when a failing read names its line: the queries that load never use it.
-        F.array(*[F.col(kept) for kept in texts]).alias(_TEXT),
-    )
-
-
-def _csv_reader(
-    spark: SparkSession, config: FilesConfig, charset: str, observed: bool = True
-) -> DataFrameReader:
-    reader = (
-        spark.read.option("header", config.header)
-        .option("sep", config.delimiter)
-        .option("encoding", charset)
-        # "" turns quoting off; Spark spells that as the NUL character.
-        .option("quote", config.quote or "\u0000")
-        # The default escape is the quote itself (RFC 4180: a quote inside a quoted field is
-        # doubled, as Python's csv module reads it); Spark's own default, a backslash,
-        # misreads such fields without a word.
-        .option("escape", config.escape)
-    )
-    if observed:
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", _BAD)
-    options = {
-        "comment": config.comment,
-        "nullValue": config.null_value,
-        "nanValue": config.nan_value,
-        **_datetime_options(config),
-    }
-    return reader.options(**{k: v for k, v in options.items() if v is not None})
-
-
-def _datetime_options(config: FilesConfig) -> dict[str, str]:
-    options = {"dateFormat": config.date_format, "timestampFormat": config.timestamp_format}
-    return {k: v for k, v in options.items() if v is not None}
-
-
-def _has_records(config: FilesConfig, loc: _Located) -> bool:
+def _has_records(config: FilesConfig, loc: Located) -> bool:
     try:
         return has_records(config, loc.path, loc.shown)
     except SourceUnreachable as exc:
         # The bytes may not decode: name the line that has them, as a read would.
         if config.format != "parquet":
-            _raise_if_undecodable(config, [loc])
+            raise_if_undecodable(config, [loc])
         raise SourceDataError(exc.reason, exc.hint) from None
-
-
-def _header_of(config: FilesConfig, loc: _Located) -> tuple[str, ...] | None:
-    try:
-        names = csv_names(config, loc.path, loc.shown)
-    except SourceUnreachable as exc:
-        # Python decodes ahead of the header: a bad byte further down fails it, so find its line.
-        _raise_if_undecodable(config, [loc])
-        raise SourceDataError(exc.reason, exc.hint) from None
-    return tuple(names) if names is not None else None
-
-
-def _require_declared(declared: dict[str, str], header: tuple[str, ...], loc: _Located) -> None:
-    missing = [name for name in declared if name not in header]
-    if not missing:
-        return
-    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-    shown_header = ", ".join(repr(n) for n in header[:12]) + (", …" if len(header) > 12 else "")
-    raise SourceDataError(
-        f"{loc.shown}: declared column {missing[0]!r}{more} is not in the CSV header",
-        f"the header has {shown_header}; fix `columns` in the source config, or the file",
-    )
-
-
-# ---------------------------------------------------------------- json
-
-
-def _json_parts(
-    spark: SparkSession,
-    config: FilesConfig,
-    charset: str,
-    located: list[_Located],
-    observed: bool = True,
-) -> list[_Part]:
-    from pyspark.sql import functions as F
-
-    arrays = [loc for loc in located if _starts_with_bracket(config, loc)]
-    lines = [loc for loc in located if loc not in arrays]
-    if arrays and not observed:
-        raise _refused(spark, "json_array_source", arrays[0])
-    parts = []
-    if lines:
-        reader = _json_reader(spark, config, charset, observed)
-        paths = [loc.spark_path for loc in lines]
-        if config.columns is not None and not observed:
-            raw = _json_lines_as_text(spark, config, lines)
-            columns = tuple(config.columns)
-        elif config.columns is not None:
-            declared = _schema(spark, list(config.columns.items()))
-            raw = _with_bad(reader, declared, observed, lines, "json")
-            columns = tuple(config.columns)
-        else:
-            try:
-                raw = reader.json(paths)
-                columns = tuple(c for c in raw.columns if c != _BAD)
-            except Exception as exc:  # Sail's inference stops at a line that is not JSON
-                if observed or not _PARSER_STOPPED.search(str(exc)):
-                    raise
-                unread = _Part(spark.range(0), (), (), tuple(lines), "jsonl", has_bad=True)
-                raise _unreadable_record(config, unread, exc) from None
-            if not observed:  # a line that is not JSON stops Sail's parser: _Check names it
-                raw = raw.withColumn(_BAD, F.lit(None).cast("string"))
-        has_bad = _BAD in raw.columns
-        parts.append(_Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
-    if arrays:
-        parts.append(_json_array_part(spark, config, charset, arrays))
-    return parts
-
-
-def _json_lines_as_text(
-    spark: SparkSession, config: FilesConfig, locs: Sequence[_Located]
-) -> DataFrame:
-    """JSON Lines with declared columns on an engine whose JSON reader stops at a bad line
-    (Sail): each file read as lines of text (with its name in _FILE), each line parsed by
-    `from_json` into a map of its fields as text, each field converted to its declared type
-    by hakiri (as for CSV). A line that is not a JSON object, or has a value that does not
-    convert, is malformed: its text goes to _BAD, where Spark's reader puts it."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
-
-    assert config.columns is not None
-    declared = _schema(spark, list(config.columns.items()))
-    frames = []
-    for loc in locs:
-        text = spark.read.text(loc.spark_path).select(
-            F.regexp_replace("value", "^\ufeff", "").alias(_TEXT),
-            F.lit(loc.path.as_uri()).alias(_FILE),
-        )
-        frames.append(text.where(F.trim(_TEXT) != ""))
-    fields = F.from_json(F.col(_TEXT), "map<string,string>")
-    lines = _union(frames).select(_TEXT, _FILE, fields.alias("_hakiri_fields"))
-    converted, lost = [], F.lit(False)
-    for field in declared.fields:
-        given = F.col("_hakiri_fields").getItem(field.name)
-        if isinstance(field.dataType, StringType):
-            value = given
-        elif isinstance(field.dataType, StructType | ArrayType | MapType):
-            value = F.from_json(given, field.dataType)
-        else:
-            value = given.try_cast(field.dataType)
-        converted.append(value.alias(field.name))
-        lost = lost | (given.isNotNull() & value.isNull())
-    bad = F.when(F.col("_hakiri_fields").isNull() | lost, F.col(_TEXT))
-    return lines.select(*converted, bad.alias(_BAD), _FILE)
-
-
-def _refused(spark: SparkSession, capability: str, loc: _Located) -> SourceDataError:
-    from hakiri.spark.engines import refusal_message
-
-    engine = engine_of_session(spark)
-    reason, hint = refusal_message(engine, capability, loc.shown) or (
-        f"{loc.shown}: the {engine} engine cannot read it",
-        'use engine = "spark"',
-    )
-    return SourceDataError(reason, hint)
-
-
-def _json_reader(
-    spark: SparkSession, config: FilesConfig, charset: str, observed: bool = True
-) -> DataFrameReader:
-    reader = spark.read
-    if observed:
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", _BAD)
-    reader = reader.options(**_datetime_options(config))
-    if config.timestamp_format is not None:
-        # Spark infers JSON timestamps only when asked to; a declared format asks for them.
-        # (It never infers JSON dates: date_format applies to columns declared as date.)
-        reader = reader.option("inferTimestamp", True)
-    if charset != "UTF-8":
-        # Outside UTF-8 Spark cannot find line ends without being told what they are.
-        reader = reader.option("encoding", charset).option("lineSep", "\n")
-    return reader
-
-
-def _starts_with_bracket(config: FilesConfig, loc: _Located) -> bool:
-    with open_text(config, loc.path, loc.shown) as stream:
-        try:
-            return skip_whitespace(stream).startswith("[")
-        except UnicodeError:
-            return False  # read as lines; the bad bytes are then reported with their line
-
-
-def _json_array_part(
-    spark: SparkSession, config: FilesConfig, charset: str, locs: list[_Located]
-) -> _Part:
-    """Each element of each file's top-level array is one record.
-
-    Spark's multiLine mode would take the whole file for one record: one bad
-    element would mark every row of the file malformed. Splitting the array into
-    its elements first keeps `on_malformed` per record, as for JSON Lines.
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    paths = [loc.spark_path for loc in locs]
-    if config.columns is not None:
-        schema = _schema(spark, [*config.columns.items(), (_BAD, "string")])
-    else:
-        reader = _json_reader(spark, config, charset).option("multiLine", True)
-        fields = [f for f in reader.json(paths).schema.fields if f.name != _BAD]
-        schema = StructType([*fields, StructField(_BAD, StringType())])
-    columns = tuple(f.name for f in schema.fields if f.name != _BAD)
-
-    content = spark.read.format("binaryFile").load(paths)
-    # A cast keeps bytes that are not UTF-8 (decode() would fail the whole read);
-    # the replacement count in _metrics then finds them.
-    text = F.col("content").cast("string") if charset == "UTF-8" else F.decode("content", charset)
-    array = F.from_json(F.regexp_replace(text, "^\ufeff", ""), "array<string>")
-    elements = content.select(
-        F.col("path").alias(_FILE),
-        array.isNull().alias(_BROKEN),
-        F.posexplode_outer(array).alias(_POS, _ELEMENT),
-    )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _BAD, **_datetime_options(config)}
-    record = F.from_json(F.col(_ELEMENT), schema, options).alias("_hakiri_record")
-    raw = elements.select(_FILE, _BROKEN, _POS, record).select(
-        _FILE, _BROKEN, _POS, "_hakiri_record.*"
-    )
-    return _Part(raw, columns, columns, tuple(locs), "json-array", has_bad=True)
-
-
-def _in_file_order(config: FilesConfig, located: list[_Located], frame: DataFrame) -> DataFrame:
-    """Spark sorts inferred JSON fields by name; put them in the order the records first use them."""
-    lenient = config.model_copy(update={"on_malformed": "drop"})
-    try:
-        keys = json_keys(lenient, [(loc.path, loc.shown) for loc in located]) or []
-    except SourceUnreachable:
-        return frame
-    known = [k for k in keys if k in frame.columns]
-    rest = [c for c in frame.columns if c not in set(known)]
-    if known + rest == frame.columns:
-        return frame
-    return frame.select(*[_col(c) for c in known + rest])
-
-
-# ---------------------------------------------------------------- parquet
-
-
-def _read_parquet(
-    spark: SparkSession, config: FilesConfig, located: list[_Located], observed: bool = True
-) -> tuple[DataFrame, _Part | None]:
-    """The files' rows, and with declared `columns` the part whose malformed records (a value
-    that does not convert to its declared type) `_Check` judges; None without declared ones."""
-    from pyspark.sql import functions as F
-
-    nanos: dict[str, bool] = {}
-    for loc in located:
-        nanos.update(_nanosecond_columns(loc))
-    if nanos and support(engine_of_session(spark), "parquet_nanoseconds").status != "works":
-        frame = _parquet_in_tasks(spark, located)
-        nanos = {}  # read as microsecond timestamps already
-    else:
-        if nanos:
-            # Spark refuses TIMESTAMP(NANOS) (pandas' and pyarrow's default) unless it may
-            # read them as longs; they become microsecond timestamps below.
-            spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
-        reader = spark.read.option("mergeSchema", len(located) > 1)
-        frame = reader.parquet(*[loc.spark_path for loc in located])
-
-    def column(name: str) -> Column:
-        if name not in nanos:
-            return _col(name)
-        q = quoted_name(name)
-        micros = f"({q} DIV 1000 - IF({q} % 1000 < 0, 1, 0))"  # floor, also before 1970
-        epoch = "TIMESTAMP'1970-01-01 00:00:00 UTC'" if nanos[name] else "TIMESTAMP_NTZ'1970-01-01'"
-        return F.expr(f"timestampadd(MICROSECOND, {micros}, {epoch})").alias(name)
-
-    if config.columns is None:
-        return (frame.select(*[column(name) for name in frame.columns]) if nanos else frame), None
-    missing = [name for name in config.columns if name not in frame.columns]
-    if missing:
-        shown = located[0].shown if len(located) == 1 else f"{len(located)} parquet files"
-        raise SourceDataError(
-            f"{shown}: declared column {missing[0]!r} is not in the file",
-            f"the file has {', '.join(repr(c) for c in frame.columns[:12])}; "
-            "fix `columns` in the source config",
-        )
-    declared = _schema(spark, list(config.columns.items()))
-    found = {f.name: f.dataType for f in frame.schema.fields}
-    # A value that does not convert is a malformed record (on_malformed), named in _BAD as
-    # "amount: 'x4.50' is not decimal(10,2)"; columns already of their type need no check.
-    problems = [
-        F.when(
-            column(f.name).isNotNull() & column(f.name).try_cast(f.dataType).isNull(),
-            F.concat(
-                F.lit(f"{f.name}: '"),
-                column(f.name).cast("string"),
-                F.lit(f"' is not {f.dataType.simpleString()}"),
-            ),
-        )
-        for f in declared.fields
-        if found[f.name] != f.dataType and f.name not in nanos
-    ]
-    converted = [
-        (
-            column(f.name).try_cast(f.dataType) if problems else column(f.name).cast(f.dataType)
-        ).alias(f.name)
-        for f in declared.fields
-    ]
-    if not problems:
-        return frame.select(*converted), None
-    raw = frame.select(
-        *converted,
-        F.coalesce(*problems).alias(_BAD),
-        _file_name(located, observed).alias(_FILE),
-    )
-    columns = tuple(f.name for f in declared.fields)
-    part = _Part(raw, columns, columns, tuple(located), "parquet", has_bad=True)
-    return raw, part
-
-
-def _file_name(located: list[_Located], observed: bool) -> Column:
-    """Each row's file, for naming the first malformed one: Spark's file metadata; on an engine
-    without it (Sail), the one file's name, or NULL for several (the message then names none)."""
-    from pyspark.sql import functions as F
-
-    if observed:
-        return F.col("_metadata.file_path")
-    return F.lit(located[0].path.as_uri() if len(located) == 1 else None).cast("string")
-
-
-def _parquet_in_tasks(spark: SparkSession, located: list[_Located]) -> DataFrame:
-    """The files' rows read by pyarrow in an engine task (for an engine whose Parquet reader
-    refuses nanosecond timestamps: Sail), their columns merged by name as Spark's mergeSchema
-    does, nanosecond timestamps floored to microseconds as on Spark. The driver reads the
-    footers only."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    merged = pa.unify_schemas([pq.read_schema(loc.path) for loc in located])
-    wanted = pa.schema(
-        [
-            pa.field(f.name, pa.timestamp("us", f.type.tz))
-            if pa.types.is_timestamp(f.type) and f.type.unit == "ns"
-            else f
-            for f in merged
-        ]
-    )
-    # Positional names through the Python step (Sail cannot resolve a dotted name there).
-    inner = pa.schema([pa.field(f"_c{i}", f.type) for i, f in enumerate(wanted)])
-    try:
-        schema = from_arrow_schema(inner)
-    except (TypeError, NotImplementedError) as exc:  # an Arrow type Spark has no name for
-        shown = located[0].shown if len(located) == 1 else f"{len(located)} parquet files"
-        raise SourceDataError(
-            f"{shown}: a column's type cannot be read by this engine: {first_line(exc)}",
-            'write the column with a type Spark knows, or use engine = "spark"',
-        ) from None
-    paths = spark.createDataFrame([(str(loc.path),) for loc in located], "path string")
-    rows = paths.mapInArrow(_parquet_reader(wanted, inner), schema)
-    return rows.select(*[F.col(f"_c{i}").alias(f.name) for i, f in enumerate(wanted)])
-
-
-def _parquet_reader(wanted: Any, inner: Any) -> Any:
-    """The function each task runs: every row group of every file it is given, as `wanted`."""
-
-    def read(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        for batch in batches:
-            for path in batch.column(0).to_pylist():  # file names, not rows
-                for part in pq.ParquetFile(path).iter_batches():
-                    columns = []
-                    for field in wanted:
-                        if field.name not in part.schema.names:
-                            columns.append(pa.nulls(part.num_rows, field.type))
-                            continue
-                        column = part.column(field.name)
-                        if pa.types.is_timestamp(column.type) and column.type.unit == "ns":
-                            column = pc.floor_temporal(column, unit="microsecond")
-                        columns.append(column.cast(field.type))
-                    yield pa.RecordBatch.from_arrays(columns, schema=inner)
-
-    return read
-
-
-def _nanosecond_columns(loc: _Located) -> dict[str, bool]:
-    """Top-level nanosecond timestamp columns, each with whether it is UTC-adjusted."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        schema = pq.read_schema(loc.path)
-    except (OSError, pa.ArrowException) as exc:
-        raise SourceDataError(
-            f"cannot read {loc.shown}: {first_line(exc)}",
-            "check that the file is a complete Parquet file",
-        ) from None
-    return {
-        f.name: f.type.tz is not None
-        for f in schema
-        if pa.types.is_timestamp(f.type) and f.type.unit == "ns"
-    }
-
-
-# ---------------------------------------------------------------- malformed records
-
-
-class _Check:
-    """The malformed-record verdict of one part, from counts observed while its rows pass."""
-
-    def __init__(
-        self, config: FilesConfig, part: _Part, observed: bool = True, tallied: bool = False
-    ) -> None:
-        self.config, self.part = config, part
-        self.observation: Any = None
-        self.tally: Tally | None = None
-        self.dropped: int | None = None  # the verdict, once judged
-        # A part without columns delivers no rows to observe.
-        if part.has_bad and part.columns and observed:
-            from pyspark.sql import Observation
-
-            self.observation = Observation()
-        elif part.has_bad and part.columns and tallied and part.kind != "json-array":
-            self.tally = Tally(2)
-
-    def frame(self, hashes: Mapping[Path, str] | None = None) -> DataFrame:
-        return self.part.frame(self.observation, self.tally, hashes)
-
-    def judge(self) -> int:
-        """The records left out (or raises); judged once, the first time it is asked for."""
-        if self.dropped is None:
-            self.dropped = self._judged()
-        return self.dropped
-
-    def _judged(self) -> int:
-        part = self.part
-        if not part.has_bad:
-            return 0  # inferred JSON Lines without a corrupt-record column: nothing is malformed
-        if self.observation is not None:
-            counts = self.observation.get
-        elif self.tally is not None:
-            malformed, replaced = self.tally.counts()
-            counts = {"malformed": malformed, "replaced": replaced, "broken": 0}
-        elif part.parsed or part.kind == "json-array":
-            try:
-                counts = part.raw.agg(*_metrics(part)).first().asDict()  # type: ignore[union-attr]
-            except Exception as exc:
-                if not _PARSER_STOPPED.search(str(exc)):
-                    raise
-                raise _unreadable_record(self.config, part, exc) from None
-        else:
-            # Spark refuses a query of the corrupt-record column alone; with no other column
-            # every record is malformed (the frame delivered none): count them.
-            counts = {"malformed": part.raw.count(), "replaced": 0, "broken": 0}
-        malformed, replaced, broken = counts["malformed"], counts["replaced"], counts["broken"]
-        return _verdict(self.config, part, int(malformed), int(replaced), int(broken))
-
-
-# What Sail says when its CSV or JSON parser meets a record it cannot read (it stops there).
-_PARSER_STOPPED = re.compile(r"\b(Csv|Json|Parser) error: |unequal lengths between records")
-
-
-def _unreadable_record(config: FilesConfig, part: _Part, exc: Exception) -> SourceDataError:
-    """The first record of the part an engine's parser stopped at (a CSV record with a wrong
-    number of fields, a JSON line that is not JSON), found by reading the files here, with how
-    many the batch holds: the message Apache Spark's reader gives, for an engine that cannot
-    set such a record aside (Sail). Under on_malformed = "drop" it still fails the batch."""
-    return _misshapen_records(config, part) or _engine_stopped(config, part, exc)
-
-
-def _misshapen_records(config: FilesConfig, part: _Part) -> SourceDataError | None:
-    """`_unreadable_record`'s message when the part's files hold such a record, else None."""
-    first, total = None, 0
-    for loc in part.files:
-        with open(loc.path, encoding=config.encoding, errors="replace", newline="") as stream:
-            found = (
-                _misshapen_csv(part, config, stream) if part.kind == "csv" else _not_json(stream)
-            )
-            for line, why in found:
-                total += 1
-                if first is None:
-                    first = (loc, line, why)
-    if first is None:
-        return None
-    loc, line, why = first
-    noun = "record" if total == 1 else "records"
-    return SourceDataError(
-        f"{loc.shown}:{line}: malformed {config.format} record: {why} "
-        f"({total} malformed {noun} in this batch)",
-        _stopped_hint(config),
-    )
-
-
-def _engine_stopped(config: FilesConfig, part: _Part, exc: BaseException) -> SourceDataError:
-    """The engine refused a record Python reads: say what the engine said."""
-    shown = part.files[0].shown if len(part.files) == 1 else f"{len(part.files)} files"
-    return SourceDataError(
-        f"{shown}: the engine could not read a {config.format} record: {first_line(exc)}",
-        _stopped_hint(config),
-    )
-
-
-def _stopped_hint(config: FilesConfig) -> str:
-    if config.on_malformed == "fail":
-        return _MALFORMED_HINT
-    return (
-        "the engine stops at such a record and cannot set it aside: fix the file, or use "
-        'engine = "spark", whose reader can'
-    )
-
-
-def _misshapen_csv(part: _Part, config: FilesConfig, stream: Any) -> Iterator[tuple[int, str]]:
-    """(line, why) of each CSV record whose number of fields is not the columns'."""
-    expected = len(part.parsed)
-    counted = _CountedLines(stream)
-    for index, fields in enumerate(csv_rows(config, counted)):
-        if index == 0 and config.header:
-            continue
-        if len(fields) != expected:
-            found = f"{len(fields)} field" + ("" if len(fields) == 1 else "s")
-            yield counted.number, f"{found} where {expected} are expected"
-
-
-class _CountedLines:
-    """A text stream's lines, counting them: `number` is the line a record read so far ended on."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream, self.number = stream, 0
-
-    def __iter__(self) -> Any:
-        for line in self.stream:
-            self.number += 1
-            yield line
-
-
-def _not_json(stream: Any) -> Iterator[tuple[int, str]]:
-    """(line, why) of each JSON line that is not a JSON object."""
-    for number, raw in enumerate(stream, 1):
-        line = raw.removeprefix(BOM) if number == 1 else raw
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield number, f"not valid JSON ({exc.msg})"
-            continue
-        if not isinstance(value, dict):
-            yield number, "not a JSON object"
-
-
-def _malformed(part: _Part) -> Column:
-    """Per record of a part with _BAD: was it malformed (or, converted, mistyped)?"""
-    from pyspark.sql import functions as F
-
-    bad = F.col(_BAD).isNotNull()
-    return bad | F.col(_MISTYPED) if part.has_mistyped else bad
-
-
-def _replaced(part: _Part) -> Column:
-    """Per record: does a text field hold U+FFFD (bytes the encoding could not decode)?"""
-    from pyspark.sql import functions as F
-
-    replaced = F.lit(False)
-    for name, type_ in part.raw.dtypes if part.kind != "parquet" else ():  # text formats only
-        if type_ == "string":
-            replaced = replaced | (F.instr(_col(name), _REPLACEMENT) > 0)
-    return replaced
-
-
-def _metrics(part: _Part) -> list[Column]:
-    """What `_Check` judges: malformed records, strings with U+FFFD, broken arrays."""
-    from pyspark.sql import functions as F
-
-    return [
-        F.count(F.when(_malformed(part), 1)).alias("malformed"),  # parts that have _BAD
-        F.count(F.when(_replaced(part), 1)).alias("replaced"),
-        F.count(F.when(F.col(_BROKEN), 1)).alias("broken")
-        if part.kind == "json-array"
-        else F.lit(0).alias("broken"),
-        # Referencing every column makes Spark parse every column of every record.
-        *[F.count(_col(name)).alias(f"_c{i}") for i, name in enumerate(part.parsed)],
-    ]
-
-
-def _verdict(config: FilesConfig, part: _Part, malformed: int, replaced: int, broken: int) -> int:
-    """Raise what `on_malformed = "fail"` (and a wrong encoding) asks for; else the count dropped."""
-    text = part.kind != "parquet"
-    if text and (replaced or broken or (malformed and config.on_malformed == "fail")):
-        # Wrong bytes for the encoding show up as U+FFFD or as malformed records;
-        # say which line has them rather than blaming the records.
-        _raise_if_undecodable(config, part.files)
-    if broken:
-        raise _broken_array(config, part.files)
-    if malformed and config.on_malformed == "fail":
-        raise _first_malformed(config, part, malformed)
-    return malformed if config.on_malformed == "drop" else 0
-
-
-def _raise_if_undecodable(config: FilesConfig, files: Sequence[_Located]) -> None:
-    for loc in files:
-        try:
-            with open(loc.path, encoding=config.encoding, errors="surrogateescape") as stream:
-                for number, line in enumerate(stream, 1):
-                    if _ESCAPED.search(line):
-                        raise _undecodable(config, f"{loc.shown}:{number}")
-        except UnicodeError:
-            raise _undecodable(config, loc.shown) from None
-
-
-def _undecodable(config: FilesConfig, where: str) -> SourceDataError:
-    return SourceDataError(
-        f"{where}: bytes that are not valid {config.encoding}",
-        "set `encoding` in the source config to the file's encoding (e.g. 'latin-1' or 'cp1252')",
-    )
-
-
-def _broken_array(config: FilesConfig, files: Sequence[_Located]) -> SourceDataError:
-    hint = (
-        "fix the file: a JSON file that starts with '[' must hold one JSON array "
-        "(on_malformed cannot skip records inside a broken array)"
-    )
-    for loc in files:
-        text = loc.path.read_text(encoding=config.encoding, errors="replace").lstrip(BOM)
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as exc:
-            return SourceDataError(
-                f"{loc.shown}:{exc.lineno}: not a valid JSON array: {exc.msg}", hint
-            )
-    return SourceDataError(f"{files[0].shown}: Spark cannot read the JSON array", hint)
-
-
-def _first_malformed(config: FilesConfig, part: _Part, total: int) -> SourceDataError:
-    """The file and line of the first malformed record; runs only when the read fails."""
-    from pyspark.sql import functions as F
-
-    counted = [F.count(_col(name)) for name in part.parsed]  # parse all columns, as counted
-    if part.kind == "parquet":
-        return _first_mistyped(config, part, total)
-    if part.kind == "json-array":
-        firsts = (
-            part.raw.where(F.col(_BAD).isNotNull())
-            .groupBy(_FILE)
-            .agg(F.min(_POS).alias("first"), *counted)
-            .collect()
-        )
-    elif part.parsed:
-        # min_by over a row number taken before the filter: Spark reads a file's splits in
-        # order, so the smallest number is the record nearest the start of the file.
-        extra = [_col(_MISTYPED), _col(_TEXT)] if part.has_mistyped else []
-        numbered = part.raw.select(
-            (_col(_FILE) if _FILE in part.raw.columns else F.col("_metadata.file_path")).alias(
-                _FILE
-            ),
-            F.monotonically_increasing_id().alias(_ROW),
-            _col(_BAD),
-            *extra,
-            *[_col(name) for name in part.parsed],
-        )
-        bad = F.col(_BAD).isNotNull()
-        if part.has_mistyped:
-            bad = bad | F.col(_MISTYPED)
-        first = F.struct(_BAD, _MISTYPED, _TEXT) if part.has_mistyped else F.col(_BAD)
-        firsts = (
-            numbered.where(bad)
-            .groupBy(_FILE)
-            .agg(F.min_by(first, _ROW).alias("first"), *counted)
-            .collect()
-        )
-    else:
-        firsts = []
-    by_path = {_local_path(row[_FILE]): row["first"] for row in firsts}
-    noun = "record" if total == 1 else "records"
-    count = f"{total} malformed {noun} in this batch"
-    for loc in part.files:
-        at = next((path for path in by_path if loc.is_at(path)), None)
-        if at is None and firsts:
-            continue
-        first = by_path.get(at) if at is not None else None
-        if part.kind == "json-array":
-            line = _array_element_line(config, loc, int(first or 0))
-            why = f"element {int(first or 0) + 1} of the array does not fit the columns' types"
-            element = _array_element(config, loc, int(first or 0))
-            bad = _bad_json_value(config, part, element) if isinstance(element, dict) else None
-            if bad:
-                why = f"element {int(first or 0) + 1} of the array: {bad}"
-        elif part.has_mistyped and first is not None and first[_BAD] is None:
-            text = list(first[_TEXT])
-            line = _line_of_fields(config, loc, text)
-            values = dict(zip(part.parsed, text, strict=True))
-            why = _bad_value(config, part, values) or "a value does not fit its column's type"
-        else:
-            if part.has_mistyped and first is not None:
-                first = first[_BAD]
-            line, record = _line_of(config, loc, first)
-            why = (
-                _why_csv(config, part, record)
-                if part.kind == "csv"
-                else _why_json(config, part, record)
-            )
-        where = f"{loc.shown}:{line}" if line else loc.shown
-        return SourceDataError(
-            f"{where}: malformed {config.format} record: {why} ({count})", _MALFORMED_HINT
-        )
-    return SourceDataError(f"malformed {config.format} records ({count})", _MALFORMED_HINT)
-
-
-def _first_mistyped(config: FilesConfig, part: _Part, total: int) -> SourceDataError:
-    """The file and the value of the first Parquet value that does not convert to its type."""
-    from pyspark.sql import functions as F
-
-    first = part.raw.where(F.col(_BAD).isNotNull()).select(_FILE, _BAD).first()
-    noun = "record" if total == 1 else "records"
-    count = f"{total} malformed {noun} in this batch"
-    if first is None:
-        return SourceDataError(f"malformed parquet records ({count})", _MALFORMED_HINT)
-    path = _local_path(first[_FILE])
-    shown = next((loc.shown for loc in part.files if loc.is_at(path)), path)
-    return SourceDataError(
-        f"{shown}: malformed parquet record: {first[_BAD]} ({count})", _MALFORMED_HINT
-    )
-
-
-def _local_path(spark_path: str) -> str:
-    path = unquote(spark_path)
-    for prefix in ("file://", "file:"):
-        if path.startswith(prefix):
-            return "/" + path[len(prefix) :].lstrip("/")
-    return path
-
-
-def _line_of(config: FilesConfig, loc: _Located, record: str | None) -> tuple[int | None, str]:
-    """(line number, text) of `record` in the file; the first non-blank line when record is None."""
-    target = (record or "").rstrip("\r\n")
-    loose: tuple[int, str] | None = None
-    with open(loc.path, encoding=config.encoding, errors="surrogateescape") as stream:
-        for number, raw in enumerate(stream, 1):
-            line = (raw.removeprefix(BOM) if number == 1 else raw).rstrip("\n")
-            if record is None and line.strip():
-                return number, line
-            if line == target:
-                return number, line
-            if loose is None and line.strip() == target.strip():
-                loose = number, line
-    return loose if loose else (None, target)
-
-
-def _line_of_fields(config: FilesConfig, loc: _Located, fields: list[str | None]) -> int | None:
-    """The line of the CSV record whose fields are `fields` (NULL: empty or the null value);
-    None when no single line holds it (a record over several lines)."""
-    wanted = [value or "" for value in fields]
-    null = config.null_value or ""
-    with open(loc.path, encoding=config.encoding, errors="surrogateescape") as stream:
-        for number, raw in enumerate(stream, 1):
-            if number == 1 and config.header:
-                continue
-            try:
-                rows = list(csv_rows(config, [raw]))
-            except csv.Error:
-                continue
-            if rows and [("" if v == null else v) for v in rows[0]] == wanted:
-                return number
-    return None
-
-
-def _array_element_line(config: FilesConfig, loc: _Located, index: int) -> int | None:
-    text = loc.path.read_text(encoding=config.encoding, errors="replace")
-    decoder = json.JSONDecoder()
-    position = text.find("[") + 1
-    for current in range(index + 1):
-        position = skip_separators(text, position, first=current == 0)
-        if current == index:
-            return text.count("\n", 0, position) + 1
-        try:
-            _, position = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
-            return None
-    return None
-
-
-def _array_element(config: FilesConfig, loc: _Located, index: int) -> Any:
-    """The `index`-th element of the file's top-level array; None when it cannot be read."""
-    try:
-        value = json.loads(
-            loc.path.read_text(encoding=config.encoding, errors="replace").lstrip(BOM)
-        )
-    except json.JSONDecodeError:
-        return None
-    return value[index] if isinstance(value, list) and 0 <= index < len(value) else None
-
-
-def _why_csv(config: FilesConfig, part: _Part, record: str) -> str:
-    expected = len(part.parsed)
-    try:
-        fields = next(csv_rows(config, [record]), [])  # split as the source config says
-    except csv.Error as exc:
-        return f"cannot be split into fields ({exc})"
-    if len(fields) != expected:
-        found = f"{len(fields)} field" + ("" if len(fields) == 1 else "s")
-        return f"{found} where {expected} are expected"
-    values = {
-        name: (None if value == (config.null_value or "") else value)
-        for name, value in zip(part.parsed, fields, strict=True)
-    }
-    return _bad_value(config, part, values) or "a value does not fit its column's type"
-
-
-def _why_json(config: FilesConfig, part: _Part, record: str) -> str:
-    try:
-        value = json.loads(record)
-    except json.JSONDecodeError as exc:
-        return f"not valid JSON ({exc.msg})"
-    if not isinstance(value, dict):
-        return "not a JSON object"
-    return _bad_json_value(config, part, value) or "a value does not fit its column's type"
-
-
-_NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
-
-
-def _bad_json_value(config: FilesConfig, part: _Part, record: dict[str, Any]) -> str | None:
-    """The first value of a JSON record that does not fit its column's type, as
-    "amount: 'x4.50' is not decimal(10,2)"; None when none can be named."""
-    types = _column_types(part)
-    values: dict[str, str | None] = {}
-    for name in part.parsed:
-        value = record.get(name)
-        kind = types.get(name, "string")
-        if value is None:
-            values[name] = None
-            continue
-        # The JSON reader takes no quoted number or boolean, and no object where a scalar goes.
-        wrong_json_type = (
-            (kind.startswith(_NUMERIC) and not _is_json_number(value))
-            or (kind == "boolean" and not isinstance(value, bool))
-            or (isinstance(value, dict | list) and not kind.startswith(("struct", "array", "map")))
-        )
-        if wrong_json_type:
-            return f"{name}: {json.dumps(value)} is not {kind}"
-        values[name] = value if isinstance(value, str) else json.dumps(value)
-    return _bad_value(config, part, {n: v for n, v in values.items() if n in types})
-
-
-def _is_json_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _column_types(part: _Part) -> dict[str, str]:
-    """The Spark type of each parsed column, as DDL ('int', 'decimal(10,2)')."""
-    return {
-        field.name: field.dataType.simpleString()
-        for field in part.raw.schema.fields
-        if field.name in part.parsed
-    }
-
-
-def _bad_value(config: FilesConfig, part: _Part, values: dict[str, str | None]) -> str | None:
-    """Asked of the engine, in one row of literals: the first of `values` (a record's fields
-    as text) that does not convert to its column's type; "amount: 'x4.50' is not
-    decimal(10,2)", or None when every value converts."""
-    from pyspark.sql import functions as F
-
-    types = _column_types(part)
-    nan = config.nan_value or "NaN"
-    checked = [
-        (name, "NaN" if value == nan else value, types[name])
-        for name, value in values.items()
-        if value not in (None, "") and types.get(name, "string") != "string"
-    ]
-    if not checked:
-        return None
-    probes = []
-    for i, (_, value, kind) in enumerate(checked):
-        text = F.lit(value)
-        if kind == "date" and config.date_format:
-            probe = F.try_to_timestamp(text, F.lit(config.date_format))
-        elif kind.startswith("timestamp") and config.timestamp_format:
-            probe = F.try_to_timestamp(text, F.lit(config.timestamp_format))
-        else:
-            probe = text.try_cast(kind)
-        probes.append(probe.isNotNull().alias(f"ok{i}"))
-    try:
-        row = part.raw.sparkSession.sql("SELECT 1").select(*probes).first()
-    except Exception:  # the report stays general rather than fail on its own details
-        return None
-    for i, (name, value, kind) in enumerate(checked):
-        if row is not None and not row[f"ok{i}"]:
-            return f"{name}: {value!r} is not {kind}"
-    return None

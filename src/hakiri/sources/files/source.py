@@ -1,7 +1,7 @@
 """Files as a source: a batch is a file (or, for full-refresh modes, every file of the table).
 
 `observe` and `plan_batches` read file names, sizes and hashes only; `read` hands the
-batch's files to Spark (`file_reader.read_files`).
+batch's files to Spark (`reader.read_files`).
 
 A batch is bound to the bytes it was planned from: `read` hashes each file again before
 Spark reads it (unless this process hashed it for the plan and its stat has not changed

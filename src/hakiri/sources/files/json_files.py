@@ -1,0 +1,204 @@
+"""JSON parts: JSON Lines, and files that hold one top-level array of records.
+
+JSON Lines are read by the engine's JSON reader, or, with declared columns on an engine
+whose reader stops at a bad line (Sail), as lines of text parsed by hakiri. An array is
+split into its elements first, so `on_malformed` applies per record. Inferred fields are
+put back in the order the records first use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from hakiri.errors import SourceDataError, SourceUnreachable
+from hakiri.sources.files.inspect import json_keys, open_text, skip_whitespace
+from hakiri.sources.files.malformed import PARSER_STOPPED, unreadable_record
+from hakiri.sources.files.part import (
+    BAD,
+    BROKEN,
+    FILE,
+    POS,
+    TEXT,
+    Part,
+    datetime_options,
+    quoted_col,
+    spark_schema,
+    union,
+    with_bad,
+)
+from hakiri.sources.files.stand_ins import Located
+from hakiri.spark.engines import engine_of_session
+from hakiri.spec.pipeline import FilesConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+
+
+_ELEMENT = "_hakiri_element"
+
+
+def json_parts(
+    spark: SparkSession,
+    config: FilesConfig,
+    charset: str,
+    located: list[Located],
+    observed: bool = True,
+) -> list[Part]:
+    from pyspark.sql import functions as F
+
+    arrays = [loc for loc in located if _starts_with_bracket(config, loc)]
+    lines = [loc for loc in located if loc not in arrays]
+    if arrays and not observed:
+        raise _refused(spark, "json_array_source", arrays[0])
+    parts = []
+    if lines:
+        reader = _json_reader(spark, config, charset, observed)
+        paths = [loc.spark_path for loc in lines]
+        if config.columns is not None and not observed:
+            raw = _json_lines_as_text(spark, config, lines)
+            columns = tuple(config.columns)
+        elif config.columns is not None:
+            declared = spark_schema(spark, list(config.columns.items()))
+            raw = with_bad(reader, declared, observed, lines, "json")
+            columns = tuple(config.columns)
+        else:
+            try:
+                raw = reader.json(paths)
+                columns = tuple(c for c in raw.columns if c != BAD)
+            except Exception as exc:  # Sail's inference stops at a line that is not JSON
+                if observed or not PARSER_STOPPED.search(str(exc)):
+                    raise
+                unread = Part(spark.range(0), (), (), tuple(lines), "jsonl", has_bad=True)
+                raise unreadable_record(config, unread, exc) from None
+            if not observed:  # a line that is not JSON stops Sail's parser: Check names it
+                raw = raw.withColumn(BAD, F.lit(None).cast("string"))
+        has_bad = BAD in raw.columns
+        parts.append(Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
+    if arrays:
+        parts.append(_json_array_part(spark, config, charset, arrays))
+    return parts
+
+
+def _json_lines_as_text(
+    spark: SparkSession, config: FilesConfig, locs: Sequence[Located]
+) -> DataFrame:
+    """JSON Lines with declared columns on an engine whose JSON reader stops at a bad line
+    (Sail): each file read as lines of text (with its name in FILE), each line parsed by
+    `from_json` into a map of its fields as text, each field converted to its declared type
+    by hakiri (as for CSV). A line that is not a JSON object, or has a value that does not
+    convert, is malformed: its text goes to BAD, where Spark's reader puts it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+    assert config.columns is not None
+    declared = spark_schema(spark, list(config.columns.items()))
+    frames = []
+    for loc in locs:
+        text = spark.read.text(loc.spark_path).select(
+            F.regexp_replace("value", "^\ufeff", "").alias(TEXT),
+            F.lit(loc.path.as_uri()).alias(FILE),
+        )
+        frames.append(text.where(F.trim(TEXT) != ""))
+    fields = F.from_json(F.col(TEXT), "map<string,string>")
+    lines = union(frames).select(TEXT, FILE, fields.alias("_hakiri_fields"))
+    converted, lost = [], F.lit(False)
+    for field in declared.fields:
+        given = F.col("_hakiri_fields").getItem(field.name)
+        if isinstance(field.dataType, StringType):
+            value = given
+        elif isinstance(field.dataType, StructType | ArrayType | MapType):
+            value = F.from_json(given, field.dataType)
+        else:
+            value = given.try_cast(field.dataType)
+        converted.append(value.alias(field.name))
+        lost = lost | (given.isNotNull() & value.isNull())
+    bad = F.when(F.col("_hakiri_fields").isNull() | lost, F.col(TEXT))
+    return lines.select(*converted, bad.alias(BAD), FILE)
+
+
+def _refused(spark: SparkSession, capability: str, loc: Located) -> SourceDataError:
+    from hakiri.spark.engines import refusal_message
+
+    engine = engine_of_session(spark)
+    reason, hint = refusal_message(engine, capability, loc.shown) or (
+        f"{loc.shown}: the {engine} engine cannot read it",
+        'use engine = "spark"',
+    )
+    return SourceDataError(reason, hint)
+
+
+def _json_reader(
+    spark: SparkSession, config: FilesConfig, charset: str, observed: bool = True
+) -> DataFrameReader:
+    reader = spark.read
+    if observed:
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", BAD)
+    reader = reader.options(**datetime_options(config))
+    if config.timestamp_format is not None:
+        # Spark infers JSON timestamps only when asked to; a declared format asks for them.
+        # (It never infers JSON dates: date_format applies to columns declared as date.)
+        reader = reader.option("inferTimestamp", True)
+    if charset != "UTF-8":
+        # Outside UTF-8 Spark cannot find line ends without being told what they are.
+        reader = reader.option("encoding", charset).option("lineSep", "\n")
+    return reader
+
+
+def _starts_with_bracket(config: FilesConfig, loc: Located) -> bool:
+    with open_text(config, loc.path, loc.shown) as stream:
+        try:
+            return skip_whitespace(stream).startswith("[")
+        except UnicodeError:
+            return False  # read as lines; the bad bytes are then reported with their line
+
+
+def _json_array_part(
+    spark: SparkSession, config: FilesConfig, charset: str, locs: list[Located]
+) -> Part:
+    """Each element of each file's top-level array is one record.
+
+    Spark's multiLine mode would take the whole file for one record: one bad
+    element would mark every row of the file malformed. Splitting the array into
+    its elements first keeps `on_malformed` per record, as for JSON Lines.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    paths = [loc.spark_path for loc in locs]
+    if config.columns is not None:
+        schema = spark_schema(spark, [*config.columns.items(), (BAD, "string")])
+    else:
+        reader = _json_reader(spark, config, charset).option("multiLine", True)
+        fields = [f for f in reader.json(paths).schema.fields if f.name != BAD]
+        schema = StructType([*fields, StructField(BAD, StringType())])
+    columns = tuple(f.name for f in schema.fields if f.name != BAD)
+
+    content = spark.read.format("binaryFile").load(paths)
+    # A cast keeps bytes that are not UTF-8 (decode() would fail the whole read);
+    # the replacement count in metrics then finds them.
+    text = F.col("content").cast("string") if charset == "UTF-8" else F.decode("content", charset)
+    array = F.from_json(F.regexp_replace(text, "^\ufeff", ""), "array<string>")
+    elements = content.select(
+        F.col("path").alias(FILE),
+        array.isNull().alias(BROKEN),
+        F.posexplode_outer(array).alias(POS, _ELEMENT),
+    )
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": BAD, **datetime_options(config)}
+    record = F.from_json(F.col(_ELEMENT), schema, options).alias("_hakiri_record")
+    raw = elements.select(FILE, BROKEN, POS, record).select(FILE, BROKEN, POS, "_hakiri_record.*")
+    return Part(raw, columns, columns, tuple(locs), "json-array", has_bad=True)
+
+
+def in_file_order(config: FilesConfig, located: list[Located], frame: DataFrame) -> DataFrame:
+    """Spark sorts inferred JSON fields by name; put them in the order the records first use them."""
+    lenient = config.model_copy(update={"on_malformed": "drop"})
+    try:
+        keys = json_keys(lenient, [(loc.path, loc.shown) for loc in located]) or []
+    except SourceUnreachable:
+        return frame
+    known = [k for k in keys if k in frame.columns]
+    rest = [c for c in frame.columns if c not in set(known)]
+    if known + rest == frame.columns:
+        return frame
+    return frame.select(*[quoted_col(c) for c in known + rest])
