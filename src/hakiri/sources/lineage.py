@@ -4,7 +4,8 @@
     postgres (and cdc)  postgres://host:port       database.schema.table
     files               file                       the absolute path or glob
     github              https://api.github.com     owner/repo/table (one per repository)
-    rest                the base URL               the endpoint's path under it
+    rest                the base URL               the endpoint's path under it (one per
+                                                   for_each entry)
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ def source_datasets(
         endpoint = config.endpoints.get(table.name)
         if endpoint is None:  # the source says so when it reads
             return []
-        path = f"{base.path.rstrip('/')}/{endpoint.path.lstrip('/')}"
-        return [(_web_namespace(config.base_url), path)]
+        return [
+            (_web_namespace(config.base_url), f"{base.path.rstrip('/')}/{path.lstrip('/')}")
+            for path, _ in endpoint.paths()
+        ]
     return []
 
 
