@@ -17,6 +17,10 @@
     path = "orders/{id}/lines"
     parent_columns = { order_id = "id" }
 
+    [pipeline.source.config.endpoints.refunds]
+    path = "stores/{store}/refunds"
+    for_each = [{ store = "eu" }, { store = "us" }]
+
 Each name of the pipeline's `tables` is an endpoint here. The models say what is legal;
 `sources.rest.source` reads it.
 """
@@ -188,10 +192,36 @@ class RestEndpoint(SpecModel):
         description="Tables without a cursor: pages committed together; a stopped backfill "
         "resumes after the last committed batch.",
     )
+    for_each: list[dict[Name, str]] = Field(
+        default_factory=list,
+        description="Read the endpoint once per entry, side by side: an entry's values fill "
+        "the path's fields ('repos/{repo}/issues' with [{repo = 'a/b'}, {repo = 'c/d'}]) "
+        "and become text columns of its rows.",
+    )
+
+    @model_validator(mode="after")
+    def _for_each_fields(self) -> Self:
+        if not self.for_each:
+            return self
+        names = list(self.for_each[0])
+        if self.parent is not None:
+            raise ValueError(
+                "an endpoint is read per parent record or per for_each entry, not both"
+            )
+        if any(set(entry) != set(names) for entry in self.for_each):
+            raise ValueError(f"every for_each entry names the same fields ({', '.join(names)})")
+        missing = [f for f in template_fields(self.path) if f not in names]
+        if missing:
+            raise ValueError(f"path '{self.path}' names {', '.join(missing)}, not in for_each")
+        clash = [n for n in names if n in (self.columns or {})]
+        if clash:
+            raise ValueError(f"for_each field {', '.join(clash)} is also a declared column")
+        return self
 
     @model_validator(mode="after")
     def _parent_fields(self) -> Self:
-        if self.parent is None and (template_fields(self.path) or self.parent_columns):
+        fields = [] if self.for_each else template_fields(self.path)
+        if self.parent is None and (fields or self.parent_columns):
             raise ValueError(
                 f"path '{self.path}' or parent_columns names a parent's fields, and the "
                 "endpoint has no `parent`"
@@ -202,6 +232,24 @@ class RestEndpoint(SpecModel):
                 "(e.g. 'issues/{number}/comments')"
             )
         return self
+
+    @property
+    def for_each_fields(self) -> list[str]:
+        """The fields each for_each entry gives, in the first entry's order: the columns its
+        rows get after the declared ones."""
+        return list(self.for_each[0]) if self.for_each else []
+
+    def paths(self) -> list[tuple[str, dict[str, str]]]:
+        """(path, values) of each read of the endpoint: its path, or one per for_each entry
+        with the path's fields filled in as written and the entry's values (a child's path
+        is filled per parent record, by the reader)."""
+        if not self.for_each:
+            return [(self.path, {})]
+        fields = self.for_each_fields
+        return [
+            (_FIELD.sub(lambda m, e=entry: e[m.group(1)], self.path), {f: entry[f] for f in fields})
+            for entry in self.for_each
+        ]
 
     @property
     def cursor_params(self) -> bool:

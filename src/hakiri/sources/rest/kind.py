@@ -46,9 +46,12 @@ def _rest_lineage(
     endpoint = config.endpoints.get(table.name)
     if endpoint is None:  # the source says so when it reads
         return []
-    base = urlsplit(config.base_url)
-    path = f"{base.path.rstrip('/')}/{endpoint.path.lstrip('/')}"
-    return [(web_namespace(config.base_url), path)]
+    base = urlsplit(config.base_url).path.rstrip("/")
+    # One dataset per path read: an endpoint's, or each of its `for_each` entries'.
+    return [
+        (web_namespace(config.base_url), f"{base}/{path.lstrip('/')}")
+        for path, _ in endpoint.paths()
+    ]
 
 
 def _github_lineage(

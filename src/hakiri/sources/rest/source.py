@@ -18,9 +18,15 @@ A table reads one of two ways, by the specification's cursor kinds:
   first page again. A full-refresh load (truncate, blue_green) is one batch per walk.
 
 A child endpoint (`parent`) is fetched once per record of its parent's batch, its path
-filled from the parent's columns ('issues/{number}/comments'), in the engine. Records
-become rows of the declared `columns` (a JSON path each), or of the fields of the first
-page's records when none are declared (`infer_columns`).
+filled from the parent's columns ('issues/{number}/comments'), in the engine; an endpoint
+with `for_each` is walked once per entry, side by side, its path filled from the entry.
+Records become rows of the declared `columns` (a JSON path each), or of the fields of the
+first page's records when none are declared (`infer_columns`).
+
+A preset is a connector that is a configuration of this one (`rest.github`): a subclass
+that builds the RestConfig from its own manifest keys and sets what a manifest cannot say
+(the class attributes and hooks below: how messages name it, where a first range starts,
+an API sorted by its cursor, its own last step on a table's rows).
 """
 
 from __future__ import annotations
@@ -36,7 +42,6 @@ from typing import TYPE_CHECKING, Any
 
 from hakiri.catalog.records import Batch, BatchStatus, NewBatch
 from hakiri.errors import HakiriError
-from hakiri.guards.spark_types import quoted_name
 from hakiri.sources.base import BatchRead, Reload, SourceColumn, SourceObservation, TablePlan
 from hakiri.sources.cursors.batches import (
     check_cursor_fits_mode,
@@ -47,6 +52,7 @@ from hakiri.sources.cursors.batches import (
 from hakiri.sources.cursors.ranges import CursorBounds, CursorColumn, CursorRange
 from hakiri.sources.rest.budget import RateBudget, pipeline_budget
 from hakiri.sources.rest.client import ApiKey, Auth, BasicAuth, BearerToken, RestClient
+from hakiri.sources.rest.columns import declared_columns, infer_columns, key_path
 from hakiri.sources.rest.engine_read import (
     ApiColumn,
     Endpoint,
@@ -74,7 +80,6 @@ from hakiri.spec.project import ProjectFile
 from hakiri.spec.rest import (
     CURSOR_END,
     CURSOR_START,
-    RestColumn,
     RestConfig,
     RestEndpoint,
     RestPaginator,
@@ -127,6 +132,15 @@ class WalkPart:
 
 class RestTableSource:
     has_cursors = True
+    # How messages and batch labels name the source ("rest orders").
+    connector = "rest"
+    # Where a table's first range starts without backfill.start_from. None: 1970, and the
+    # first read asks for everything ('{cursor}' left out). A preset's time (an API with no
+    # record before it): the first read asks from it.
+    start: dt.datetime | None = None
+    # The API lists every endpoint's records by ascending cursor: a range's walk stops at
+    # the first page whose last record is past the range's end (later pages are too).
+    sorted_by_cursor = False
 
     def __init__(
         self,
@@ -156,7 +170,8 @@ class RestTableSource:
         if declared is None:
             return SourceObservation(table.name)
         columns = [SourceColumn(c.name, c.type) for c in declared]
-        columns += [SourceColumn(name, "string") for name in endpoint.parent_columns]
+        extra = [*endpoint.for_each_fields, *endpoint.parent_columns]
+        columns += [SourceColumn(name, "string") for name in extra]
         return SourceObservation(table.name, columns=tuple(columns))
 
     def plan_batches(self, table: TableSpec, catalog: Catalog) -> TablePlan:
@@ -168,39 +183,52 @@ class RestTableSource:
         return self._plan(table, catalog, new_walk=False)
 
     def _plan(self, table: TableSpec, catalog: Catalog, *, new_walk: bool) -> TablePlan:
-        where = f"pipeline `{self.spec.id}` (rest {table.name})"
-        existing = [b for b in catalog.batches(self.spec.id) if b.table_name == table.name]
+        where = f"pipeline `{self.spec.id}` ({self.connector} {table.name})"
         cursor = self.cursor(table)
-        if cursor is None or self.spec.load.strategy.snapshot:
+        walked = cursor is None or self.spec.load.strategy.snapshot
+        if not walked and not new_walk:
+            return TablePlan()  # a range is planned once per run
+        existing = [b for b in catalog.batches(self.spec.id) if b.table_name == table.name]
+        if walked:
             check_cursor_fits_mode(self.spec, None, where)
             return self._plan_walk(table, existing, new_walk=new_walk)
-        if not new_walk:
-            return TablePlan()
+        assert cursor is not None
         check_cursor_fits_mode(self.spec, cursor, where)
-        backfill = self.spec.backfill
-        if backfill and backfill.window and backfill.start_from is None:
-            raise HakiriError(
-                f"{where}: backfill.window cuts the history of `{cursor.column}` into chunks, "
-                "and without start_from it would start in 1970",
-                'set backfill.start_from (e.g. "2024-01-01"), or remove window to read it '
-                "in one range",
-            )
         state = catalog.get_cursor(self.spec.id, table.name)
+        now = settled_now()
+        low = self._first_start(table, cursor, state, now)
         return plan_table(
             self.spec,
             table,
             cursor,
             state,
             existing,
-            lambda: CursorBounds(_CURSOR_TYPE, _EPOCH, settled_now()),
+            lambda: CursorBounds(_CURSOR_TYPE, low, now),
             _no_fingerprint,
         )
 
+    def _first_start(
+        self, table: TableSpec, cursor: CursorColumn, state: dict[str, Any] | None, now: dt.datetime
+    ) -> dt.datetime:
+        """Where the table's first range starts when backfill.start_from does not say: `start`.
+        A windowed backfill is refused (its ranges would start in 1970); a preset whose API
+        tells its oldest record may start there instead."""
+        backfill = self.spec.backfill
+        if backfill and backfill.window and backfill.start_from is None:
+            raise HakiriError(
+                f"pipeline `{self.spec.id}` ({self.connector} {table.name}): backfill.window "
+                f"cuts the history of `{cursor.column}` into chunks, and without start_from it "
+                "would start in 1970",
+                'set backfill.start_from (e.g. "2024-01-01"), or remove window to read it '
+                "in one range",
+            )
+        return self.start or _EPOCH
+
     def _plan_walk(self, table: TableSpec, existing: list[Batch], *, new_walk: bool) -> TablePlan:
         endpoint = self._endpoint(table.name)
-        pages = None
-        if not self.spec.load.strategy.snapshot and endpoint.parent is None:
-            pages = endpoint.pages_per_batch
+        # a snapshot's, a child's and a for_each endpoint's walks are read whole
+        whole = self.spec.load.strategy.snapshot or endpoint.parent is not None
+        pages = None if whole or endpoint.for_each else endpoint.pages_per_batch
         unfinished = [b for b in existing if b.status.unfinished]
         if unfinished:
             return TablePlan(notes=[f"{table.name}: {len(unfinished)} batch(es) to finish"])
@@ -231,8 +259,7 @@ class RestTableSource:
         incremental = incremental_of(self.spec, table)
         if incremental is None:
             return None
-        cursor = CursorColumn.resolve(incremental, _CURSOR_TYPE, f"rest {table.name}")
-        return cursor
+        return CursorColumn.resolve(incremental, _CURSOR_TYPE, f"{self.connector} {table.name}")
 
     def reloadable(
         self, table: TableSpec, committed: Sequence[Batch], upcoming: Sequence[Batch | NewBatch]
@@ -250,15 +277,16 @@ class RestTableSource:
 
     def read(self, spark: Any, batch: Batch) -> BatchRead:
         endpoint = self._endpoint(batch.table_name)
+        source = f"{self.connector} {batch.table_name}"
         if batch.kind == "chunk" and batch.predicate:
             chunk: CursorRange | None = CursorRange.from_predicate(batch.predicate)
-            label = f"rest {batch.table_name} ({chunk.describe()})"
+            label = f"{source} ({chunk.describe()})"
         elif batch.kind == _WALK and batch.predicate:
             chunk = None
-            label = f"rest {batch.table_name} ({WalkPart.of(batch).describe()})"
+            label = f"{source} ({WalkPart.of(batch).describe()})"
         else:
             raise HakiriError(
-                f"batch {batch.batch_id} of rest {batch.table_name} is neither a range nor a walk",
+                f"batch {batch.batch_id} of {source} is neither a range nor a walk",
                 "run `hakiri apply` again: the planner makes one of them for each batch",
             )
         table = next(t for t in self.spec.table_specs() if t.name == batch.table_name)
@@ -266,6 +294,7 @@ class RestTableSource:
         frame = self._frame(spark, batch.table_name, batch, chunk, cursor)
         if frame is None:
             return BatchRead(_no_rows(spark), label=label, empty=True, evidence=False)
+        frame = self._shaped(batch.table_name, frame)
         if endpoint.primary_key:  # a list that shifted while it was walked repeats records
             missing = [k for k in endpoint.primary_key if k not in frame.columns]
             if missing:
@@ -276,6 +305,11 @@ class RestTableSource:
                 )
             frame = frame.dropDuplicates(endpoint.primary_key)
         return BatchRead(frame, label=label, explain=task_error)
+
+    def _shaped(self, table: str, frame: Any) -> Any:
+        """A table's rows as it loads them: a preset's own last step on the engine (a row
+        filter, a derived column); the rest connector loads them as read."""
+        return frame
 
     def _frame(
         self,
@@ -316,11 +350,11 @@ class RestTableSource:
                 _params(endpoint, None),
                 tasks,
             )
-        walk = self._walk(endpoint, batch, chunk)
         columns = declared_columns(endpoint) or self._sampled(name, batch, chunk)
         if columns is None:
             return None
-        frame = read_walks(spark, self._api(endpoint, columns), [walk])
+        walks = self._walks(endpoint, batch, chunk, _cursor_path(cursor, columns))
+        frame = read_walks(spark, self._api(endpoint, columns), walks)
         if chunk is not None and cursor is not None:
             found = dict(frame.dtypes).get(cursor.column)
             if found is None or found not in ("timestamp", "timestamp_ntz", "date"):
@@ -334,18 +368,37 @@ class RestTableSource:
             frame = frame.where(in_range(chunk, cursor.column))
         return frame
 
-    def _walk(self, endpoint: RestEndpoint, batch: Batch, chunk: CursorRange | None) -> Walk:
+    def _walks(
+        self,
+        endpoint: RestEndpoint,
+        batch: Batch,
+        chunk: CursorRange | None,
+        cursor_path: str | None = None,
+    ) -> list[Walk]:
+        """The batch's walks: one, or one per `for_each` entry (their pages read whole). A
+        range of an endpoint sorted by its cursor (at `cursor_path` in a record) stops at
+        the first page past the range's end."""
         if chunk is not None:
-            return Walk(endpoint.path, _params(endpoint, chunk))
+            params = _params(endpoint, chunk, open_start=self.start is None)
+            until = None
+            if self.sorted_by_cursor and cursor_path is not None and chunk.hi is not None:
+                until = (cursor_path, api_time(chunk.hi))
+            return [
+                Walk(path, params, values=values, until=until) for path, values in endpoint.paths()
+            ]
         part = WalkPart.of(batch)
         end_file = str(self._end_file(batch.batch_id)) if part.pages is not None else None
-        return Walk(
-            endpoint.path,
-            _params(endpoint, None),
-            start=part.start,
-            pages=part.pages,
-            end_file=end_file,
-        )
+        return [
+            Walk(
+                path,
+                _params(endpoint, None),
+                start=part.start,
+                values=values,
+                pages=part.pages,
+                end_file=end_file,
+            )
+            for path, values in endpoint.paths()
+        ]
 
     def _sampled(
         self, name: str, batch: Batch, chunk: CursorRange | None
@@ -362,7 +415,7 @@ class RestTableSource:
         """The records of endpoint `name`'s first page for this batch."""
         endpoint = self._endpoint(name)
         if endpoint.parent is None:
-            walk = self._walk(endpoint, batch, chunk)
+            walk = self._walks(endpoint, batch, chunk)[0]
             path, params = walk.path, dict(walk.params)
             start = PagePosition.from_json(walk.start) if walk.start else None
         else:
@@ -439,95 +492,26 @@ class RestTableSource:
         return self.root / ".hakiri" / "walks" / self.spec.id / f"{digest}.json"
 
 
-def declared_columns(endpoint: RestEndpoint) -> tuple[ApiColumn, ...] | None:
-    if endpoint.columns is None:
+def _cursor_path(cursor: CursorColumn | None, columns: Sequence[ApiColumn]) -> str | None:
+    """Where the cursor's column is in a record."""
+    if cursor is None:
         return None
-    found = []
-    for name, declared in endpoint.columns.items():
-        column = declared if isinstance(declared, RestColumn) else RestColumn(type=declared)
-        found.append(ApiColumn(name, column.path or _quoted_key(name), column.type))
-    return tuple(found)
+    return next((c.path for c in columns if c.name == cursor.column), key_path(cursor.column))
 
 
-_ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
-
-
-def infer_columns(records: list[dict[str, Any]]) -> tuple[ApiColumn, ...]:
-    """Columns for records without declared ones: each top-level field, in the order first
-    seen, typed by its values across the records: integers bigint, with fractions double,
-    true/false boolean, ISO 8601 times timestamp (inside objects: string), other text
-    string, objects structs (a `flatten` transform spreads them into columns), lists
-    arrays; a field whose values disagree is string (JSON text)."""
-    found: dict[str, Any] = {}
-    for record in records:
-        for key, value in record.items():
-            shape = _shape(value, top=True)
-            found[key] = _merged(found[key], shape) if key in found else shape
-    return tuple(ApiColumn(k, _quoted_key(k), _ddl(v)) for k, v in found.items())
-
-
-_NULL = "null"
-
-
-def _shape(value: Any, *, top: bool = False) -> Any:
-    """A value's type: a Spark type name, {field: shape} for an object, [shape] for a list."""
-    if value is None:
-        return _NULL
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "bigint"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, dict):
-        return {k: _shape(v) for k, v in value.items()} if value else "string"
-    if isinstance(value, list):
-        element: Any = _NULL
-        for item in value:
-            element = _merged(element, _shape(item))
-        return [element]
-    if top and isinstance(value, str) and _ISO_TIME.match(value):
-        return "timestamp"
-    return "string"
-
-
-def _merged(a: Any, b: Any) -> Any:
-    """One shape for two values of a field: the wider one, string where they disagree."""
-    if a == _NULL:
-        return b
-    if b == _NULL or a == b:
-        return a
-    if isinstance(a, dict) and isinstance(b, dict):
-        keys = [*a, *(k for k in b if k not in a)]
-        return {k: _merged(a.get(k, _NULL), b.get(k, _NULL)) for k in keys}
-    if isinstance(a, list) and isinstance(b, list):
-        return [_merged(a[0], b[0])]
-    if isinstance(a, str) and isinstance(b, str) and {a, b} == {"bigint", "double"}:
-        return "double"
-    return "string"
-
-
-def _ddl(shape: Any) -> str:
-    if isinstance(shape, dict):
-        fields = ", ".join(f"{quoted_name(k)}: {_ddl(v)}" for k, v in shape.items())
-        return f"struct<{fields}>"
-    if isinstance(shape, list):
-        return f"array<{_ddl(shape[0])}>"
-    return "string" if shape == _NULL else str(shape)
-
-
-def _quoted_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) else f"['{key}']"
-
-
-def _params(endpoint: RestEndpoint, chunk: CursorRange | None) -> dict[str, str]:
+def _params(
+    endpoint: RestEndpoint, chunk: CursorRange | None, *, open_start: bool = True
+) -> dict[str, str]:
     """The endpoint's params with the range filled in; a param whose placeholder has no
-    value (the first read's start, a range without an end) is left out."""
+    value (a range without an end; with `open_start`, the first read's start, 1970) is left
+    out."""
+    lo = chunk.lo if chunk is not None else None
+    hi = chunk.hi if chunk is not None else None
+    if lo is not None and open_start and not _after_epoch(lo):
+        lo = None  # the first range of a table without start_from: everything
     values = {
-        CURSOR_START: api_time(chunk.lo)
-        if chunk is not None and chunk.lo is not None and _after_epoch(chunk.lo)
-        else None,
-        CURSOR_END: api_time(chunk.hi) if chunk is not None and chunk.hi is not None else None,
+        CURSOR_START: api_time(lo) if lo is not None else None,
+        CURSOR_END: api_time(hi) if hi is not None else None,
     }
     found = {}
     for name, value in endpoint.params.items():
