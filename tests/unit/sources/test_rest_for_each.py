@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hakiri.sources.lineage import source_datasets
 from pydantic import ValidationError
 
 from hakiri.catalog.records import Batch, BatchStatus
 from hakiri.sources.cursors.ranges import CursorRange
+from hakiri.sources.kinds import source_datasets
 from hakiri.sources.rest.source import RestTableSource
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 from hakiri.spec.rest import RestEndpoint
