@@ -36,6 +36,16 @@ class Project:
                 )
             ).fetchall()
 
+    def id_name_rows(self, table: str, destination: str) -> list[tuple[Any, ...]]:
+        """(id, name) of every row of `table`, sorted: in the suite's PostgreSQL schema, or
+        read by delta-rs from the project's context store."""
+        if destination == "postgres":
+            return self.rows(table)
+        from deltalake import DeltaTable
+
+        found = DeltaTable(str(self.root / ".hakiri" / "context" / table)).to_pyarrow_table()
+        return sorted((r["id"], r["name"]) for r in found.to_pylist())
+
     def query(self, statement: str | sql.Composable, *params: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.pg_url, autocommit=True) as conn:
             cursor = conn.execute(statement, params or None)

@@ -42,15 +42,6 @@ def _project(tmp_path: Path, pg_url: str, pg_schema: str, destination: str) -> P
     return project
 
 
-def _rows(project: Project, destination: str) -> list[tuple]:
-    if destination == "postgres":
-        return project.rows("t")
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(project.root / ".hakiri" / "context" / "t")).to_pyarrow_table()
-    return sorted((r["id"], r["name"]) for r in table.to_pylist())
-
-
 @pytest.mark.parametrize("destination", ["postgres", "context"])
 def test_a_mode_registered_by_a_test_keeps_the_first_row_of_each_key(
     destination: str, tmp_path: Path, pg_url: str, pg_schema: str, spark
@@ -63,7 +54,7 @@ def test_a_mode_registered_by_a_test_keeps_the_first_row_of_each_key(
 
     first = project.cli("apply", "--json")
     assert first.exit_code == 0, first.output
-    assert _rows(project, destination) == [(1, "ada"), (2, "grace")]
+    assert project.id_name_rows("t", destination) == [(1, "ada"), (2, "grace")]
 
     project.write("data/b.csv", "id,name\n2,GRACE\n3,edsger\n")
     second = project.cli("apply", "--json")
@@ -71,7 +62,7 @@ def test_a_mode_registered_by_a_test_keeps_the_first_row_of_each_key(
     [outcome] = json.loads(second.stdout)
     assert outcome["batches"] == 1
     # key 2 was there: skipped, its first name kept; key 3 is new
-    assert _rows(project, destination) == [(1, "ada"), (2, "grace"), (3, "edsger")]
+    assert project.id_name_rows("t", destination) == [(1, "ada"), (2, "grace"), (3, "edsger")]
 
 
 def test_an_unregistered_mode_is_refused_in_one_line(

@@ -52,15 +52,6 @@ def _project(tmp_path: Path, pg_url: str, pg_schema: str, destination: str, rows
     return project
 
 
-def _rows(project: Project, destination: str) -> list[tuple]:
-    if destination == "postgres":
-        return project.rows("t")
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(project.root / ".hakiri" / "context" / "t")).to_pyarrow_table()
-    return sorted((r["id"], r["name"]) for r in table.to_pylist())
-
-
 @pytest.mark.parametrize("destination", ["postgres", "context"])
 def test_a_connector_registered_by_a_test_loads_its_rows_once(
     destination: str, tmp_path: Path, pg_url: str, pg_schema: str, spark
@@ -74,7 +65,7 @@ def test_a_connector_registered_by_a_test_loads_its_rows_once(
 
     first = project.cli("apply", "--json")
     assert first.exit_code == 0, first.output
-    assert _rows(project, destination) == [(1, "n1"), (2, "n2"), (3, "n3")]
+    assert project.id_name_rows("t", destination) == [(1, "n1"), (2, "n2"), (3, "n3")]
 
     # More rows: the cursor reads past 3 only.
     path = project.root / "hakiri.toml"
@@ -83,7 +74,7 @@ def test_a_connector_registered_by_a_test_loads_its_rows_once(
     assert second.exit_code == 0, second.output
     [outcome] = json.loads(second.stdout)
     assert outcome["rows"] == 2, outcome
-    assert _rows(project, destination) == [(i, f"n{i}") for i in range(1, 6)]
+    assert project.id_name_rows("t", destination) == [(i, f"n{i}") for i in range(1, 6)]
 
     again = project.cli("plan", "--detailed-exitcode")
     assert again.exit_code == 0, again.output  # nothing left to load
