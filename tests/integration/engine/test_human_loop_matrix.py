@@ -14,6 +14,12 @@ loaded, once; a version that never loaded, not at all):
 The model: every mode ends with one row per key of the loaded versions (keys never repeat
 across files), except incremental_watermark, which also drops the rows at or under its
 mark (each later file carries one such row, `seq` 1).
+
+It runs in the Sail pass: the stories are the engine's and the destinations' (batches bound
+to their bytes, the ledger, the outage's one line), the same on every engine, and with the
+engine in each apply's own process the seven killed applies take seconds instead of a JVM's
+work each. Applies killed mid-load on Apache Spark, into both destinations:
+test_crash_points.py::test_a_killed_process_loses_nothing_and_loads_nothing_twice.
 """
 
 from __future__ import annotations
@@ -172,6 +178,7 @@ class Matrix:
                 assert done.returncode == CRASH_EXIT_CODE, f"{mode}: {done.stderr[-2000:]}"
 
 
+@pytest.mark.sail_only
 @pytest.mark.parametrize("destination", ["postgres", "context"])
 def test_fix_delete_outage_and_kill_each_load_every_version_once(
     destination: str, tmp_path: Path, pg_url: str, pg_schema: str, spark
