@@ -143,16 +143,18 @@ def _rows(pg_url: str, schema: str, table: str, order: str) -> list[tuple[Any, .
         ).fetchall()
 
 
-# One mode per kind of write a destination makes (insert, replace as a snapshot, merge by
-# key): what differs on a cluster is where the driver and the executors run, which every
-# mode shares; each mode's own semantics are tested on the local engine
-# (tests/integration/destinations). blue_green and incremental_watermark write as truncate
-# and append do.
+# Into the context store the executors write: one mode per kind of Delta write (insert,
+# replace as a snapshot, merge by key). Into PostgreSQL the executors only stage (COPY);
+# the mode is SQL that PostgreSQL runs wherever the driver is, so one mode proves the
+# cluster's part. What differs on a cluster is where the driver and the executors run;
+# each mode's own semantics are tested on the local engine (tests/integration/destinations).
+# blue_green and incremental_watermark write as truncate and append do.
 MODES = {
     "append": '{ mode = "append" }',
     "truncate": '{ mode = "truncate" }',
     "upsert": '{ mode = "upsert", upsert_key = ["id"] }',
 }
+POSTGRES_MODE = "upsert"
 
 
 def _quarantine(pg_url: str, schema: str, table: str) -> list[tuple[Any, ...]]:
@@ -165,61 +167,38 @@ def _quarantine(pg_url: str, schema: str, table: str) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
-def test_every_postgres_load_mode_on_the_cluster_equals_the_local_one(
+def _delta_rows(location: Path, columns: tuple[str, ...] | None = None) -> list[Any]:
+    table = DeltaTable(str(location)).to_pyarrow_table(columns=list(columns) if columns else None)
+    return sorted(table.to_pylist(), key=lambda r: [str(r[k]) for k in sorted(r)])
+
+
+def test_the_loads_on_the_cluster_equal_the_local_ones_into_both_destinations(
     cluster: StandaloneCluster,
     tmp_path: Path,
     pg_url: str,
     pg_conn: psycopg.Connection,
     spark: object,
 ) -> None:
-    results: dict[str, dict[str, Any]] = {}
+    """One apply per side (one Spark application on the cluster) over three files, one batch
+    each for the file modes: the first creates each table, the next ones MERGE into it
+    (upsert), the third file's first half changing existing keys and its second half adding
+    new ones. Every table, its quarantine and (Delta) its history equal the local run's."""
+    tables: dict[str, dict[str, Any]] = {}
     for where, master in (("local", "local[2]"), ("cluster", cluster.url)):
         schema = f"{tmp_path.name[-20:]}_{where}".lower().replace("-", "_")
         pg_conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        destination = (
+        postgres = (
             f'{{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}'
         )
-        pipelines = {mode: (destination, load) for mode, load in MODES.items()}
-        root = _project(tmp_path / where, master, pipelines, RULES)
-        _apply_on(cluster, master, root, pg_url)  # one apply, one Spark application, 3 loads
-        results[where] = {
-            mode: (
-                _rows(pg_url, schema, f"t_{mode}", "id"),
-                _quarantine(pg_url, schema, f"t_{mode}_quarantine"),
-            )
-            for mode in MODES
-        }
-        pg_conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-
-    nameless = len(range(0, 2 * ROWS, 97))
-    for mode in MODES:
-        local_rows, local_quarantine = results["local"][mode]
-        assert len(local_rows) == 2 * ROWS - nameless, mode
-        assert local_quarantine, mode
-        assert results["cluster"][mode] == (local_rows, local_quarantine), mode
-
-
-def _delta_rows(location: Path, columns: tuple[str, ...] | None = None) -> list[Any]:
-    table = DeltaTable(str(location)).to_pyarrow_table(columns=list(columns) if columns else None)
-    return sorted(table.to_pylist(), key=lambda r: [str(r[k]) for k in sorted(r)])
-
-
-def test_every_context_store_load_mode_on_the_cluster_equals_the_local_one(
-    cluster: StandaloneCluster, tmp_path: Path, pg_url: str, spark: object
-) -> None:
-    """One apply per side over three files, one batch each for the file modes: the first
-    creates each table, the next ones MERGE into it (upsert), the third file's first half
-    changing existing keys and its second half adding new ones."""
-    tables: dict[str, dict[str, Any]] = {}
-    for where, master in (("local", "local[2]"), ("cluster", cluster.url)):
         pipelines = {mode: ('{ connector = "context" }', load) for mode, load in MODES.items()}
+        pipelines[f"pg_{POSTGRES_MODE}"] = (postgres, MODES[POSTGRES_MODE])
         root = _project(tmp_path / where, master, pipelines, RULES)
         changed = _csv(2).replace("@example.com", "@changed.example").splitlines()
         shifted = [changed[0]] + [
             f"{int(line.split(',')[0]) - ROWS // 2},{line.split(',', 1)[1]}" for line in changed[1:]
         ]
         (root / "data" / "part-2.csv").write_text("\n".join(shifted) + "\n")
-        _apply_on(cluster, master, root, pg_url)
+        _apply_on(cluster, master, root, pg_url)  # one apply, one Spark application, 4 loads
         store = root / ".hakiri" / "context"
         tables[where] = {
             mode: (
@@ -231,6 +210,12 @@ def test_every_context_store_load_mode_on_the_cluster_equals_the_local_one(
             )
             for mode in MODES
         }
+        table = f"t_pg_{POSTGRES_MODE}"
+        tables[where]["postgres"] = (
+            _rows(pg_url, schema, table, "id"),
+            _quarantine(pg_url, schema, f"{table}_quarantine"),
+        )
+        pg_conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
     local = tables["local"]
     first = 2 * ROWS - len(range(0, 2 * ROWS, 97))  # rows without an email are skipped
@@ -240,7 +225,8 @@ def test_every_context_store_load_mode_on_the_cluster_equals_the_local_one(
     loaded = {i for i in range(2 * ROWS) if i % 97}
     assert len(local["upsert"][0]) == first + len(set(third) - loaded)
     assert local["upsert"][2][0] == "MERGE"  # newest first
-    for mode in MODES:
+    assert len(local["postgres"][0]) == len(local["upsert"][0])
+    for mode in [*MODES, "postgres"]:
         assert local[mode][1], mode  # quarantine records
         assert tables["cluster"][mode] == local[mode], mode
 

@@ -66,6 +66,9 @@ class Harness:
     spark: SparkSession
     committed_rows: Callable[[str], list[tuple[Any, ...]]]  # a target's rows, sorted
     staging_exists: Callable[[StagedBatch], bool]
+    # A Delta table's commits, oldest first: (operation, hakiri's batch id). None for a kind
+    # without versions; where there are, a batch is ONE commit, as it is one transaction.
+    commits: Callable[[str], list[tuple[str, str | None]]] | None = None
     pipeline: str = ""
 
     def __post_init__(self) -> None:
@@ -145,6 +148,9 @@ def harness(
             spark,
             delta_rows,
             lambda staged: staged.staging_table in delta.staging_dirs(store),
+            lambda table: [
+                (e["operation"], e.get("hakiri.batch_id")) for e in delta.history_of(store / table)
+            ],
         )
     else:
         fake = FakeDestination("context")
@@ -354,20 +360,24 @@ def test_cdc_mirror_deletes_updates_and_inserts_by_key_keeping_unchanged_values(
         (5, None, None, "d", None),  # gone, and never loaded
     ]
 
-    result = harness.destination.commit(
-        harness.stage(changes, request, CHANGES), request, lambda point: None
-    )
+    staged = harness.stage(changes, request, CHANGES)
+    result = harness.destination.commit(staged, request, lambda point: None)
 
     assert (result.rows_loaded, result.rows_deleted) == (2, 1)
     after = [(2, "grace hopper", "n2"), (3, "edsger", "n3"), (4, "barbara", "n4")]
     assert harness.rows() == after
     columns = harness.destination.target_columns(request)
     assert columns is not None and [c.name for c in columns] == ["id", "name", "note"]
+    assert not harness.staging_exists(staged)
+    commits = harness.commits("orders") if harness.commits else None
+    if commits is not None:  # deletes, updates and inserts in one MERGE, as in one transaction
+        assert len(commits) == 2 and commits[-1] == ("MERGE", "changes-1"), commits
     # The same range again (a crash after the commit): the ledger has it, nothing is applied.
     again = harness.destination.commit(
         harness.stage(changes, request, CHANGES), request, lambda point: None
     )
     assert again.already_committed and harness.rows() == after
+    assert (harness.commits("orders") if harness.commits else None) == commits
 
 
 def test_cdc_mirror_creates_the_target_without_its_control_columns(harness: Harness) -> None:

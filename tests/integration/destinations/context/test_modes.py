@@ -461,45 +461,6 @@ def test_columns_in_another_order_are_the_same_schema(
 CHANGES = "id bigint, name string, note string, _hakiri_cdc_op string, _hakiri_cdc_unchanged string"
 
 
-def test_cdc_mirror_deletes_updates_and_inserts_by_key_keeping_unchanged_values(
-    dest: ContextDestination, store: Path, spark: SparkSession
-) -> None:
-    """The staged net changes: key 1 gone, key 2 updated with its note left out of the WAL
-    (unchanged: the table keeps it), key 4 new, key 5 gone and never there; key 3 untouched.
-    One MERGE, one version, as PostgreSQL's one transaction."""
-    ddl = "id bigint, name string, note string"
-    load(dest, frame(spark, ddl, [(1, "a", "n1"), (2, "b", "n2"), (3, "c", "n3")]), request("t"))
-    changes = frame(
-        spark,
-        CHANGES,
-        [
-            (1, None, None, "d", None),
-            (2, "B", None, "u", '["note"]'),
-            (4, "d", "n4", "u", None),
-            (5, None, None, "d", None),
-        ],
-    )
-    mirror = request("t", "cdc_mirror", batch="batch-2", upsert_key=["id"])
-
-    result = load(dest, changes, mirror)
-
-    assert table_rows(store / "t") == [
-        {"id": 2, "name": "B", "note": "n2"},
-        {"id": 3, "name": "c", "note": "n3"},
-        {"id": 4, "name": "d", "note": "n4"},
-    ]
-    assert (result.rows_loaded, result.rows_deleted) == (2, 1)
-    assert [c.name for c in inspect_context_target(store, "t").columns] == ["id", "name", "note"]
-    assert version_of(store / "t") == 1
-    merge = history_of(store / "t")[-1]
-    assert merge["operation"] == "MERGE" and merge["hakiri.batch_id"] == "batch-2"
-    assert staging_dirs(store) == []
-
-    again = load(dest, changes, mirror)  # the range read again after a crash: applied once
-
-    assert again.already_committed and version_of(store / "t") == 1
-
-
 def test_cdc_mirror_creates_a_missing_table_from_the_rows_without_control_columns(
     dest: ContextDestination, store: Path, spark: SparkSession
 ) -> None:

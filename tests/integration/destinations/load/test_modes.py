@@ -360,33 +360,3 @@ def test_watermark_column_must_exist_in_the_target(
 
     assert "watermark_column 'at' does not exist in the target" in caught.value.reason
     assert rows_of(pg_conn, pg_schema, "ev") == []
-
-
-# ---------------------------------------------------------------- cdc_mirror
-
-
-def test_cdc_mirror_deletes_updates_and_inserts_by_key_keeping_unchanged_values(
-    pg_url: str, pg_conn: psycopg.Connection, pg_schema: str
-) -> None:
-    """The staged net changes: key 1 gone, key 2 updated with its note left out of the WAL
-    (unchanged: the target keeps it), key 4 new; key 3 untouched."""
-    create_table(pg_conn, pg_schema, "t", "id integer PRIMARY KEY, name text, note text")
-    insert(pg_conn, pg_schema, "t", [(1, "a", "n1"), (2, "b", "n2"), (3, "c", "n3")])
-    staged = stage_rows(
-        pg_conn,
-        pg_schema,
-        [
-            ("id", "integer"),
-            ("name", "text"),
-            ("note", "text"),
-            ("_hakiri_cdc_op", "text"),
-            ("_hakiri_cdc_unchanged", "text"),
-        ],
-        [(1, None, None, "d", None), (2, "B", None, "u", '["note"]'), (4, "d", "n4", "u", None)],
-    )
-    result = destination(pg_url, pg_schema).commit(
-        staged, request(pg_schema, "t", LoadMode.CDC_MIRROR, upsert_key=["id"]), no_checkpoint
-    )
-    assert rows_of(pg_conn, pg_schema, "t") == [(2, "B", "n2"), (3, "c", "n3"), (4, "d", "n4")]
-    assert (result.rows_loaded, result.rows_deleted) == (2, 1)
-    assert [c for c, _, _ in columns_of(pg_url, pg_schema, "t")] == ["id", "name", "note"]
