@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from hakiri.catalog.records import BatchStatus, NewBatch, Retirement
+from hakiri.catalog.records import Batch, BatchStatus, NewBatch, Retirement
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from hakiri.catalog.records import Batch
     from hakiri.catalog.store import Catalog
     from hakiri.spec.pipeline import CursorKind, PipelineSpec, TableSpec
     from hakiri.spec.project import ProjectFile
@@ -270,13 +269,8 @@ class SourceKind:
 
     name: str  # the manifest's `connector`
     config: type[Any]  # the model `config` is validated with (a `spec.base.SpecModel`)
-    summary: str  # one line: what it reads
     # The Source a pipeline reads: (project root, hakiri.toml, the pipeline, environment).
     open: Callable[[Path, ProjectFile, PipelineSpec, Mapping[str, str]], Source]
-    # What one batch is: "files" (a file or a snapshot of the glob), "table" (a cursor range
-    # or a snapshot of a table), "pages" (a walk over an API's pages), "changes" (a range of a
-    # change stream).
-    reads: tuple[str, ...]
     # Its tables keep a cursor (chunks, rewinds, parallel loads), of these kinds.
     cursor_kinds: frozenset[CursorKind] = frozenset()
     # Without a cursor, a table's batches are pages walked in order (a page token cannot be
@@ -310,8 +304,6 @@ class SourceKind:
 
 def whole_batch(pipeline_id: str, table: str, kind: str, predicate: str | None) -> Batch:
     """A batch no plan made: a whole table read at once (`hakiri diff`'s reads)."""
-    from hakiri.catalog.records import Batch, BatchStatus
-
     return Batch(
         f"diff:{table}",
         pipeline_id,

@@ -131,9 +131,7 @@ def _lineage(
 SEQUENCE = SourceKind(
     name=NAME,
     config=SequenceConfig,
-    summary="the numbers 1..rows (a connector the tests register)",
     open=_open,
-    reads=("table",),
     cursor_kinds=frozenset({CursorKind.NUMERIC}),
     lineage=_lineage,
 )

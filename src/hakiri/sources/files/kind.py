@@ -47,9 +47,7 @@ def _starter(pipeline_id: str, options: Mapping[str, str | None]) -> dict[str, A
 FILES = SourceKind(
     name="files",
     config=FilesConfig,
-    summary="CSV, JSON, JSON Lines and Parquet files matched by a glob",
     open=_open,
-    reads=("files",),
     engine_needs=engine_needs,
     lineage=_lineage,
     collect_garbage=_garbage,

@@ -50,9 +50,7 @@ def _starter(pipeline_id: str, options: Mapping[str, str | None]) -> dict[str, A
 POSTGRES = SourceKind(
     name="postgres",
     config=PostgresSourceConfig,
-    summary="PostgreSQL tables, by cursor range or whole; with `cdc`, their changes",
     open=_open,
-    reads=("table", "changes"),
     cursor_kinds=frozenset(CursorKind),
     types="postgres",
     engine_needs=lambda spec: ["postgres_source"],
