@@ -15,6 +15,7 @@ Tests that use any of these are marked `integration` automatically, so
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import typer.main
+import typer.testing
 
 from tests.support.api_server import ApiServer
 from tests.support.github_dataset import GitHubDataset
@@ -42,6 +45,12 @@ INTEGRATION_FIXTURES = frozenset({"pg_url", "spark", "spark_cluster"})
 ENGINE = os.environ.get("HAKIRI_TEST_ENGINE", "spark")
 if ENGINE == "sail":  # the hakiri commands the tests run in processes of their own, too
     os.environ["HAKIRI_SPARK_ENGINE"] = "sail"
+
+# Typer's CliRunner builds the app's Click command tree on every invoke (reading every
+# command's signature and type hints: a tenth of a second for hakiri's, a few minutes over
+# the suite's thousands of in-process commands). The tree depends on the app alone, as
+# in a `hakiri` process, which builds it once: so does the suite, once per app.
+typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ignore[attr-defined]
 
 # The suite's files are small: under `writer = "auto"` they would all stage through JDBC.
 # Every run here stages through COPY instead, the writer large runs use (processes the
