@@ -60,7 +60,7 @@ os.environ.setdefault("HAKIRI_COPY_MIN_RUN_BYTES", "0")
 
 # The conformance suite: the tests that define what hakiri does, whatever the engine. `make
 # test` runs them on Apache Spark with the rest, and again on Sail (HAKIRI_TEST_ENGINE=sail),
-# except those marked spark_only (each says why).
+# except those marked spark_only or engine_free (each says why).
 CONFORMANCE = (
     "tests/integration/engine/",
     "tests/integration/engines/",
@@ -82,13 +82,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.nodeid.startswith(CONFORMANCE):
             item.add_marker(pytest.mark.conformance)
     # On Spark: all but the sail_only tests. On Sail: the conformance tests, less those that
-    # are Spark's alone. Either way the others are reported as deselected, with their count.
+    # are Spark's alone and those that never touch an engine (engine_free: they would only
+    # repeat the Spark pass). Either way the others are reported as deselected, with their
+    # count.
     kept, dropped = [], []
     for item in items:
+        if item.get_closest_marker("engine_free") and "spark" in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} is marked engine_free but uses `spark`")
         if ENGINE == "sail":
             wanted = (
                 item.get_closest_marker("conformance") is not None
                 and item.get_closest_marker("spark_only") is None
+                and item.get_closest_marker("engine_free") is None
             )
         else:
             wanted = item.get_closest_marker("sail_only") is None

@@ -12,6 +12,8 @@ from hakiri.destinations.base import TargetColumn
 from hakiri.destinations.postgres import inspect_postgres_target, inspect_postgres_targets
 from hakiri.errors import DestinationUnreachable
 
+pytestmark = pytest.mark.engine_free("PostgreSQL's catalog, read by SQL")
+
 
 def _create(conn: psycopg.Connection, schema: str, table: str, body: str) -> sql.Composed:
     name = sql.Identifier(schema, table)

@@ -16,6 +16,10 @@ from hakiri.errors import ValidationFailed
 from hakiri.quality.validators import ProbeResult, probe_staged, validator_check_id
 from hakiri.spec.quality import DatasetValidator
 
+pytestmark = pytest.mark.engine_free(
+    "the dataset validators as PostgreSQL's own SQL probes, over rows staged by SQL"
+)
+
 STAGING = "_hakiri_stg_0123456789abcdef"
 ON_FAIL = pytest.mark.parametrize("on_fail", ["abort", "warn"])
 _VALIDATOR: TypeAdapter[Any] = TypeAdapter(DatasetValidator)

@@ -12,6 +12,8 @@ from psycopg import sql
 
 from hakiri.sources.cdc.pgoutput import UNCHANGED, Change, Decoder
 
+pytestmark = pytest.mark.engine_free("PostgreSQL's replication stream, decoded in Python")
+
 BIG_BIO = "a" * 10_000  # over the 8 kB page: stored out of line, in the TOAST table
 
 

@@ -25,6 +25,8 @@ from tests.integration.destinations.load.support import (
     temp_role,
 )
 
+pytestmark = pytest.mark.engine_free("PostgreSQL's own SQL, over rows staged by SQL")
+
 COLUMNS = [("id", "bigint"), ("name", "text")]
 
 

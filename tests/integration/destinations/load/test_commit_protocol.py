@@ -26,6 +26,8 @@ from tests.integration.destinations.load.support import (
     tables_in,
 )
 
+pytestmark = pytest.mark.engine_free("PostgreSQL's own SQL, over rows staged by SQL")
+
 COLUMNS = [("id", "bigint"), ("name", "text")]
 
 

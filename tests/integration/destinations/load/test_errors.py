@@ -23,6 +23,8 @@ from tests.integration.destinations.load.support import (
     url_as,
 )
 
+pytestmark = pytest.mark.engine_free("PostgreSQL's own SQL and errors, over rows staged by SQL")
+
 
 @pytest.mark.parametrize(
     ("target_type", "staged_type", "value", "expected"),

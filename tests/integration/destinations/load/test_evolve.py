@@ -17,6 +17,8 @@ from tests.integration.destinations.load.support import (
     rows_of,
 )
 
+pytestmark = pytest.mark.engine_free("PostgreSQL's own SQL, over rows staged by SQL")
+
 
 def test_target_columns_of_a_missing_table_is_none(pg_url: str, pg_schema: str) -> None:
     assert destination(pg_url, pg_schema).target_columns(request(pg_schema, "nope")) is None

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from hakiri.destinations.base import KeptLeftover, TargetColumn
@@ -13,6 +14,8 @@ from hakiri.destinations.postgres import gc
 from hakiri.destinations.postgres.names import MARKER_PREFIX
 from hakiri.destinations.postgres.staging import create_staging_table, staging_name
 from tests.integration.destinations.load.support import create_table, request, tables_in
+
+pytestmark = pytest.mark.engine_free("PostgreSQL's own SQL, over tables made by SQL")
 
 
 def _staging(conn: psycopg.Connection, schema: str, run: str) -> str:

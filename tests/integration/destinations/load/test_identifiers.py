@@ -20,6 +20,8 @@ from tests.integration.destinations.load.support import (
     tables_in,
 )
 
+pytestmark = pytest.mark.engine_free("PostgreSQL's own SQL, over rows staged by SQL")
+
 KEY = 'Id "x"'
 NAME = "Nämé Ünïcode"
 PRICE = "Price €"

@@ -26,6 +26,8 @@ from tests.integration.destinations.load.support import (
     stage_rows,
 )
 
+pytestmark = pytest.mark.engine_free("PostgreSQL's own SQL, over rows staged by SQL")
+
 
 def _watermark(conn: psycopg.Connection, schema: str, table: str) -> tuple[str, str] | None:
     row = conn.execute(
