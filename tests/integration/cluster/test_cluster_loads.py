@@ -143,18 +143,14 @@ def _rows(pg_url: str, schema: str, table: str, order: str) -> list[tuple[Any, .
         ).fetchall()
 
 
-# Into the context store the executors write: one mode per kind of Delta write (insert,
-# replace as a snapshot, merge by key). Into PostgreSQL the executors only stage (COPY);
-# the mode is SQL that PostgreSQL runs wherever the driver is, so one mode proves the
-# cluster's part. What differs on a cluster is where the driver and the executors run;
-# each mode's own semantics are tested on the local engine (tests/integration/destinations).
-# blue_green and incremental_watermark write as truncate and append do.
-MODES = {
-    "append": '{ mode = "append" }',
-    "truncate": '{ mode = "truncate" }',
-    "upsert": '{ mode = "upsert", upsert_key = ["id"] }',
-}
-POSTGRES_MODE = "upsert"
+# What differs on a cluster is where the driver and the executors run, which every mode
+# shares; each mode's own semantics are the conformance suite's, on the local engine
+# (tests/integration/destinations). So one mode per destination: upsert. Into the context
+# store its first batch creates the table by Delta's writer (the path of append, truncate
+# and blue_green), its next ones MERGE by key, both run by the executors. Into PostgreSQL
+# the executors only stage (COPY, and the rules' quarantine); the mode is SQL PostgreSQL
+# runs wherever the driver is.
+UPSERT = '{ mode = "upsert", upsert_key = ["id"] }'
 
 
 def _quarantine(pg_url: str, schema: str, table: str) -> list[tuple[Any, ...]]:
@@ -179,56 +175,43 @@ def test_the_loads_on_the_cluster_equal_the_local_ones_into_both_destinations(
     pg_conn: psycopg.Connection,
     spark: object,
 ) -> None:
-    """One apply per side (one Spark application on the cluster) over three files, one batch
-    each for the file modes: the first creates each table, the next ones MERGE into it
-    (upsert), the third file's first half changing existing keys and its second half adding
-    new ones. Every table, its quarantine and (Delta) its history equal the local run's."""
-    tables: dict[str, dict[str, Any]] = {}
+    """One apply per side (one Spark application on the cluster) over three files, a batch
+    each: the first creates each table, the next ones MERGE into it, the third file's first
+    half changing existing keys and its second half adding new ones. Both tables, their
+    quarantines and the Delta table's history equal the local run's."""
+    tables: dict[str, tuple[Any, ...]] = {}
     for where, master in (("local", "local[2]"), ("cluster", cluster.url)):
         schema = f"{tmp_path.name[-20:]}_{where}".lower().replace("-", "_")
         pg_conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         postgres = (
             f'{{ connector = "postgres", config = {{ connection = "wh", schema = "{schema}" }} }}'
         )
-        pipelines = {mode: ('{ connector = "context" }', load) for mode, load in MODES.items()}
-        pipelines[f"pg_{POSTGRES_MODE}"] = (postgres, MODES[POSTGRES_MODE])
+        pipelines = {"ctx": ('{ connector = "context" }', UPSERT), "pg": (postgres, UPSERT)}
         root = _project(tmp_path / where, master, pipelines, RULES)
         changed = _csv(2).replace("@example.com", "@changed.example").splitlines()
         shifted = [changed[0]] + [
             f"{int(line.split(',')[0]) - ROWS // 2},{line.split(',', 1)[1]}" for line in changed[1:]
         ]
         (root / "data" / "part-2.csv").write_text("\n".join(shifted) + "\n")
-        _apply_on(cluster, master, root, pg_url)  # one apply, one Spark application, 4 loads
+        _apply_on(cluster, master, root, pg_url)  # one apply, one Spark application
         store = root / ".hakiri" / "context"
-        tables[where] = {
-            mode: (
-                _delta_rows(store / f"t_{mode}"),
-                _delta_rows(
-                    store / f"t_{mode}_quarantine", ("rule_id", "on_fail", "dropped", "row")
-                ),
-                [h["operation"] for h in DeltaTable(str(store / f"t_{mode}")).history()],
-            )
-            for mode in MODES
-        }
-        table = f"t_pg_{POSTGRES_MODE}"
-        tables[where]["postgres"] = (
-            _rows(pg_url, schema, table, "id"),
-            _quarantine(pg_url, schema, f"{table}_quarantine"),
+        tables[where] = (
+            _delta_rows(store / "t_ctx"),
+            _delta_rows(store / "t_ctx_quarantine", ("rule_id", "on_fail", "dropped", "row")),
+            [h["operation"] for h in DeltaTable(str(store / "t_ctx")).history()],
+            _rows(pg_url, schema, "t_pg", "id"),
+            _quarantine(pg_url, schema, "t_pg_quarantine"),
         )
         pg_conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
-    local = tables["local"]
+    delta, delta_quarantine, history, rows, quarantine = tables["local"]
     first = 2 * ROWS - len(range(0, 2 * ROWS, 97))  # rows without an email are skipped
     third = [i - ROWS // 2 for i in range(2 * ROWS, 3 * ROWS) if i % 97]
-    assert len(local["append"][0]) == first + len(third)
-    assert len(local["truncate"][0]) == first + len(third)  # all files are one snapshot
     loaded = {i for i in range(2 * ROWS) if i % 97}
-    assert len(local["upsert"][0]) == first + len(set(third) - loaded)
-    assert local["upsert"][2][0] == "MERGE"  # newest first
-    assert len(local["postgres"][0]) == len(local["upsert"][0])
-    for mode in [*MODES, "postgres"]:
-        assert local[mode][1], mode  # quarantine records
-        assert tables["cluster"][mode] == local[mode], mode
+    assert len(delta) == len(rows) == first + len(set(third) - loaded)
+    assert history[0] == "MERGE" and history[-1] == "WRITE"  # newest first
+    assert delta_quarantine and quarantine  # quarantine records
+    assert tables["cluster"] == tables["local"]
 
 
 def test_a_worker_killed_mid_load_is_retried_and_the_target_is_exact(
