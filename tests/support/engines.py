@@ -17,6 +17,15 @@ from hakiri.spark.class_sharing import cache_root
 
 HAKIRI = [sys.executable, "-m", "hakiri.cli.main"]
 
+# The JVM options of every JVM the suite starts (tests/conftest.py passes them to Spark's
+# launcher; the standalone cluster's daemons and executors take them too). Those JVMs live
+# seconds to minutes over small data, where the optimizing compiler's work never pays back:
+# the first-tier compiler alone and the serial collector cost a third less CPU for a test
+# that starts its own servers and 7% less for the suite's shared server (docs/performance.md,
+# "The suite"). Users' JVMs keep Java's defaults; what a test proves does not depend on
+# either.
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 def isolated_engine_env(tmp_path: Path) -> dict[str, str]:
     """os.environ with HAKIRI_CACHE_DIR in `tmp_path` (the suite's jars and JVM archive linked

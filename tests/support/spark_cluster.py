@@ -21,6 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.support.engines import QUICK_JVM
+
 _START_TIMEOUT_SECONDS = 90.0
 
 
@@ -55,12 +57,17 @@ class StandaloneCluster:
     def url(self) -> str:
         return f"spark://127.0.0.1:{self.port}"
 
+    # An application's executors take their JVM options from the application's settings:
+    # the `[spark] conf` entry a test's project gives its applications on this cluster.
+    executor_conf = f'"spark.executor.extraJavaOptions" = "{QUICK_JVM}"'
+
     def _env(self) -> dict[str, str]:
         assert self.base is not None
         return {
             **os.environ,
             "SPARK_HOME": str(_spark_home()),
             "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM,  # the master and the workers
             "SPARK_LOG_DIR": str(self.base / "logs"),
             "SPARK_PID_DIR": str(self.base),
             # Executors run the COPY writer and the rules' Python: this interpreter, with hakiri.

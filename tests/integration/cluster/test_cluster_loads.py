@@ -85,6 +85,7 @@ name = "cluster"
 
 [spark]
 master = "{master}"
+conf = {{ {StandaloneCluster.executor_conf} }}
 
 [connections.wh]
 type = "postgres"
@@ -241,7 +242,7 @@ name = "fault"
 [spark]
 master = "{cluster.url}"
 # Many small partitions, so both workers hold tasks when one of them dies.
-conf = {{ "spark.sql.files.maxPartitionBytes" = "1048576" }}
+conf = {{ "spark.sql.files.maxPartitionBytes" = "1048576", {cluster.executor_conf} }}
 
 [connections.wh]
 type = "postgres"

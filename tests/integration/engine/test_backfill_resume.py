@@ -21,6 +21,7 @@ from psycopg import sql
 from hakiri.catalog.records import BatchStatus
 from hakiri.catalog.store import Catalog
 from hakiri.errors import CatalogError
+from tests.support.spark_cluster import StandaloneCluster
 
 ROWS, WINDOW = 20_000, 1_000  # 20 chunks
 
@@ -42,7 +43,7 @@ def _project(
 
         [spark]
         master = "{master}"
-        conf = {{ "spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" }}
+        conf = {{ {StandaloneCluster.executor_conf} }}
 
         [connections.wh]
         type = "postgres"
