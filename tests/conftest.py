@@ -28,7 +28,6 @@ import typer.main
 import typer.testing
 
 from tests.support.api_server import ApiServer
-from tests.support.engines import QUICK_JVM
 from tests.support.github_dataset import GitHubDataset
 from tests.support.postgres import PostgresUnavailable, TestPostgres
 
@@ -57,10 +56,6 @@ typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ig
 # Every run here stages through COPY instead, the writer large runs use (processes the
 # tests start inherit this); tests/unit/destinations checks the choice itself.
 os.environ.setdefault("HAKIRI_COPY_MIN_RUN_BYTES", "0")
-
-# Every JVM Spark's launcher starts under the suite (the local servers, in-process drivers,
-# the stock Connect server), here and in the commands the tests run: see QUICK_JVM.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", QUICK_JVM)
 
 
 # The conformance suite: the tests that define what hakiri does, whatever the engine. `make

@@ -17,19 +17,22 @@ from hakiri.spark.class_sharing import cache_root
 
 HAKIRI = [sys.executable, "-m", "hakiri.cli.main"]
 
-# The JVM options of every JVM the suite starts (tests/conftest.py passes them to Spark's
-# launcher; the standalone cluster's daemons and executors take them too). Those JVMs live
-# seconds to minutes over small data, where the optimizing compiler's work never pays back:
-# the first-tier compiler alone and the serial collector cost a third less CPU for a test
-# that starts its own servers and 7% less for the suite's shared server (docs/performance.md,
-# "The suite"). Users' JVMs keep Java's defaults; what a test proves does not depend on
-# either.
+# The JVM options of the JVMs a test starts for itself (its own local servers, in-process
+# drivers, the stock Connect server, the standalone cluster's daemons and executors). They
+# live seconds to minutes over small data, where the optimizing compiler's work never pays
+# back: the first-tier compiler alone and the serial collector cost a third less CPU for a
+# test that starts its own servers. The suite's shared server keeps Java's defaults: it works
+# for the whole run, and on the first tier alone its Delta writes and MERGEs took longer
+# (docs/performance.md, "The suite after the sources refactor"). So do users' JVMs; what a
+# test proves depends on neither.
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+QUICK_JVM_ENV = {"SPARK_SUBMIT_OPTS": QUICK_JVM}  # read by Spark's launcher (spark-submit)
 
 
 def isolated_engine_env(tmp_path: Path) -> dict[str, str]:
     """os.environ with HAKIRI_CACHE_DIR in `tmp_path` (the suite's jars and JVM archive linked
-    in) and no HAKIRI_SPARK_REMOTE: the default engine, on servers of this test's own."""
+    in) and no HAKIRI_SPARK_REMOTE: the default engine, on servers of this test's own (with
+    QUICK_JVM)."""
     from hakiri.spark.delta import delta_jars
     from hakiri.spark.session import resolve_jdbc_jars
 
@@ -41,7 +44,7 @@ def isolated_engine_env(tmp_path: Path) -> dict[str, str]:
     if (cache_root(os.environ) / "jvm").is_dir():
         (cache / "jvm").symlink_to(cache_root(os.environ) / "jvm")
     variables = {k: v for k, v in os.environ.items() if k != "HAKIRI_SPARK_REMOTE"}
-    return {**variables, "HAKIRI_CACHE_DIR": str(cache)}
+    return {**variables, **QUICK_JVM_ENV, "HAKIRI_CACHE_DIR": str(cache)}
 
 
 def servers(env: dict[str, str]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from psycopg import sql
 from typer.testing import CliRunner
 
 from hakiri.cli.main import app
+from tests.support.engines import QUICK_JVM_ENV
 from tests.support.spark_cluster import StandaloneCluster
 
 pytestmark = pytest.mark.integration
@@ -122,7 +123,12 @@ def _apply_here(root: Path, pg_url: str) -> None:
 def _apply(root: Path, pg_url: str) -> subprocess.CompletedProcess[str]:
     text = (root / "hakiri.toml").read_text().replace('url = ""', f'url = "{pg_url}"', 1)
     (root / "hakiri.toml").write_text(text)
-    env = {**os.environ, "HAKIRI_COPY_MIN_RUN_BYTES": "0", "HAKIRI_SPARK_REMOTE": "in-process"}
+    env = {
+        **os.environ,
+        **QUICK_JVM_ENV,  # the driver in the command
+        "HAKIRI_COPY_MIN_RUN_BYTES": "0",
+        "HAKIRI_SPARK_REMOTE": "in-process",
+    }
     done = subprocess.run(
         [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)],
         capture_output=True,
@@ -256,7 +262,12 @@ destination = {destination}
 load = {{ mode = "truncate" }}
 """
     )
-    env = {**os.environ, "HAKIRI_COPY_MIN_RUN_BYTES": "0", "HAKIRI_SPARK_REMOTE": "in-process"}
+    env = {
+        **os.environ,
+        **QUICK_JVM_ENV,  # the driver in the command
+        "HAKIRI_COPY_MIN_RUN_BYTES": "0",
+        "HAKIRI_SPARK_REMOTE": "in-process",
+    }
     apply = subprocess.Popen(
         [sys.executable, "-m", "hakiri.cli.main", "apply", "--project", str(root)],
         stdout=subprocess.PIPE,

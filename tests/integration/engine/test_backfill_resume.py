@@ -21,6 +21,7 @@ from psycopg import sql
 from hakiri.catalog.records import BatchStatus
 from hakiri.catalog.store import Catalog
 from hakiri.errors import CatalogError
+from tests.support.engines import QUICK_JVM
 from tests.support.spark_cluster import StandaloneCluster
 
 ROWS, WINDOW = 20_000, 1_000  # 20 chunks
@@ -43,7 +44,7 @@ def _project(
 
         [spark]
         master = "{master}"
-        conf = {{ {StandaloneCluster.executor_conf} }}
+        conf = {{ "spark.driver.extraJavaOptions" = "{QUICK_JVM}", {StandaloneCluster.executor_conf} }}
 
         [connections.wh]
         type = "postgres"

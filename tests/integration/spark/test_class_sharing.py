@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.engines import QUICK_JVM_ENV
+
 DRIVER = """
 from hakiri.spark.class_sharing import class_sharing_options
 from hakiri.spark.session import build_spark_session
@@ -26,7 +28,7 @@ print("counted")
 
 @pytest.mark.integration
 def test_the_warm_up_writes_an_archive_a_new_driver_starts_from(tmp_path: Path) -> None:
-    env = {**os.environ, "HAKIRI_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, **QUICK_JVM_ENV, "HAKIRI_CACHE_DIR": str(tmp_path)}
     archive = tmp_path / "jvm" / "spark-test.jsa"
     archive.parent.mkdir()
     archive.with_suffix(".claim").write_text("1\n")

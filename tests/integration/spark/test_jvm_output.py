@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.engines import QUICK_JVM_ENV
+
 pytestmark = pytest.mark.integration
 
 JVM_NOISE = ("WARNING", "incubator", "log4j", "SLF4J", "Exception", "\tat ")
@@ -33,6 +35,7 @@ def _apply(root: Path, log: Path, *flags: str) -> subprocess.CompletedProcess[st
         # server.log (operations.md).
         env={
             **os.environ,
+            **QUICK_JVM_ENV,
             "HAKIRI_JVM_LOG": str(log),
             "HAKIRI_DEBUG": "",
             "HAKIRI_SPARK_REMOTE": "in-process",

@@ -30,6 +30,7 @@ from hakiri.spark.connect_server import SERVER_CLASS
 from hakiri.spark.delta import DELTA_SESSION_CONF, delta_jars
 from hakiri.spark.session import resolve_jdbc_jars
 from tests.support.context_store import read_context_table
+from tests.support.engines import QUICK_JVM_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +58,7 @@ def stock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         [*command, "spark-internal"],
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        env={**os.environ, **QUICK_JVM_ENV, "PYSPARK_PYTHON": sys.executable},
         start_new_session=True,
     )
     try:
