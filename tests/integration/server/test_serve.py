@@ -69,9 +69,6 @@ def test_a_schedule_fires_every_2s_and_manifest_edits_take_effect_without_a_rest
         serve.wait_for(lambda: _count(project, "t") == 3, 60, "a later scheduled load")
         serve.wait_for(lambda: len(_loads(tmp_path)) == 2, 30, "the later run's record")
         assert _loads(tmp_path) == [("schedule", 1), ("schedule", 2)]  # newest first
-        with _catalog(tmp_path) as catalog:
-            later = catalog.last_fire("p")
-        assert later is not None and later.slot >= first.slot
 
         # An invalid edit is reported, and the last valid version keeps running.
         good = (tmp_path / "hakiri.toml").read_text()
