@@ -109,6 +109,9 @@ def test_the_rate_budget_is_shopifys_bucket_unless_the_pipeline_says_otherwise(
     assert standard.budget is not None
     assert (standard.budget.rate.requests, standard.budget.rate.seconds) == (40, 20.0)
     assert standard.api_bucket == LeakyBucket("X-Shopify-Shop-Api-Call-Limit", leak=2.0)
+    assert not (tmp_path / ".hakiri").exists()  # opening a source (plan) writes nothing
+    standard.budget.take()
+    assert standard.budget.path.is_file()  # the first request makes it
     plus = PipelineSpec.model_validate({**SPEC, "backfill": {"rate_budget": "20/s"}})
     faster = ShopifyTableSource.from_spec(tmp_path, None, plus, {})  # type: ignore[arg-type]
     assert faster.api_bucket is not None and faster.api_bucket.leak == 20.0

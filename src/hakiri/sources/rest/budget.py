@@ -110,7 +110,11 @@ class RateBudget:
 
     def _try_take(self, clock: Callable[[], float]) -> float:
         """Grant now (returns minus the grant time, ≤ 0) or say how long to wait (> 0)."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # made on first use: opening a source (plan) writes nothing
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             oldest_index = self._open_ring(fd)
@@ -147,9 +151,7 @@ def pipeline_budget(root: Path, pipeline_id: str, rate: str | None) -> RateBudge
     pipeline, under the project's .hakiri directory); None without `rate_budget`."""
     if rate is None:
         return None
-    path = root / ".hakiri" / "budgets" / f"{pipeline_id}.budget"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return RateBudget(Rate.parse(rate), path)
+    return RateBudget(Rate.parse(rate), root / ".hakiri" / "budgets" / f"{pipeline_id}.budget")
 
 
 @dataclass(frozen=True)
