@@ -8,6 +8,8 @@
   `spark_ui`: that server's Spark UI, whose REST API tells what Spark ran.
 - `api_server`: a GitHub-shaped HTTP API on loopback (tests/support/api_server.py) over a
   small dataset, per test; it wants `API_TOKEN` as its bearer token.
+- `shopify_server`: a Shopify-shaped Admin API on loopback (tests/support/shopify_server.py)
+  over a small shop, per test; it wants `SHOPIFY_ACCESS_TOKEN` as X-Shopify-Access-Token.
 
 Tests that use any of these are marked `integration` automatically, so
 `pytest -m "not integration"` runs only the fast tests (no JVM, no server).
@@ -30,6 +32,8 @@ import typer.testing
 from tests.support.api_server import ApiServer
 from tests.support.github_dataset import GitHubDataset
 from tests.support.postgres import PostgresUnavailable, TestPostgres
+from tests.support.shopify_dataset import ShopDataset
+from tests.support.shopify_server import ShopifyServer
 
 if TYPE_CHECKING:
     import psycopg
@@ -116,6 +120,17 @@ def api_server() -> Iterator[ApiServer]:
     dataset = GitHubDataset.generate(repos=3, issues=90, comments=270, seed=31)
     with ApiServer(dataset, token=API_TOKEN) as api:
         yield api
+
+
+SHOPIFY_ACCESS_TOKEN = "shpat_test0123456789abcdefSECRET"
+
+
+@pytest.fixture
+def shopify_server() -> Iterator[ShopifyServer]:
+    """300 orders (their line items), 120 customers, 80 products; Shopify's bucket of 40
+    leaking 2 a second; token SHOPIFY_ACCESS_TOKEN; a fresh request log."""
+    with ShopifyServer(ShopDataset.generate(), token=SHOPIFY_ACCESS_TOKEN) as shop:
+        yield shop
 
 
 @pytest.fixture(scope="session")

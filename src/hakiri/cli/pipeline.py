@@ -44,7 +44,9 @@ def create(
     project: ProjectDir = Path("."),
     source: Annotated[
         str,
-        typer.Option(help="Source connector: files, postgres, rest, github, or a registered one."),
+        typer.Option(
+            help="Source connector: files, postgres, rest, github, shopify, or a registered one."
+        ),
     ] = "files",
     path: Annotated[str | None, typer.Option(help="files: glob of input files.")] = None,
     file_format: Annotated[

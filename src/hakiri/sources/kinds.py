@@ -1,6 +1,6 @@
 """The source connectors, registered once: everything outside `hakiri.sources` asks here.
 
-A connector (`files`, `postgres`, `rest`, `github`) is one `SourceKind` (`sources.base`):
+A connector (`files`, `postgres`, `rest`, `github`, `shopify`) is one `SourceKind` (`sources.base`):
 its config model, what a batch of it is, the cursors it keeps, what it needs of the engine,
 how its tables are named in lineage, and the factory of its `Source`. The planner, the
 engine and the services look a kind up by the manifest's `connector` and never test it
@@ -21,7 +21,7 @@ from hakiri.errors import HakiriError
 from hakiri.sources.base import Source, SourceKind
 from hakiri.sources.files.kind import FILES
 from hakiri.sources.postgres.kind import POSTGRES
-from hakiri.sources.rest.kind import GITHUB, REST
+from hakiri.sources.rest.kind import GITHUB, REST, SHOPIFY
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 from hakiri.spec.sources import BUILT_IN, register_source_config, unregister_source_config
@@ -38,7 +38,9 @@ __all__ = [
     "unregister",
 ]
 
-KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (FILES, POSTGRES, GITHUB, REST)}
+KINDS: dict[str, SourceKind] = {
+    kind.name: kind for kind in (FILES, POSTGRES, GITHUB, REST, SHOPIFY)
+}
 assert set(KINDS) == set(BUILT_IN), "spec.sources.BUILT_IN names the built-in connectors"
 
 

@@ -16,6 +16,7 @@ from hakiri.spec.modes import ModeOptionError
 from hakiri.spec.quality import QuarantineSpec, ValidateSpec
 from hakiri.spec.rest import RestConfig
 from hakiri.spec.schedule import parse_schedule
+from hakiri.spec.shopify import ShopifySource, check_shopify_pipeline
 from hakiri.spec.sources import REGISTERED, RegisteredSource, connector_tag
 from hakiri.spec.transforms import SparkType, TransformStep
 
@@ -323,6 +324,7 @@ SourceSpec = Annotated[
     | Annotated[PostgresSource, Tag("postgres")]
     | Annotated[GithubSource, Tag("github")]
     | Annotated[RestSource, Tag("rest")]
+    | Annotated[ShopifySource, Tag("shopify")]
     | Annotated[RegisteredSource, Tag(REGISTERED)],
     Discriminator(connector_tag),
 ]
@@ -384,6 +386,10 @@ Incremental = Annotated[
     Name | IncrementalSpec,
     Field(description="Cursor column name, or an object with the cursor's options."),
 ]
+
+
+def _cursor_column(cursor: str | IncrementalSpec | None) -> str | None:
+    return cursor if isinstance(cursor, str) or cursor is None else cursor.column
 
 
 class TableSpec(SpecModel):
@@ -493,14 +499,22 @@ class PipelineSpec(SpecModel):
                     "the github connector has no table `{table}`",
                     {"table": table.name, "hint": f"use {', '.join(GITHUB_TABLES)}"},
                 )
-            cursor = table.incremental or self.incremental
-            column = cursor if isinstance(cursor, str) or cursor is None else cursor.column
-            if column != "updated_at":
+            if _cursor_column(table.incremental or self.incremental) != "updated_at":
                 raise PydanticCustomError(
                     "github_cursor",
                     "the github connector reads `{table}` past its `updated_at` cursor",
                     {"table": table.name, "hint": 'set incremental = "updated_at"'},
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _shopify_tables_cursor_and_token(self) -> Self:
+        if isinstance(self.source, ShopifySource):
+            tables = [
+                (t.name, _cursor_column(t.incremental or self.incremental))
+                for t in self.table_specs()
+            ]
+            check_shopify_pipeline(self.source.config, tables, self.secrets)
         return self
 
     @model_validator(mode="after")
@@ -574,12 +588,8 @@ class PipelineSpec(SpecModel):
 
     def cursor_columns(self) -> list[str]:
         """The cursor column of each table that reads past a cursor (pipeline or table level)."""
-        found = []
-        for table in self.table_specs():
-            cursor = table.incremental or self.incremental
-            if cursor is not None:
-                found.append(cursor if isinstance(cursor, str) else cursor.column)
-        return found
+        found = [_cursor_column(t.incremental or self.incremental) for t in self.table_specs()]
+        return [column for column in found if column is not None]
 
     def table_specs(self) -> list[TableSpec]:
         """Every entry of `tables` as a TableSpec (plain names expanded)."""

@@ -1,6 +1,7 @@
 """The source connectors a manifest may name: the built-in ones, whose config models are
-declared in `spec.pipeline` and `spec.rest`, then any registered at run time (a connector
-added from outside hakiri registers its config model here through `sources.kinds.register`).
+declared in `spec.pipeline`, `spec.rest` and `spec.shopify`, then any registered at run time
+(a connector added from outside hakiri registers its config model here through
+`sources.kinds.register`).
 
 A registered connector's `source = { connector = "…", config = {…} }` is validated with its
 model, like a built-in one's, and `spec.schema_export` adds it to the JSON Schemas.
@@ -24,7 +25,7 @@ __all__ = [
     "unregister_source_config",
 ]
 
-BUILT_IN = ("files", "postgres", "github", "rest")
+BUILT_IN = ("files", "postgres", "github", "rest", "shopify")
 # The tag of the union branch every registered connector validates through.
 REGISTERED = "registered"
 

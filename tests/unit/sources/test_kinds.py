@@ -19,7 +19,7 @@ from hakiri.spec.schema_export import pipeline_schema
 from tests.support.sequence_source import SequenceConfig, SequenceSource, sequence_connector
 
 SRC = Path(hakiri.__file__).parent
-CONNECTORS = {"files", "postgres", "github", "rest"}
+CONNECTORS = {"files", "postgres", "github", "rest", "shopify"}
 # The connectors' own classes: testing isinstance against one is testing the connector.
 CLASSES = {
     "FilesConfig",
@@ -27,11 +27,13 @@ CLASSES = {
     "CdcConfig",
     "GithubConfig",
     "RestConfig",
+    "ShopifyConfig",
     "FileSource",
     "TableSource",
     "CdcSource",
     "RestTableSource",
     "GithubTableSource",
+    "ShopifyTableSource",
 }
 
 
@@ -73,8 +75,8 @@ def test_each_connector_names_itself_and_is_found_by_name() -> None:
     for name, kind in KINDS.items():
         assert kind.name == name
         assert kind_of(name) is kind
-    with pytest.raises(HakiriError, match="unknown connector 'shopify'") as raised:
-        kind_of("shopify")
+    with pytest.raises(HakiriError, match="unknown connector 'salesforce'") as raised:
+        kind_of("salesforce")
     assert "files" in (raised.value.hint or "")
 
 

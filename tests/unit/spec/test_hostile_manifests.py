@@ -65,7 +65,7 @@ CASES: dict[str, tuple[str, bytes, str]] = {
     "a table as a source connector": (
         "bad.toml",
         b'id = "bad"\nsource = { connector = { a = 1 }, config = {} }\ntables = ["t"]\n',
-        "error: expected a string for `connector` (one of files, github, postgres, rest), got a table/object "
+        "error: expected a string for `connector` (one of files, github, postgres, rest, shopify), got a table/object "
         "(pipelines/bad.toml:2 at source.connector)",
     ),
     "an array as a rule type": (

@@ -1,8 +1,9 @@
-"""REST API sources: the declarative `rest` connector, and `github`, a preset of it.
+"""REST API sources: the declarative `rest` connector, and `github` and `shopify`, presets of it.
 
-    kind.py         the connectors as the rest of hakiri sees them (REST, GITHUB)
+    kind.py         the connectors as the rest of hakiri sees them (REST, GITHUB, SHOPIFY)
     source.py       the rest source: observe, plan ranges and walks, read (RestTableSource)
     github.py       GitHub's issues, pull requests and comments as a rest configuration
+    shopify.py      a shop's orders, line items, customers and products as one
     columns.py      declared and inferred columns of an endpoint's records
     engine_read.py  an endpoint's walks read inside engine tasks (read_walks)
     ranges.py       cursor ranges as an API's time parameters

@@ -16,6 +16,11 @@ more than the vendor would grant.
 
 The file is shared by the processes of one machine (local engines, Sail, one Spark
 worker host). Tasks on the other hosts of a cluster would each need a share of the rate.
+
+An API that reports its own limit in every answer (Shopify's leaky bucket, "32/40" in
+X-Shopify-Shop-Api-Call-Limit) counts every client of the account, hakiri's other
+tasks and other apps alike: a `LeakyBucket` reads that header and tells the client how
+long to wait before its next request, so it slows down before the API refuses it.
 """
 
 from __future__ import annotations
@@ -25,11 +30,11 @@ import os
 import re
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Rate", "RateBudget"]
+__all__ = ["LeakyBucket", "Rate", "RateBudget"]
 
 _UNITS = {
     "s": 1.0,
@@ -105,7 +110,11 @@ class RateBudget:
 
     def _try_take(self, clock: Callable[[], float]) -> float:
         """Grant now (returns minus the grant time, ≤ 0) or say how long to wait (> 0)."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # made on first use: opening a source (plan) writes nothing
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             oldest_index = self._open_ring(fd)
@@ -142,6 +151,23 @@ def pipeline_budget(root: Path, pipeline_id: str, rate: str | None) -> RateBudge
     pipeline, under the project's .hakiri directory); None without `rate_budget`."""
     if rate is None:
         return None
-    path = root / ".hakiri" / "budgets" / f"{pipeline_id}.budget"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return RateBudget(Rate.parse(rate), path)
+    return RateBudget(Rate.parse(rate), root / ".hakiri" / "budgets" / f"{pipeline_id}.budget")
+
+
+@dataclass(frozen=True)
+class LeakyBucket:
+    """An API's leaky bucket as its answers report it: `header` holds 'used/size', and the
+    bucket leaks `leak` requests a second. A client keeps `headroom` requests of it free."""
+
+    header: str
+    leak: float
+    headroom: int = 4
+
+    def pause(self, headers: Mapping[str, str]) -> float:
+        """Seconds to wait before the next request, by an answer's headers (0: go on)."""
+        used, _, size = headers.get(self.header, "").partition("/")
+        try:
+            over = float(used) + self.headroom - float(size)
+        except ValueError:  # no header, or not 'used/size'
+            return 0.0
+        return over / self.leak if over > 0 else 0.0

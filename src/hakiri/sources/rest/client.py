@@ -12,6 +12,9 @@ What is retried, and how long it waits (never more than `RetryPolicy.max_wait` i
                                 Retry-After (GitHub's secondary limits)
     timeouts, connection errors exponential backoff with jitter
 
+With a `LeakyBucket`, an answer that says the API's bucket is nearly full makes the next
+request wait until it has leaked enough (Shopify's X-Shopify-Shop-Api-Call-Limit).
+
 Every other 4xx (401, 403, 404, …) raises SourceRefused at once; retries that run out
 raise SourceUnreachable. Either names the endpoint in one line, every secret masked.
 
@@ -36,7 +39,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlu
 import httpx
 
 from hakiri.errors import SecretMissing, SourceDataError, SourceRefused, SourceUnreachable
-from hakiri.sources.rest.budget import RateBudget
+from hakiri.sources.rest.budget import LeakyBucket, RateBudget
 
 __all__ = [
     "ApiKey",
@@ -184,12 +187,17 @@ class RestClient:
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         budget: RateBudget | None = None,
+        bucket: LeakyBucket | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.auth = auth
         self.retry = retry or RetryPolicy()
         self.budget = budget
+        self.bucket = bucket
+        self._clock = clock
+        self._go_at = 0.0  # when the API's bucket has room again (its last answer said)
         self._credentials = auth.credentials(secrets or {}) if auth else Credentials()
         self._origin = _origin(self.base_url)
         self._sleep = sleep
@@ -201,6 +209,7 @@ class RestClient:
         )
         self.requests = 0  # attempts made, retries included
         self.waited = 0.0  # seconds slept between attempts (rate budget waits excluded)
+        self.paced = 0.0  # seconds slept for the API's bucket to leak
 
     def __repr__(self) -> str:
         return f"RestClient({self.base_url!r})"
@@ -262,11 +271,14 @@ class RestClient:
         waited = 0.0
         problem = ""
         for attempt in range(1, self.retry.attempts + 1):
+            self._wait_for_bucket()
             if self.budget is not None:
                 self.budget.take()
             self.requests += 1
             try:
                 response = self._send(request)
+                if self.bucket is not None:
+                    self._go_at = self._clock() + self.bucket.pause(response.headers)
             except (httpx.UnsupportedProtocol, httpx.TooManyRedirects) as exc:
                 raise SourceUnreachable(
                     f"GET {shown}: {type(exc).__name__}: {self.mask(str(exc))}",
@@ -303,6 +315,12 @@ class RestClient:
 
     def _send(self, request: httpx.Request) -> httpx.Response:
         return self._http.send(request)
+
+    def _wait_for_bucket(self) -> None:
+        wait = self._go_at - self._clock()
+        if wait > 0:
+            self._sleep(wait)
+            self.paced += wait
 
     def _backoff(self, attempt: int) -> float:
         ceiling = min(self.retry.backoff_max, self.retry.backoff * 2 ** (attempt - 1))

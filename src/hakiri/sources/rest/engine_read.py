@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hakiri.guards.spark_types import quoted_name
-from hakiri.sources.rest.budget import RateBudget
+from hakiri.sources.rest.budget import LeakyBucket, RateBudget
 from hakiri.sources.rest.client import Auth, RestClient, RetryPolicy
 from hakiri.sources.rest.paginate import PagePosition, Paginator, walk_pages
 from hakiri.sources.rest.select import JsonPath
@@ -71,6 +71,7 @@ class Endpoint:
     headers: Mapping[str, str] = field(default_factory=dict)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     budget: RateBudget | None = None  # shared by every task of the run
+    bucket: LeakyBucket | None = None  # the API's own limit, as its answers report it
     timeout: float = 30.0
 
 
@@ -286,6 +287,7 @@ def _client(endpoint: Endpoint) -> RestClient:
         timeout=endpoint.timeout,
         retry=endpoint.retry,
         budget=endpoint.budget,
+        bucket=endpoint.bucket,
     )
 
 

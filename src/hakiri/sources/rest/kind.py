@@ -1,5 +1,5 @@
-"""`connector = "rest"` and its preset `connector = "github"`: the connectors as the rest of
-hakiri sees them (`sources.kinds`)."""
+"""`connector = "rest"` and its presets `connector = "github"` and `connector = "shopify"`:
+the connectors as the rest of hakiri sees them (`sources.kinds`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from hakiri.sources.base import Source, SourceKind
 from hakiri.spec.pipeline import CursorKind, GithubConfig, PipelineSpec, TableSpec
 from hakiri.spec.project import ProjectFile
 from hakiri.spec.rest import RestConfig
+from hakiri.spec.shopify import ShopifyConfig
 
-__all__ = ["GITHUB", "REST"]
+__all__ = ["GITHUB", "REST", "SHOPIFY"]
 
 
 def _open_rest(
@@ -29,6 +30,14 @@ def _open_github(
     from hakiri.sources.rest.github import GithubTableSource
 
     return GithubTableSource.from_spec(root, settings, spec, env)
+
+
+def _open_shopify(
+    root: Path, settings: ProjectFile, spec: PipelineSpec, env: Mapping[str, str]
+) -> Source:
+    from hakiri.sources.rest.shopify import ShopifyTableSource
+
+    return ShopifyTableSource.from_spec(root, settings, spec, env)
 
 
 def web_namespace(url: str) -> str:
@@ -64,6 +73,18 @@ def _github_lineage(
     ]
 
 
+def _shopify_lineage(
+    root: Path, settings: ProjectFile, spec: PipelineSpec, table: TableSpec, env: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    from hakiri.sources.rest.shopify import api_root
+
+    config = spec.source.config
+    assert isinstance(config, ShopifyConfig)
+    resource = "orders" if table.name == "order_line_items" else table.name
+    root_url = api_root(config, env)
+    return [(web_namespace(root_url), f"{urlsplit(root_url).path}/{resource}.json")]
+
+
 REST = SourceKind(
     name="rest",
     config=RestConfig,
@@ -80,4 +101,13 @@ GITHUB = SourceKind(
     cursor_kinds=frozenset({CursorKind.TIMESTAMP}),
     pages_in_order=True,
     lineage=_github_lineage,
+)
+
+SHOPIFY = SourceKind(
+    name="shopify",
+    config=ShopifyConfig,
+    open=_open_shopify,
+    cursor_kinds=frozenset({CursorKind.TIMESTAMP}),
+    pages_in_order=True,
+    lineage=_shopify_lineage,
 )

@@ -50,7 +50,7 @@ from hakiri.sources.cursors.batches import (
     reload_from_source,
 )
 from hakiri.sources.cursors.ranges import CursorBounds, CursorColumn, CursorRange
-from hakiri.sources.rest.budget import RateBudget, pipeline_budget
+from hakiri.sources.rest.budget import LeakyBucket, RateBudget, pipeline_budget
 from hakiri.sources.rest.client import ApiKey, Auth, BasicAuth, BearerToken, RestClient
 from hakiri.sources.rest.columns import declared_columns, infer_columns, key_path
 from hakiri.sources.rest.engine_read import (
@@ -141,6 +141,8 @@ class RestTableSource:
     # The API lists every endpoint's records by ascending cursor: a range's walk stops at
     # the first page whose last record is past the range's end (later pages are too).
     sorted_by_cursor = False
+    # The API reports its own rate limit in its answers (`rest.budget.LeakyBucket`).
+    api_bucket: LeakyBucket | None = None
 
     def __init__(
         self,
@@ -460,6 +462,7 @@ class RestTableSource:
             secrets=secrets,
             headers=dict(self.config.headers),
             budget=self.budget,
+            bucket=self.api_bucket,
             timeout=self.config.timeout,
         )
 
@@ -472,6 +475,7 @@ class RestTableSource:
             headers=dict(self.config.headers),
             timeout=self.config.timeout,
             budget=self.budget,
+            bucket=self.api_bucket,
         )
 
     def _auth(self) -> tuple[Auth | None, dict[str, str]]:
