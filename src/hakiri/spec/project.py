@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from hakiri.spec.base import Duration, SpecModel
 from hakiri.spec.pipeline import PipelineSpec
+from hakiri.spec.sync import SyncSettings
 
 
 class ProjectMeta(SpecModel):
@@ -132,6 +133,9 @@ class ProjectFile(SpecModel):
     project: ProjectMeta
     catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    sync: SyncSettings | None = Field(
+        None, description="Publish the context store to an S3-compatible bucket (`hakiri sync`)."
+    )
     spark: SparkSettings = Field(default_factory=SparkSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     connections: dict[str, Connection] = Field(default_factory=dict)
