@@ -31,7 +31,9 @@
     │   └── ValidationFailed    a dataset validator with on_fail = "abort"
     ├── HookError               a pre/post hook failed to run
     │   └── UnsafeHook          a hook the SQL guard or the webhook (SSRF) guard refused
-    └── ServeError              `hakiri serve` cannot start (port taken, address not ours)
+    ├── ServeError              `hakiri serve` cannot start (port taken, address not ours)
+    └── SyncFailed              `hakiri sync` could not publish the store or pull it back
+        └── SyncDiverged        the bucket and the local store hold different histories
 
 Every user-facing failure is a HakiriError. Anything else reaching the CLI is a
 bug; the CLI still prints it as one line and shows the traceback only with --debug.
@@ -66,6 +68,8 @@ __all__ = [
     "SchemaIncompatible",
     "SecretMissing",
     "ServeError",
+    "SyncDiverged",
+    "SyncFailed",
     "SourceChanged",
     "SourceDataError",
     "SourceRefused",
@@ -266,3 +270,11 @@ class UnsafeHook(HookError):
 
 class ServeError(HakiriError):
     """`hakiri serve` cannot start (the port is taken, the address is not ours)."""
+
+
+class SyncFailed(HakiriError):
+    """`hakiri sync` could not publish the context store to its bucket, or pull it back."""
+
+
+class SyncDiverged(SyncFailed):
+    """The bucket and the local store hold different histories of a table."""

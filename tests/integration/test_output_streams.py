@@ -112,6 +112,8 @@ CASES: dict[str, Case | NotRun] = {
     "backfill history": Case(("backfill", "history", "orders"), empty_note="no rewinds of orders"),
     "cdc lag": _fails("cdc", "lag", "nope", error="no pipeline `nope`"),
     "cdc drop-slot": _fails("cdc", "drop-slot", "nope", error="no pipeline `nope`"),
+    "sync": _fails("sync", error="this project has no [sync] section"),
+    "sync pull": _fails("sync", "pull", error="this project has no [sync] section"),
     # The suite's own session holds a local server of this test process's.
     "engine status": Case(("engine", "status"), out=("in use, sc://localhost:",)),
     "engine start": NotRun("would start a Spark Connect server beside the suite's session"),
@@ -123,6 +125,8 @@ def _commands(group: Any, prefix: str = "") -> Iterator[str]:
     for name, command in group.commands.items():
         path = f"{prefix}{name}"
         if hasattr(command, "commands"):
+            if getattr(command, "invoke_without_command", False):  # `hakiri sync` itself
+                yield path
             yield from _commands(command, f"{path} ")
         else:
             yield path

@@ -25,6 +25,7 @@ from hakiri.cli import (
     schema,
     serve,
     state,
+    sync,
 )
 from hakiri.cli.render import emit_json_error, err, error, reset_json
 from hakiri.errors import HakiriError
@@ -122,6 +123,11 @@ app.add_typer(pipeline.app, name="pipeline", help="Create, convert and edit pipe
 app.add_typer(context.app, name="context", help="Read and maintain the Delta context store.")
 app.add_typer(backfill.app, name="backfill", help="Rewind and inspect backfills of table sources.")
 app.add_typer(cdc.app, name="cdc", help="The replication slot of a cdc_mirror pipeline.")
+app.add_typer(
+    sync.app,
+    name="sync",
+    help="Publish the context store to its \\[sync] bucket (--status; pull to restore it).",
+)
 app.add_typer(engine.app, name="engine", help="Show or stop hakiri's local Spark Connect server.")
 
 

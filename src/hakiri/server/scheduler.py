@@ -33,7 +33,7 @@ from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, LeaseHeld
 from hakiri.server.quiet_log import QuietLog
 from hakiri.server.state import ServeState
-from hakiri.services.apply import LazySpark, runner_for
+from hakiri.services.apply import LazySpark, runner_for, store_changed_by
 from hakiri.services.drift import alert_new_drift
 from hakiri.spec.base import duration_seconds
 from hakiri.spec.pipeline import PipelineSpec
@@ -45,6 +45,8 @@ __all__ = ["Reconciler"]
 # How long the replica that fired a pipeline's last slot leaves the next one to the others:
 # more than one loop pass (0.5 s) of theirs; alone, it fires the slot this much later.
 TURN_SECONDS = 0.8
+# A sync that failed in serve is tried again this often (its load is committed already).
+SYNC_RETRY_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ class Reconciler:
         self.drift_every = float(duration_seconds(settings.drift_interval))
         self._drift_due = 0.0  # monotonic time of the next drift check
         self._drift_check: threading.Thread | None = None
+        # `[sync] after_apply`: loads committed to the store since its last good sync, and
+        # when a failed sync is tried again.
+        self._unpublished = 0
+        self._sync_due = 0.0
+        self._sync: threading.Thread | None = None
 
     # ------------------------------------------------------------------ deciding
 
@@ -104,6 +111,7 @@ class Reconciler:
             if dispatch is not None:
                 self._start(dispatch, spec)
         self._watch_drift()
+        self._watch_sync()
 
     def _watch_drift(self) -> None:
         """Every `drift_interval`, in a thread of its own (counting rows can take a while):
@@ -130,6 +138,33 @@ class Reconciler:
                 self.quiet.failed(key, f"{spec.id}: drift not checked: {exc.reason}")
                 continue
             self.quiet.ok(key, f"{spec.id} drift check")
+
+    def _watch_sync(self) -> None:
+        """Publish the store after runs changed it, in a thread of its own; a failed sync is
+        said (and alerted) once, then tried again every SYNC_RETRY_SECONDS until it works."""
+        if (
+            not self._unpublished
+            or time.monotonic() < self._sync_due
+            or (self._sync is not None and self._sync.is_alive())
+        ):
+            return
+        self._sync = threading.Thread(
+            target=self._publish, args=(self._unpublished,), name="sync", daemon=True
+        )
+        self._sync.start()
+
+    def _publish(self, owed: int) -> None:
+        from hakiri.services.sync import sync_after_apply
+
+        attempt = sync_after_apply(self.state.project(), self.env)
+        if not attempt.ok:
+            self._sync_due = time.monotonic() + SYNC_RETRY_SECONDS
+            self.quiet.failed("sync", f"sync: {attempt.message}")
+            return
+        with self._lock:
+            self._unpublished -= owed  # runs that committed meanwhile are published next
+        self.quiet.ok("sync", "sync")
+        self.log(f"sync: {attempt.message}")
 
     def _fire(self, spec: PipelineSpec, now: datetime) -> datetime | None:
         """The slot this replica fires now, if any: a due one it won, or one whose replica
@@ -219,6 +254,9 @@ class Reconciler:
             self.quiet.failed(spec.id, describe(outcome, dispatch.trigger), outcome.error)
             return
         self.quiet.ok(spec.id, spec.id)
+        if store_changed_by(project, [outcome]):
+            with self._lock:
+                self._unpublished += 1
         if outcome.status != "no-op" or dispatch.trigger != "schedule":  # quiet idle slots
             self.log(describe(outcome, dispatch.trigger))
 

@@ -84,7 +84,44 @@ def apply_project(
                     on_outcome(outcome)
     finally:
         spark.stop()
+    publish_store(project, outcomes, env)
     return outcomes
+
+
+def publish_store(project: Project, outcomes: Sequence[Outcome], env: Mapping[str, str]) -> None:
+    """`[sync] after_apply`: the loads are committed; sync the store if one of them changed
+    it. How it went is told on those pipelines' outcomes (a failure as a warning: it never
+    fails a load)."""
+    from hakiri.services.sync import sync_after_apply
+
+    changed = store_changed_by(project, outcomes)
+    if not changed:
+        return
+    attempt = sync_after_apply(project, env)
+    for outcome in changed:
+        if attempt.ok:
+            outcome.notes.append(attempt.message)
+        else:
+            outcome.warnings.append(attempt.message)
+
+
+def store_changed_by(project: Project, outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """Those outcomes that committed to the project's context store, when `[sync]
+    after_apply` wants it published after them."""
+    from hakiri.spec.connections import context_store_path, destination_kind
+
+    sync = project.settings.sync
+    if sync is None or not sync.after_apply:
+        return []
+    store = (project.root / project.settings.context.path).resolve()
+    return [
+        o
+        for o in outcomes
+        if o.status == "success"
+        and (spec := project.pipelines.get(o.pipeline_id)) is not None
+        and destination_kind(project.settings, spec) == "context"
+        and context_store_path(project.root, project.settings, spec).resolve() == store
+    ]
 
 
 def apply_saved_plan(

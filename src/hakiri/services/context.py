@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -24,6 +23,7 @@ from hakiri.destinations.context.commit import commit_metadata
 from hakiri.destinations.context.inspect import (
     is_delta_table,
     list_tables,
+    retention_hours,
     table_columns,
     table_read_error,
     table_row_count,
@@ -42,20 +42,6 @@ __all__ = [
     "table_history",
     "vacuum_table",
 ]
-
-# Delta's default for delta.deletedFileRetentionDuration ("interval 1 week").
-DEFAULT_RETENTION_HOURS = 168.0
-_INTERVAL = re.compile(r"^\s*interval\s+(\d+(?:\.\d+)?)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
-_HOURS_PER_UNIT = {
-    "nanosecond": 1 / 3.6e12,
-    "microsecond": 1 / 3.6e9,
-    "millisecond": 1 / 3.6e6,
-    "second": 1 / 3600,
-    "minute": 1 / 60,
-    "hour": 1.0,
-    "day": 24.0,
-    "week": 168.0,
-}
 
 
 @dataclass(frozen=True)
@@ -234,7 +220,7 @@ def vacuum_table(
     """
     found = _find(root, table, store, env)
     delta = _open(found)
-    retention = _retention_hours(delta)
+    retention = retention_hours(delta)
     if not force and retention is not None and retain_hours < retention:
         raise HakiriError(
             f"refusing to vacuum `{found.name}` keeping only {retain_hours}h: the table keeps "
@@ -412,17 +398,6 @@ def _summary(found: ContextTable) -> dict[str, Any]:
 
 def _file_count(delta: Any) -> int:
     return int(delta.get_add_actions(flatten=False).num_rows)
-
-
-def _retention_hours(delta: Any) -> float | None:
-    """The table's delta.deletedFileRetentionDuration in hours (None when it cannot be parsed)."""
-    setting = delta.metadata().configuration.get("delta.deletedFileRetentionDuration")
-    if setting is None:
-        return DEFAULT_RETENTION_HOURS
-    match = _INTERVAL.match(setting)
-    if match is None or match.group(2).lower() not in _HOURS_PER_UNIT:
-        return None  # delta-rs still enforces it
-    return float(match.group(1)) * _HOURS_PER_UNIT[match.group(2).lower()]
 
 
 def _maintenance_error(verb: str, found: ContextTable, exc: BaseException) -> HakiriError:

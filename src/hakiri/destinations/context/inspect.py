@@ -16,11 +16,26 @@ __all__ = [
     "inspect_context_target",
     "is_delta_table",
     "list_tables",
+    "retention_hours",
     "table_columns",
     "table_read_error",
     "table_row_count",
     "type_name",
 ]
+
+# Delta's default for delta.deletedFileRetentionDuration ("interval 1 week").
+DEFAULT_RETENTION_HOURS = 168.0
+_INTERVAL = re.compile(r"^\s*interval\s+(\d+(?:\.\d+)?)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
+_HOURS_PER_UNIT = {
+    "nanosecond": 1 / 3.6e12,
+    "microsecond": 1 / 3.6e9,
+    "millisecond": 1 / 3.6e6,
+    "second": 1 / 3600,
+    "minute": 1 / 60,
+    "hour": 1.0,
+    "day": 24.0,
+    "week": 168.0,
+}
 
 # A commit (00000000000000000000.json) or a checkpoint: the log has committed something.
 _LOG_ENTRY = re.compile(r"^\d{20}\.(json|checkpoint\..*parquet)$")
@@ -140,3 +155,14 @@ def table_read_error(location: Path, exc: BaseException) -> DestinationUnreachab
         f"cannot read the Delta table at {location}: {message}",
         "the context store's transaction log is damaged; restore it, or move the table away to rebuild it",
     )
+
+
+def retention_hours(delta: Any) -> float | None:
+    """The table's delta.deletedFileRetentionDuration in hours (None when it cannot be parsed)."""
+    setting = delta.metadata().configuration.get("delta.deletedFileRetentionDuration")
+    if setting is None:
+        return DEFAULT_RETENTION_HOURS
+    match = _INTERVAL.match(setting)
+    if match is None or match.group(2).lower() not in _HOURS_PER_UNIT:
+        return None  # delta-rs still enforces it
+    return float(match.group(1)) * _HOURS_PER_UNIT[match.group(2).lower()]

@@ -1,0 +1,1 @@
+"""`hakiri sync`: the context store's Delta tables to and from an S3-compatible bucket."""
