@@ -2,7 +2,8 @@
 # Checks what hakiri needs from the machine before anything is installed into
 # the venv: Python >= 3.11 and Java >= 17; with --test also the PostgreSQL server
 # binaries (for the test suite's throwaway server). Jars (the PostgreSQL JDBC
-# driver) are not a prerequisite: hakiri downloads them from Maven Central once.
+# driver; for the tests, s3proxy) are not a prerequisite: they are downloaded from
+# Maven Central once.
 # Prints one line per missing piece, then the apt line that installs them all.
 set -uo pipefail
 

@@ -10,6 +10,10 @@
   small dataset, per test; it wants `API_TOKEN` as its bearer token.
 - `shopify_server`: a Shopify-shaped Admin API on loopback (tests/support/shopify_server.py)
   over a small shop, per test; it wants `SHOPIFY_ACCESS_TOKEN` as X-Shopify-Access-Token.
+- `s3_server`: one S3-compatible server per session (s3proxy on loopback, tests/support/s3_server.py;
+  its jar fetched once into the jar cache), AWS signatures checked, objects as plain files
+  under its `root`; `storage_options()` for deltalake and obstore, `env()` for hakiri's sync.
+- `s3_bucket`: the name of a fresh, empty bucket on it, per test; removed afterwards.
 
 Tests that use any of these are marked `integration` automatically, so
 `pytest -m "not integration"` runs only the fast tests (no JVM, no server).
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,6 +37,7 @@ import typer.testing
 from tests.support.api_server import ApiServer
 from tests.support.github_dataset import GitHubDataset
 from tests.support.postgres import PostgresUnavailable, TestPostgres
+from tests.support.s3_server import S3Server, S3ServerUnavailable
 from tests.support.shopify_dataset import ShopDataset
 from tests.support.shopify_server import ShopifyServer
 
@@ -41,7 +47,7 @@ if TYPE_CHECKING:
 
     from tests.support.spark_cluster import StandaloneCluster
 
-INTEGRATION_FIXTURES = frozenset({"pg_url", "spark", "spark_cluster"})
+INTEGRATION_FIXTURES = frozenset({"pg_url", "spark", "spark_cluster", "s3_server"})
 
 # The engine the suite runs on: "spark" (Apache Spark: hakiri's local Spark Connect server, one
 # per test process) or "sail" (Sail's Spark Connect server inside each test process). `make test` runs the whole
@@ -196,6 +202,34 @@ def pg_catalog(pg_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """The session's S3-compatible server (one per xdist worker), e.g. http://127.0.0.1:PORT."""
+    problem = None
+    try:
+        server = S3Server.start()
+    except S3ServerUnavailable as exc:
+        problem = str(exc)
+    if problem:
+        # A failure, not a skip: a green run must mean the object-store tests ran.
+        pytest.fail(f"no S3-compatible server for the integration tests: {problem}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> Iterator[str]:
+    """A bucket of its own for one test, e.g. hk-1a2b3c4d; removed with its objects afterwards."""
+    name = f"hk-{uuid.uuid4().hex[:8]}"
+    s3_server.create_bucket(name)
+    try:
+        yield name
+    finally:
+        shutil.rmtree(s3_server.root / name, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
