@@ -30,6 +30,8 @@ CRASH_EXIT_CODE = 137
 POINTS = ("after_stage", "before_dest_commit", "after_dest_commit", "before_catalog_commit")
 # serve: a replica that won a schedule slot and dies before the run starts.
 SERVE_POINTS = ("after_fire_claim",)
+# sync: after each file it moved to or from the bucket (data, then log entries, in order).
+SYNC_POINTS = ("sync_file",)
 
 _hits: Counter[str] = Counter()
 _lock = threading.Lock()  # chunk workers reach the points from several threads
@@ -128,5 +130,5 @@ def _simulate(name: str) -> None:
 
 
 def _check(name: str) -> None:
-    if name not in (*POINTS, *SERVE_POINTS):  # a typo would make a crash test pass vacuously
+    if name not in (*POINTS, *SERVE_POINTS, *SYNC_POINTS):  # a typo would make a crash test pass vacuously
         raise ValueError(f"unknown crash point {name!r}")

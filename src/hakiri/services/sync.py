@@ -84,7 +84,7 @@ def push_store(
         for table in list_tables(store):
             keep = retain_hours if retain_hours is not None else _retention(store / table)
             report.tables.append(
-                push_table(bucket, store, table, retain_hours=keep, on_file=on_file)
+                push_table(bucket, store, table, retain_hours=keep, on_file=_moved(on_file))
             )
     report.seconds = time.monotonic() - started
     return report
@@ -137,7 +137,7 @@ def pull_project(
     store.mkdir(parents=True, exist_ok=True)
     with _one_sync_at_a_time(store):
         for name in names:
-            report.tables.append(pull_table(bucket, store, name, on_file=on_file))
+            report.tables.append(pull_table(bucket, store, name, on_file=_moved(on_file)))
     report.seconds = time.monotonic() - started
     return report
 
@@ -164,6 +164,18 @@ def sync_after_apply(project: Project, env: Mapping[str, str]) -> SyncAttempt:
 
 
 # -- the pieces ---------------------------------------------------------------------------
+
+
+def _moved(on_file: Callable[[str], None] | None) -> Callable[[str], None]:
+    """After each file moved: the crash point the kill tests stop a sync at, then `on_file`."""
+    from hakiri.engine.crash import crash_point
+
+    def moved(path: str) -> None:
+        crash_point("sync_file")
+        if on_file is not None:
+            on_file(path)
+
+    return moved
 
 
 def _settings(project: Project) -> SyncSettings:

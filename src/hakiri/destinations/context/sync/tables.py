@@ -138,6 +138,8 @@ def push_table(
         _put_entry(bucket, where, table, path, remote)
         done.files += 1
         done.bytes += (where / path).stat().st_size
+        if on_file is not None:
+            on_file(path)
     pointer = where / LAST_CHECKPOINT
     if pointer.is_file() and _pointer_version(pointer) <= upto:
         content = pointer.read_bytes()
@@ -180,6 +182,8 @@ def pull_table(
         _write_new(target, content)
         done.files += 1
         done.bytes += len(content)
+        if on_file is not None:
+            on_file(path)
     if LAST_CHECKPOINT in remote.sizes:
         content = bucket.read(table, LAST_CHECKPOINT)
         if content is not None:
