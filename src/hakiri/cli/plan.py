@@ -20,6 +20,7 @@ from hakiri.planner.model import (
     PipelinePlan,
     PlanDocument,
     RestoreStep,
+    SyncPreview,
 )
 from hakiri.spec.sizes import byte_size
 
@@ -130,6 +131,7 @@ def render(document: PlanDocument) -> None:
         )
     for pipeline in document.pipelines:
         _pipeline(pipeline)
+    _sync(document.sync)
     s = document.summary
     out.print()
     line = f"Plan: {s.add} to add, {s.change} to change, {s.retire} to retire."
@@ -146,6 +148,18 @@ def render(document: PlanDocument) -> None:
         )
     for hint in document.hints:
         err.print(f"[dim]hint:[/dim] {escape(hint)}")
+
+
+def _sync(sync: SyncPreview | None) -> None:
+    if sync is None or not sync.after_apply:
+        return
+    where = sync.bucket + (f" at {sync.endpoint}" if sync.endpoint else "")
+    out.print(f"[cyan]~[/cyan] sync: loads into the context store are published to {escape(where)}")
+    if sync.missing:
+        err.print(
+            f"  [yellow]warning:[/yellow] {' and '.join(sync.missing)} not set: the loads would "
+            "commit, their sync would fail (and be alerted)"
+        )
 
 
 def _pipeline(p: PipelinePlan) -> None:

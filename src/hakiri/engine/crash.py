@@ -130,5 +130,6 @@ def _simulate(name: str) -> None:
 
 
 def _check(name: str) -> None:
-    if name not in (*POINTS, *SERVE_POINTS, *SYNC_POINTS):  # a typo would make a crash test pass vacuously
+    # a typo would make a crash test pass vacuously
+    if name not in (*POINTS, *SERVE_POINTS, *SYNC_POINTS):
         raise ValueError(f"unknown crash point {name!r}")

@@ -52,6 +52,7 @@ from hakiri.planner.model import (
     RetireStep,
     Step,
     Summary,
+    SyncPreview,
     TargetChange,
     TypeWidening,
 )
@@ -80,7 +81,10 @@ __all__ = [
 
 
 def build_plan(
-    project: str, catalog: CatalogInfo, observations: Sequence[PipelineObservation]
+    project: str,
+    catalog: CatalogInfo,
+    observations: Sequence[PipelineObservation],
+    sync: SyncPreview | None = None,
 ) -> PlanDocument:
     ordered = sorted(observations, key=lambda o: o.pipeline_id)
     pipelines = [plan_pipeline(o) for o in ordered]
@@ -97,7 +101,12 @@ def build_plan(
     if any(_uncounted_changes(o, p) for o, p in zip(ordered, pipelines, strict=True)):
         hints.append(COUNT_CHANGES_HINT)
     return PlanDocument(
-        project=project, catalog=catalog, summary=summary, pipelines=pipelines, hints=hints
+        project=project,
+        catalog=catalog,
+        summary=summary,
+        pipelines=pipelines,
+        sync=sync,
+        hints=hints,
     )
 
 

@@ -312,6 +312,19 @@ class CatalogInfo(_Frozen):
     initialized: bool = Field(description="False when no catalog exists yet (everything is new).")
 
 
+class SyncPreview(_Frozen):
+    """`[sync]`: where apply publishes the context store after loads that change it."""
+
+    bucket: str
+    endpoint: str | None = Field(None, description="The S3 API's URL, after HAKIRI_SYNC_ENDPOINT.")
+    after_apply: bool
+    missing: list[str] = Field(
+        default_factory=list,
+        description="Credential variables that are not set: the loads would commit, their "
+        "sync would fail (and be alerted).",
+    )
+
+
 class PlanDocument(_Frozen):
     """What `hakiri plan --json` prints."""
 
@@ -320,6 +333,9 @@ class PlanDocument(_Frozen):
     catalog: CatalogInfo
     summary: Summary
     pipelines: list[PipelinePlan]
+    sync: SyncPreview | None = Field(
+        None, description="Where apply publishes the store, if anywhere."
+    )
     hints: list[str] = Field(
         default_factory=list, description="What else plan could show, and the flag that shows it."
     )

@@ -36,7 +36,7 @@ from hakiri.planner.backfill import live_batches
 from hakiri.planner.builder import applied_now, build_plan
 from hakiri.planner.drift import TargetDrift
 from hakiri.planner.evolution import accepted_changes
-from hakiri.planner.model import CatalogInfo, PlanDocument
+from hakiri.planner.model import CatalogInfo, PlanDocument, SyncPreview
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.restore import LostTarget
 from hakiri.planner.saved import SavedPlan, observed, stale_reason
@@ -54,6 +54,7 @@ class ProjectObservation:
     project: str
     catalog: CatalogInfo
     pipelines: list[PipelineObservation]
+    sync: SyncPreview | None = None
 
 
 def observe_project(
@@ -91,7 +92,29 @@ def observe_project(
             if pid not in project.pipelines and state is not None:
                 observations.append(PipelineObservation(pid, None, state))
         info = CatalogInfo(url=mask_url(url), initialized=catalog.initialized)
-    return ProjectObservation(project.settings.project.name, info, observations)
+    return ProjectObservation(
+        project.settings.project.name, info, observations, _sync_preview(project, env)
+    )
+
+
+def _sync_preview(project: Project, env: Mapping[str, str]) -> SyncPreview | None:
+    """Where apply will publish the store: read from the manifest and the environment only
+    (plan opens no connection to the bucket)."""
+    from hakiri.spec.sync import (
+        SYNC_ENDPOINT_VARIABLE,
+        SYNC_KEY_ID_VARIABLE,
+        SYNC_KEY_SECRET_VARIABLE,
+    )
+
+    sync = project.settings.sync
+    if sync is None:
+        return None
+    return SyncPreview(
+        bucket=sync.bucket,
+        endpoint=env.get(SYNC_ENDPOINT_VARIABLE) or sync.endpoint,
+        after_apply=sync.after_apply,
+        missing=[v for v in (SYNC_KEY_ID_VARIABLE, SYNC_KEY_SECRET_VARIABLE) if not env.get(v)],
+    )
 
 
 def plan_project(
@@ -103,7 +126,7 @@ def plan_project(
     count_changes: bool = False,
 ) -> PlanDocument:
     seen = observe_project(root, ids, env, count_deletes=count_deletes, count_changes=count_changes)
-    return build_plan(seen.project, seen.catalog, seen.pipelines)
+    return build_plan(seen.project, seen.catalog, seen.pipelines, seen.sync)
 
 
 def save_plan(
@@ -118,7 +141,7 @@ def save_plan(
     """`hakiri plan -o FILE`: the plan and digests of what it was made from, for `apply FILE`.
     A plan with errors is not written (as Terraform): there is nothing apply could execute."""
     seen = observe_project(root, ids, env, count_deletes=count_deletes, count_changes=count_changes)
-    document = build_plan(seen.project, seen.catalog, seen.pipelines)
+    document = build_plan(seen.project, seen.catalog, seen.pipelines, seen.sync)
     if document.summary.errors:
         return document
     saved = SavedPlan(

@@ -94,8 +94,18 @@ def test_the_specifications_project_file_validates_and_plans_with_no_network(
     }
     plan = project.cli("plan", "--json", env=dead)
     assert plan.exit_code == 0, plan.output
-    planned = {p["id"]: p for p in json.loads(plan.stdout)["pipelines"]}
-    assert set(planned) == {"github-issues", "shopify-orders"}
+    document = json.loads(plan.stdout)
+    assert {p["id"] for p in document["pipelines"]} == {"github-issues", "shopify-orders"}
+    # plan says where apply will publish the store, and that the credentials are not set
+    assert document["sync"] == {
+        "bucket": "r2://oh-context",
+        "endpoint": "http://127.0.0.1:9",
+        "after_apply": True,
+        "missing": ["HAKIRI_SYNC_KEY_ID", "HAKIRI_SYNC_KEY_SECRET"],
+    }
+    text = project.cli("plan", env=dead)
+    assert "sync: loads into the context store are published to r2://oh-context" in text.stdout
+    assert "HAKIRI_SYNC_KEY_ID and HAKIRI_SYNC_KEY_SECRET not set" in text.stderr
 
 
 @pytest.fixture
