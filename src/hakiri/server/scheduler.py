@@ -45,8 +45,6 @@ __all__ = ["Reconciler"]
 # How long the replica that fired a pipeline's last slot leaves the next one to the others:
 # more than one loop pass (0.5 s) of theirs; alone, it fires the slot this much later.
 TURN_SECONDS = 0.8
-# A sync that failed in serve is tried again this often (its load is committed already).
-SYNC_RETRY_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -83,7 +81,10 @@ class Reconciler:
         self._drift_check: threading.Thread | None = None
         # `[sync] after_apply`: loads committed to the store since its last good sync, and
         # when a failed sync is tried again.
-        self._unpublished = 0
+        # One at start-up: a sync that failed before a restart is tried again (a store already
+        # in the bucket costs a listing per table).
+        self._unpublished = 1
+        self._sync_failing = False
         self._sync_due = 0.0
         self._sync: threading.Thread | None = None
 
@@ -141,7 +142,7 @@ class Reconciler:
 
     def _watch_sync(self) -> None:
         """Publish the store after runs changed it, in a thread of its own; a failed sync is
-        said (and alerted) once, then tried again every SYNC_RETRY_SECONDS until it works."""
+        said (and alerted) once, then tried again every `[sync] retry_interval` until it works."""
         if (
             not self._unpublished
             or time.monotonic() < self._sync_due
@@ -156,15 +157,23 @@ class Reconciler:
     def _publish(self, owed: int) -> None:
         from hakiri.services.sync import sync_after_apply
 
-        attempt = sync_after_apply(self.state.project(), self.env)
+        project = self.state.project()
+        if project.settings.sync is None or not project.settings.sync.after_apply:
+            with self._lock:
+                self._unpublished -= owed
+            return
+        attempt = sync_after_apply(project, self.env, alert=not self._sync_failing)
+        self._sync_failing = not attempt.ok
         if not attempt.ok:
-            self._sync_due = time.monotonic() + SYNC_RETRY_SECONDS
+            retry = duration_seconds(project.settings.sync.retry_interval)
+            self._sync_due = time.monotonic() + retry
             self.quiet.failed("sync", f"sync: {attempt.message}")
             return
         with self._lock:
             self._unpublished -= owed  # runs that committed meanwhile are published next
         self.quiet.ok("sync", "sync")
-        self.log(f"sync: {attempt.message}")
+        if attempt.moved:
+            self.log(f"sync: {attempt.message}")
 
     def _fire(self, spec: PipelineSpec, now: datetime) -> datetime | None:
         """The slot this replica fires now, if any: a due one it won, or one whose replica

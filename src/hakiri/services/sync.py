@@ -146,21 +146,27 @@ def pull_project(
 class SyncAttempt:
     ok: bool
     message: str  # what to tell: where it was published, or why not
+    moved: bool = False  # some file was pushed or deleted
 
 
-def sync_after_apply(project: Project, env: Mapping[str, str]) -> SyncAttempt:
+def sync_after_apply(
+    project: Project, env: Mapping[str, str], *, alert: bool = True
+) -> SyncAttempt:
     """Publish the store after loads committed to it. Never raises: a failure is alerted in
-    the catalog and comes back as the warning to print."""
+    the catalog (unless `alert` is off: serve alerts once per run of failures) and comes back
+    as the warning to print."""
     settings = _settings(project)
     try:
         report = push_store(project, env)
     except HakiriError as exc:
         message = f"sync to {settings.bucket} failed; the load is committed: {exc.reason}"
-        _alert(project, env, message)
+        if alert:
+            _alert(project, env, message)
         hint = f" ({exc.hint}); `hakiri sync` retries" if exc.hint else "; `hakiri sync` retries"
         return SyncAttempt(False, message + hint)
     notes = [f"{t.table}: {n}" for t in report.tables for n in t.notes]
-    return SyncAttempt(True, "; ".join([f"published to {settings.bucket}", *notes]))
+    moved = any(t.files or t.deleted for t in report.tables)
+    return SyncAttempt(True, "; ".join([f"published to {settings.bucket}", *notes]), moved)
 
 
 # -- the pieces ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
-from hakiri.spec.base import SpecModel
+from hakiri.spec.base import Duration, SpecModel
 
 __all__ = [
     "SYNC_ENDPOINT_VARIABLE",
@@ -58,6 +58,10 @@ class SyncSettings(SpecModel):
         description="Sync after every apply (and serve run) that changed the store. A failed "
         "sync never fails the load, which is committed: it is alerted, and the next sync "
         "catches up.",
+    )
+
+    retry_interval: Duration = Field(
+        "30s", description="In serve, how soon a sync that failed is tried again."
     )
 
     @model_validator(mode="after")
