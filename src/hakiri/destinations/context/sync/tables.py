@@ -86,7 +86,8 @@ class TableSync:
 def table_state(bucket: Bucket, store: Path, table: str) -> TableState:
     local = local_files(store / table)
     remote = TableFiles.of({p: o.size for p, o in bucket.listing(table).items()})
-    wanted = set(_needed(store / table, local, remote.version)) if local.version >= 0 else set()
+    behind = local.version > remote.version
+    wanted = set(_needed(store / table, local, remote.version)) if behind else set()
     wanted |= set(local.log_entries(remote.version, local.version))
     missing = local.missing_from(remote, wanted)
     return TableState(
@@ -117,7 +118,8 @@ def push_table(
         return done
     _check_same_history(bucket, where, table, local, remote)
 
-    needed = _needed(where, local, after)
+    # The bucket at our version has its data already: commits go up only after their data.
+    needed = _needed(where, local, after) if after < upto else []
     gap = [p for p in needed if p not in local.sizes and p not in remote.sizes]
     data = local.missing_from(remote, needed)
     _transfer(data, lambda p: bucket.upload(table, p, where / p), on_file)
@@ -208,9 +210,7 @@ def _needed(where: Path, local: TableFiles, after: int) -> list[str]:
             f"cannot read the local table at {where}: {' '.join(str(exc).split())[:300]}",
             "`hakiri context tables` says what is wrong with it",
         ) from None
-    import pyarrow as pa
-
-    for path in pa.table(actions).column("path").to_pylist():
+    for path in actions.column("path").to_pylist():
         found[path] = None
     missing = [p for p in found if p not in local.sizes]
     if missing:
