@@ -25,6 +25,7 @@
     │   └── SchemaRefused       (planner.evolution) the same, with the blocked changes for `schema accept`
     ├── TargetLost              a target dropped by hand that the source cannot give all of back
     ├── UnsafeExpression        a transform expression or type the sandbox refuses
+    ├── UnsafeQuery             a view's or a query's SQL the query guard refuses
     ├── TransformError          a transform step cannot apply to the batch (missing column, wrong type)
     ├── DataQualityError        the batch's data broke a check; nothing was published
     │   ├── RuleViolation       a row rule with on_fail = "abort"
@@ -79,6 +80,7 @@ __all__ = [
     "TransformError",
     "UnsafeExpression",
     "UnsafeHook",
+    "UnsafeQuery",
     "ValidationFailed",
 ]
 
@@ -242,6 +244,21 @@ class TargetLost(HakiriError):
 
 class UnsafeExpression(HakiriError):
     """A transform expression or type the sandbox refuses (or cannot read)."""
+
+
+class UnsafeQuery(HakiriError):
+    """A view's or a query's SQL the query guard refuses; `line`/`column` point into the SQL."""
+
+    def __init__(
+        self,
+        reason: str,
+        hint: str | None = None,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        super().__init__(reason, hint)
+        self.line, self.column = line, column
 
 
 class TransformError(HakiriError):

@@ -40,17 +40,20 @@ def validate(project: ProjectDir = Path("."), as_json: JsonFlag = False) -> None
                 {
                     "valid": False,
                     "pipelines": [],
+                    "views": [],
                     "diagnostics": [d.to_json() for d in exc.diagnostics],
                 }
             )
             raise typer.Exit(1) from None
         raise
     pipelines = validate_service.describe_pipelines(loaded)
+    views = validate_service.describe_views(loaded)
     if as_json:
         emit_json(
             {
                 "valid": True,
                 "pipelines": pipelines,
+                "views": views,
                 "diagnostics": [d.to_json() for d in loaded.warnings],
             }
         )
@@ -61,7 +64,11 @@ def validate(project: ProjectDir = Path("."), as_json: JsonFlag = False) -> None
         out.print(
             f"  {row['id']:<24} {row['source']} -> {row['destination']} ({row['mode']})  {row['file']}:{row['line']}"
         )
+    for view in views:
+        reads = ", ".join(view["reads"])
+        out.print(f"  {view['name']:<24} view over {reads}  {view['file']}:{view['line']}")
     noun = "pipeline" if len(pipelines) == 1 else "pipelines"
+    more = f" and {len(views)} view{'' if len(views) == 1 else 's'}" if views else ""
     out.print(
-        f"[green]ok:[/green] {len(pipelines)} {noun} valid in {escape(display_path(loaded.root / 'hakiri.toml'))}"
+        f"[green]ok:[/green] {len(pipelines)} {noun}{more} valid in {escape(display_path(loaded.root / 'hakiri.toml'))}"
     )

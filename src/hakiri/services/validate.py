@@ -58,3 +58,19 @@ def describe_pipelines(project: Project) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def describe_views(project: Project) -> list[dict[str, Any]]:
+    """Each view, in the order a reader defines them (`views` of `validate --json`)."""
+    from hakiri.spec.view_checks import view_reads
+
+    return [
+        {
+            "name": name,
+            "file": display_path(project.view_origins[name].file),
+            "line": project.view_origins[name].line,
+            "reads": list(view_reads(view)),
+            "description": view.description,
+        }
+        for name, view in project.views.items()
+    ]

@@ -33,9 +33,11 @@ from hakiri.spec.raw import Problem, decode, nesting_problem, parse_limit_proble
 from hakiri.spec.rules import lint_pipeline
 from hakiri.spec.schema_export import pipeline_schema, project_schema
 from hakiri.spec.sources import registered_source_configs
+from hakiri.spec.views import ViewSpec
 
 PROJECT_FILE = "hakiri.toml"
 PIPELINES_DIR = "pipelines"
+VIEWS_DIR = "views"
 
 
 class ManifestFormat(StrEnum):
@@ -67,6 +69,9 @@ class Project:
     warnings: list[Diagnostic] = field(default_factory=list)
     # Variables that are unset and that only some pipelines need: (where, which pipelines).
     unset: tuple[UnsetVariable, ...] = ()
+    # [[view]] blocks and views/*.toml|json, in an order where a view follows those it reads.
+    views: dict[str, ViewSpec] = field(default_factory=dict)
+    view_origins: dict[str, Origin] = field(default_factory=dict)
 
     def require_variables(self, pipeline_ids: Iterable[str]) -> None:
         """ManifestError when a pipeline of `pipeline_ids` needs an unset variable (its own
@@ -172,8 +177,8 @@ class _Loader:
             return None
         return decoded
 
-    def pipeline_files(self) -> list[Path]:
-        directory = (self.root / PIPELINES_DIR).resolve()
+    def pipeline_files(self, folder: str = PIPELINES_DIR) -> list[Path]:
+        directory = (self.root / folder).resolve()
         found = {p.resolve() for p in directory.glob("*") if p.suffix in (".toml", ".json")}
         found |= {
             p for p in self.overrides if p.parent == directory and p.suffix in (".toml", ".json")
@@ -345,8 +350,11 @@ class _Loader:
                 docs.append(_Document(file, data, index, fmt))
 
         pipelines, origins, documents = self.load_pipelines(docs)
+        views: dict[str, ViewSpec] = {}
+        view_origins: dict[str, Origin] = {}
         if settings is not None:
             self.check_connections(settings, pipelines)
+            views, view_origins = self.load_views(settings, pipelines)
 
         errors = [d for d in self.diagnostics if d.severity == "error"]
         warnings = [d for d in self.diagnostics if d.severity == "warning"]
@@ -359,7 +367,53 @@ class _Loader:
                 )
             )
         unset = self.unset_variables(settings, pipelines)
-        return Project(self.root, settings, pipelines, origins, documents, warnings, unset)
+        return Project(
+            self.root, settings, pipelines, origins, documents, warnings, unset, views, view_origins
+        )
+
+    def load_views(
+        self, settings: ProjectFile, pipelines: dict[str, PipelineSpec]
+    ) -> tuple[dict[str, ViewSpec], dict[str, Origin]]:
+        """Inline [[view]] blocks, then views/*.toml|json; each view's SQL through the query
+        guard, its reads among the context store's tables and the other views, no cycle."""
+        from hakiri.spec.view_checks import check_views
+
+        found: list[tuple[ViewSpec, _Document, KeyPath]] = []
+        project_path = self.root / PROJECT_FILE
+        for i, view in enumerate(settings.view):
+            doc = _Document(project_path, {}, self.project_index, ManifestFormat.TOML_INLINE)
+            found.append((view, doc, ("view", i)))
+        for file in self.pipeline_files(VIEWS_DIR):
+            text = self.read(file)
+            parsed = self.parse(file, text) if text is not None else None
+            if parsed is None:
+                continue
+            data, index = parsed
+            if isinstance(data, dict):
+                data = {k: v for k, v in data.items() if k != "$schema"}
+            fmt = ManifestFormat.JSON if file.suffix == ".json" else ManifestFormat.TOML
+            doc = _Document(file, data, index, fmt)
+            view = self.check_document(_view_checker(), ViewSpec, doc, data)
+            if view is not None:
+                found.append((view, doc, ()))
+        tables = _context_tables(settings, pipelines)
+        views, origins = {}, {}
+        for problem in check_views([(v, self._origin_of(d, p), p, d) for v, d, p in found], tables):
+            self.error(problem.message, problem.file, problem.line, problem.path, hint=problem.hint)
+        for view, doc, path in found:
+            if view.name not in views:
+                views[view.name] = view
+                origins[view.name] = self._origin_of(doc, path)
+        if any(d.severity == "error" for d in self.diagnostics):
+            return views, origins  # the load fails; no order to work out
+        from hakiri.spec.view_checks import view_order
+
+        ordered = view_order(views)
+        return {n: views[n] for n in ordered}, {n: origins[n] for n in ordered}
+
+    @staticmethod
+    def _origin_of(doc: _Document, path: KeyPath) -> Origin:
+        return Origin(doc.file, doc.index.line_of(path) or 1, doc.format)
 
     def load_pipelines(
         self, docs: list[_Document]
@@ -438,6 +492,24 @@ class _Loader:
                         path,
                         hint=hint,
                     )
+
+
+@cache
+def _view_checker() -> SchemaChecker:
+    return SchemaChecker(ViewSpec.model_json_schema(by_alias=True))
+
+
+def _context_tables(settings: ProjectFile, pipelines: dict[str, PipelineSpec]) -> dict[str, str]:
+    """The context-store tables the project's pipelines load: table -> pipeline id."""
+    from hakiri.spec.connections import destination_kind, target_of
+
+    found: dict[str, str] = {}
+    for pid, spec in pipelines.items():
+        if destination_kind(settings, spec) != "context":
+            continue
+        for table in spec.table_specs():
+            found.setdefault(target_of(settings, spec, table).table.lower(), pid)
+    return found
 
 
 def _scoped(doc: _Document, path: KeyPath) -> bool:

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from hakiri.spec.base import Duration, SpecModel
 from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.sync import SyncSettings
+from hakiri.spec.views import ViewSpec
 
 
 class ProjectMeta(SpecModel):
@@ -141,4 +142,8 @@ class ProjectFile(SpecModel):
     connections: dict[str, Connection] = Field(default_factory=dict)
     pipeline: list[PipelineSpec] = Field(
         default_factory=list, description="Inline pipelines ([[pipeline]])."
+    )
+    view: list[ViewSpec] = Field(
+        default_factory=list,
+        description="Inline views ([[view]]): named read-only SQL over the context store.",
     )
