@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["table_digest"]
+__all__ = ["bucket_table", "local_table", "same_table", "table_digest"]
 
 _OPTIONS = (
     "AWS_ENDPOINT_URL",
@@ -42,6 +42,36 @@ def table_digest(table: Any) -> tuple[int, str]:
     rows = rows.to_pylist()
     lines = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
     return len(rows), hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def bucket_table(storage_options: dict[str, str], uri: str) -> dict[str, Any] | None:
+    """What a delta-rs reader of the bucket sees at `uri` now, read in a process of its own:
+    version, rows, digest; None when it cannot open the table."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.bucket_reader", "digest", uri],
+        env={**os.environ, **storage_options},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def local_table(path: Path, version: int | None = None) -> dict[str, Any]:
+    """The same of a local table (at `version`, else its latest)."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path), version=version)
+    rows, digest = table_digest(table)
+    return {"version": table.version(), "rows": rows, "digest": digest}
+
+
+def same_table(remote: dict[str, Any] | None, local: dict[str, Any]) -> bool:
+    """The bucket's table is the local one: same version, same rows."""
+    keys = ("version", "rows", "digest")
+    return remote is not None and all(remote[k] == local[k] for k in keys)
 
 
 def _read(uri: str) -> dict[str, Any]:

@@ -4,42 +4,21 @@ and is caught up by the retry once the bucket exists; a later run is published t
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 from deltalake import DeltaTable
 
 from hakiri.catalog.store import Catalog
-from tests.support.bucket_reader import table_digest
+from tests.support.bucket_reader import bucket_table, local_table, same_table
 from tests.support.project import Project
 from tests.support.s3_server import S3Server
 from tests.support.serve import SERVE_SPARK, ServeProcess
 
 
-def _remote(server: S3Server, uri: str) -> dict | None:
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.bucket_reader", "digest", uri],
-        env={**os.environ, **server.storage_options()},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return json.loads(done.stdout) if done.returncode == 0 else None
-
-
 def _in_bucket(server: S3Server, uri: str, table: Path) -> bool:
-    """The bucket's table is the local one: same version, same rows."""
-    remote = _remote(server, uri)
-    if remote is None:
-        return False
-    local = DeltaTable(str(table))
-    rows, digest = table_digest(local)
-    return (remote["version"], remote["rows"], remote["digest"]) == (local.version(), rows, digest)
+    return same_table(bucket_table(server.storage_options(), uri), local_table(table))
 
 
 def test_serve_publishes_after_its_runs_and_catches_up_a_failed_sync(

@@ -7,17 +7,14 @@ load it follows."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 from tests.conftest import SHOPIFY_ACCESS_TOKEN
-from tests.support.bucket_reader import table_digest
+from tests.support.bucket_reader import bucket_table, local_table, same_table
 from tests.support.project import Project
 from tests.support.s3_server import S3Server
 from tests.support.shopify_server import ShopifyServer
@@ -116,33 +113,10 @@ def oh_context(s3_server: S3Server):
     shutil.rmtree(s3_server.root / "oh-context", ignore_errors=True)
 
 
-def _remote_digest(server: S3Server, uri: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.bucket_reader", "digest", uri],
-        env={**os.environ, **server.storage_options()},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
-
-
-def _local_digest(path: Path) -> dict:
-    table = DeltaTable(str(path))
-    rows, digest = table_digest(table)
-    return {"version": table.version(), "rows": rows, "digest": digest}
-
-
 def _bucket_equals_store(server: S3Server, project: Project, bucket: str, tables) -> None:
     for table in tables:
-        remote = _remote_digest(server, f"s3://{bucket}/{table}")
-        local = _local_digest(project.root / ".hakiri" / "context" / table)
-        assert (remote["version"], remote["rows"], remote["digest"]) == (
-            local["version"],
-            local["rows"],
-            local["digest"],
-        ), table
+        remote = bucket_table(server.storage_options(), f"s3://{bucket}/{table}")
+        assert same_table(remote, local_table(project.root / ".hakiri" / "context" / table)), table
 
 
 def test_apply_loads_the_shop_exactly_and_publishes_the_store(
@@ -224,10 +198,6 @@ def test_a_sync_that_fails_never_fails_the_load_and_is_alerted(
 
     caught_up = project.cli("sync", env=s3_server.env())
     assert caught_up.exit_code == 0, caught_up.output
-    remote = _remote_digest(s3_server, f"s3://{s3_bucket}/warehouse/orders")
-    local = _local_digest(store / "orders")
-    assert (
-        (remote["rows"], remote["digest"])
-        == (local["rows"], local["digest"])
-        == (3, local["digest"])
-    )
+    remote = bucket_table(s3_server.storage_options(), f"s3://{s3_bucket}/warehouse/orders")
+    local = local_table(store / "orders")
+    assert same_table(remote, local) and local["rows"] == 3

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from tests.support.bucket_reader import table_digest
+from tests.support.bucket_reader import bucket_table, local_table, same_table
 from tests.support.engines import HAKIRI
 from tests.support.s3_server import S3Server
 
@@ -61,37 +61,13 @@ def _hakiri(root: Path, server: S3Server, *args: str, **env: str) -> subprocess.
     )
 
 
-def _remote(server: S3Server, bucket: str, table: str) -> dict:
+def _remote(server: S3Server, bucket: str, table: str) -> dict | None:
     """What a delta-rs reader of the bucket sees now (in a process of its own)."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.bucket_reader",
-            "digest",
-            f"s3://{bucket}/store/{table}",
-        ],
-        env={**os.environ, **server.storage_options()},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
+    return bucket_table(server.storage_options(), f"s3://{bucket}/store/{table}")
 
 
 def _local(root: Path, table: str, version: int | None = None) -> dict:
-    delta = DeltaTable(str(root / STORE / table), version=version)
-    rows, digest = table_digest(delta)
-    return {"version": delta.version(), "rows": rows, "digest": digest}
-
-
-def _same(remote: dict, local: dict) -> bool:
-    return (remote["version"], remote["rows"], remote["digest"]) == (
-        local["version"],
-        local["rows"],
-        local["digest"],
-    )
+    return local_table(root / STORE / table, version)
 
 
 def _objects(server: S3Server, bucket: str, table: str) -> dict[str, int]:
@@ -154,11 +130,11 @@ def test_a_reader_polling_the_bucket_never_fails_nor_sees_a_version_the_store_la
         for version in sorted({o["version"] for o in seen_here if "error" not in o}):
             local = _local(root, table, version)
             match = [o for o in seen_here if o.get("version") == version]
-            assert all(_same(o, local) for o in match), (table, version)
+            assert all(same_table(o, local) for o in match), (table, version)
     events = {o["version"] for o in by_table[uris[0]] if "error" not in o}
     assert {24, 54} <= events  # it read the bucket between the two syncs and after them
-    assert _same(_remote(s3_server, s3_bucket, "events"), _local(root, "events"))
-    assert _same(_remote(s3_server, s3_bucket, "users"), _local(root, "users"))
+    assert same_table(_remote(s3_server, s3_bucket, "events"), _local(root, "events"))
+    assert same_table(_remote(s3_server, s3_bucket, "users"), _local(root, "users"))
 
 
 def _wait_until_seen(seen: Path, uri: str, *, version: int, timeout: float = 60.0) -> None:
@@ -187,13 +163,18 @@ def test_a_sync_killed_at_any_file_converges_on_the_next(
     )
     if pushed_commits:  # what a reader finds meanwhile is a whole version of ours
         remote = _remote(s3_server, s3_bucket, "events")
-        assert _same(remote, _local(root, "events", remote["version"]))
+        assert same_table(remote, _local(root, "events", remote["version"]))
     assert len(pushed_commits) == max(0, hit - 12)
 
-    again = _hakiri(root, s3_server, "sync")
+    _converges(root, s3_server, s3_bucket, "events")
+
+
+def _converges(root: Path, server: S3Server, bucket: str, table: str) -> None:
+    """One more sync, and the bucket holds the table's files and rows exactly."""
+    again = _hakiri(root, server, "sync")
     assert again.returncode == 0, again.stderr
-    assert _objects(s3_server, s3_bucket, "events") == _files(root, "events")
-    assert _same(_remote(s3_server, s3_bucket, "events"), _local(root, "events"))
+    assert _objects(server, bucket, table) == _files(root, table)
+    assert same_table(_remote(server, bucket, table), _local(root, table))
 
 
 def test_a_sync_killed_from_outside_converges(
@@ -216,10 +197,7 @@ def test_a_sync_killed_from_outside_converges(
     sync.send_signal(signal.SIGKILL)
     sync.wait(timeout=30)
 
-    again = _hakiri(root, s3_server, "sync")
-    assert again.returncode == 0, again.stderr
-    assert _objects(s3_server, s3_bucket, "events") == _files(root, "events")
-    assert _same(_remote(s3_server, s3_bucket, "events"), _local(root, "events"))
+    _converges(root, s3_server, s3_bucket, "events")
 
 
 def test_only_what_the_bucket_lacks_is_pushed_and_status_says_how_far_apart(
@@ -286,7 +264,7 @@ def test_vacuumed_files_leave_the_bucket_once_older_than_the_retention(
     gone = json.loads(_hakiri(root, s3_server, "sync", "--retain-hours", "0", "--json").stdout)
     assert gone["tables"][0]["deleted"] == 3
     assert not any(r in _objects(s3_server, s3_bucket, "events") for r in removed)
-    assert _same(_remote(s3_server, s3_bucket, "events"), _local(root, "events"))
+    assert same_table(_remote(s3_server, s3_bucket, "events"), _local(root, "events"))
 
 
 def test_a_version_vacuumed_before_it_was_pushed_is_skipped_whole(
@@ -309,7 +287,7 @@ def test_a_version_vacuumed_before_it_was_pushed_is_skipped_whole(
     assert f"the bucket skips to version {newest}" in done.stderr
     checkpoint = f"_delta_log/{newest:020d}.checkpoint.parquet"
     assert checkpoint in _objects(s3_server, s3_bucket, "events")
-    assert _same(_remote(s3_server, s3_bucket, "events"), _local(root, "events"))
+    assert same_table(_remote(s3_server, s3_bucket, "events"), _local(root, "events"))
 
 
 def test_a_second_history_on_the_same_prefix_is_refused_and_writes_nothing(
@@ -327,7 +305,7 @@ def test_a_second_history_on_the_same_prefix_is_refused_and_writes_nothing(
     assert "the two histories diverged" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert _objects(s3_server, s3_bucket, "events") == before
-    assert _same(_remote(s3_server, s3_bucket, "events"), _local(mine, "events"))
+    assert same_table(_remote(s3_server, s3_bucket, "events"), _local(mine, "events"))
 
 
 def test_missing_or_wrong_credentials_fail_in_one_line_and_are_never_printed(
