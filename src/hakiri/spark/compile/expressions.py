@@ -78,8 +78,9 @@ class CompileRefusal(HakiriError):
 
 
 def call_site(message: Any) -> str | None:
-    """The first Python call site PySpark recorded in `message` or below it ('file.py:7')."""
-    pending = [message]
+    """The first Python call site PySpark recorded in `message` (or a list of them) or below
+    it ('file.py:7')."""
+    pending = list(message) if isinstance(message, list) else [message]
     while pending:
         node = pending.pop(0)
         common = getattr(node, "common", None)

@@ -131,18 +131,30 @@ def _called_name(func: ast.expr) -> str | None:
     return None
 
 
-def _line_of_call(path: Path, calls: Sequence[str]) -> int | None:
-    """The first line of the module that calls one of the DataFrame methods `calls`."""
+def _line_of_call(path: Path, calls: Sequence[str], mentioning: str | None = None) -> int | None:
+    """The first line of the module that calls one of the DataFrame methods `calls`; with
+    `mentioning`, the first such call that names it as a string (withColumn("total", ...))."""
     try:
         tree = ast.parse(path.read_bytes())
     except SyntaxError:
         return None
-    lines = [
-        n.lineno
+    found = [
+        n
         for n in ast.walk(tree)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in calls
     ]
-    return min(lines) if lines else None
+    if mentioning is not None:
+        named = [
+            n
+            for n in found
+            if any(
+                isinstance(c, ast.Constant) and c.value == mentioning
+                for a in [*n.args, *(k.value for k in n.keywords)]
+                for c in ast.walk(a)
+            )
+        ]
+        found = named or found
+    return min(n.lineno for n in found) if found else None
 
 
 def _transform_line(path: Path) -> int:
@@ -256,11 +268,16 @@ class _Source:
         return None
 
     def refused(
-        self, reason: str, hint: str | None, site: str | None, calls: Sequence[str]
+        self,
+        reason: str,
+        hint: str | None,
+        site: str | None,
+        calls: Sequence[str],
+        mentioning: str | None = None,
     ) -> CompileFailed:
         line = (
             self.line_of_site(site)
-            or (_line_of_call(self.path, calls) if calls else None)
+            or (_line_of_call(self.path, calls, mentioning) if calls else None)
             or _transform_line(self.path)
         )
         return CompileFailed(f"{reason} ({self.shown}:{line})", hint)
@@ -286,14 +303,18 @@ def _validated(
     except ValidationError as exc:
         error = exc.errors()[0]
         index = error["loc"][0] if error["loc"] and isinstance(error["loc"][0], int) else 0
-        op = str(steps[index].get("op", "?")) if index < len(steps) else "?"
+        step = steps[index] if index < len(steps) else {}
+        op = str(step.get("op", "?"))
         ctx = error.get("ctx") or {}
         message = str(error["msg"]).removeprefix("Value error, ")
+        column = error["loc"][-1] if isinstance(error["loc"][-1], str) else None
+        named = column if column in (step.get("columns") or {}) else None
         raise source.refused(
             f"{message} (in the {op} it compiles to)",
             ctx.get("hint"),
-            sites[index] if index < len(sites) else None,
+            None if named else (sites[index] if index < len(sites) else None),
             STEP_CALLS.get(op, ()),
+            named,
         ) from None
 
 

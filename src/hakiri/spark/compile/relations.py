@@ -73,24 +73,25 @@ _REFUSED: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     "group_map": (
         "Python code over groups (applyInPandas)",
-        "use Spark's built-in functions",
+        "use Spark's built-in functions; the runtime never runs the module",
         ("applyInPandas", "applyInArrow"),
     ),
     "sort": (
-        "sorting (orderBy/sort): a load does not keep the order of rows",
-        "sort when you read the target; to keep one row per key, use dropDuplicates",
+        "sorting (orderBy/sort)",
+        "a load does not keep the order of rows: sort when you read the target "
+        "(to keep one row per key, use dropDuplicates)",
         ("orderBy", "sort", "sortWithinPartitions"),
     ),
     "limit": (
-        "limit: which rows of a batch come first is not fixed",
-        "filter the rows you want",
+        "limit",
+        "which rows of a batch come first is not fixed: filter the rows you want",
         ("limit", "head", "take"),
     ),
-    "offset": ("offset: which rows come first is not fixed", "filter instead", ("offset",)),
-    "tail": ("tail: which rows come last is not fixed", "filter instead", ("tail",)),
-    "sample": ("sampling picks rows at random", "filter instead", ("sample", "sampleBy")),
+    "offset": ("offset", "which rows come first is not fixed: filter instead", ("offset",)),
+    "tail": ("tail", "which rows come last is not fixed: filter instead", ("tail",)),
+    "sample": ("sampling", "it picks rows at random: filter instead", ("sample", "sampleBy")),
     "aggregate": (
-        "an aggregate (groupBy/agg) makes one row of many",
+        "an aggregate (groupBy/agg)",
         "a compiled transform works one row at a time: aggregate in a view over the target",
         ("groupBy", "groupby", "agg", "rollup", "cube", "pivot"),
     ),
@@ -109,7 +110,8 @@ _REFUSED: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "leave partitioning to the engine",
         ("repartition", "repartitionByRange"),
     ),
-    "unpivot": ("unpivot/melt makes several rows of one", "not compiled yet", ("unpivot", "melt")),
+    "unpivot": ("unpivot/melt", "it makes several rows of one; not compiled", ("unpivot", "melt")),
+    "with_watermark": ("a watermark", "batches are not streams", ("withWatermark",)),
 }
 
 
@@ -151,6 +153,9 @@ class _Walk:
         self.steps.append(step)
         self.sites.append(call_site(made_of) if made_of is not None else None)
 
+    # `made_of`: the step's own expressions, never the relation (whose input is the steps
+    # before it, with call sites of their own).
+
     # ---------------------------------------------------------------- relations
 
     def visit(self, rel: Any) -> None:
@@ -186,7 +191,7 @@ class _Walk:
                     call_site(alias),
                 )
             columns[alias.name[0]] = expression_sql(alias.expr)
-        self.add({"op": "with_columns", "columns": columns}, rel.with_columns)
+        self.add({"op": "with_columns", "columns": columns}, list(rel.with_columns.aliases))
         for name in columns:
             if self.find(name) is None:
                 self.columns.append(name)
@@ -284,7 +289,7 @@ class _Walk:
                 ("select",),
             )
         if computed:
-            self.add({"op": "with_columns", "columns": computed}, project)
+            self.add({"op": "with_columns", "columns": computed}, list(project.expressions))
         if chosen != self.columns or computed:
             self.add({"op": "select", "columns": chosen})
         self.columns = chosen
@@ -294,7 +299,17 @@ class _Walk:
         if item.WhichOneof("expr_type") != "unresolved_attribute":
             return None
         parts = split_name(item.unresolved_attribute.unparsed_identifier)
-        return self.find(parts[0]) if len(parts) == 1 else None
+        if len(parts) != 1:
+            return None
+        found = self.find(parts[0])
+        if found is None:
+            raise CompileRefusal(
+                f"no column {parts[0]!r} in the frame (columns: {', '.join(self.columns)})",
+                "check the name against the pipeline's source and the steps before",
+                call_site(item),
+                ("select",),
+            )
+        return found
 
     def _join(self, rel: Any) -> None:
         join = rel.join
