@@ -76,6 +76,8 @@ def transform_modules(project: Project, files: Sequence[Path]) -> list[tuple[Pat
     modules = []
     for file in files:
         path = file if file.is_absolute() else Path.cwd() / file
+        if not path.is_file() and not file.is_absolute():  # relative to the project, then
+            path = project.root / file
         if not path.is_file():
             raise HakiriError(
                 f"no module {display_path(path)}",
@@ -93,6 +95,7 @@ def transform_modules(project: Project, files: Sequence[Path]) -> list[tuple[Pat
 
 
 def _relative(project: Project, path: Path) -> str:
+    """`path` as the project names it (modules and compiled files live in the project)."""
     try:
         return path.resolve().relative_to(project.root).as_posix()
     except ValueError:
@@ -118,7 +121,9 @@ def check_compiled(
             plan = document.get("plan") if isinstance(document, dict) else None
             steps = len(plan) if isinstance(plan, list) else None
         outcomes.append(
-            CompileOutcome(display_path(module), pid, display_path(target), status, steps)
+            CompileOutcome(
+                _relative(project, module), pid, _relative(project, target), status, steps
+            )
         )
     return outcomes
 
@@ -133,9 +138,12 @@ def compile_transforms(
     modules = transform_modules(project, files)
     if not modules:
         return []
-    for _, pid in modules:
-        _refuse_listed_transforms(project, pid)
+    from hakiri.spark.compile.module import scan_module
     from hakiri.spark.session import connect_session
+
+    for module, pid in modules:
+        _refuse_listed_transforms(project, pid)
+        scan_module(module, _relative(project, module))  # refused on sight: no engine starts
 
     spark, _ = connect_session(project.settings.spark, project.root, "sail", env=env)
     return [_compile_one(project, env, spark, module, pid) for module, pid in modules]
@@ -157,7 +165,7 @@ def _compile_one(
 
     spec = project.pipelines[pid]
     data = module.read_bytes()
-    shown = display_path(module)
+    shown = _relative(project, module)
     compiled = compile_module(
         module,
         shown,
@@ -190,7 +198,7 @@ def _compile_one(
                 f"cannot write {display_path(target)}: {exc.strerror or exc}",
                 "check that the pipelines directory is writable",
             ) from None
-    return CompileOutcome(shown, pid, display_path(target), status, len(compiled.steps))
+    return CompileOutcome(shown, pid, _relative(project, target), status, len(compiled.steps))
 
 
 def _pyspark_version() -> str:

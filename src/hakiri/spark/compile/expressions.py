@@ -333,11 +333,14 @@ def _floating(value: float, type_name: str) -> str:
 
 
 def _decimal(literal: Any) -> str:
-    text = literal.value
-    number = decimal.Decimal(text)
-    if literal.HasField("precision") and literal.HasField("scale"):
-        return f"CAST('{number}' AS DECIMAL({literal.precision},{literal.scale}))"
-    return f"{number}BD"
+    """A decimal keeps every digit it was written with: PySpark sends lit(Decimal("1.50")) as
+    decimal(10,0), which Apache Spark would round to 2 (Sail keeps 1.50); the text says
+    decimal(10,2), the value's own scale, at least the precision PySpark sent."""
+    number = decimal.Decimal(literal.value)
+    _, digits, exponent = number.as_tuple()
+    scale = max(0, -int(exponent))
+    precision = max(literal.precision if literal.HasField("precision") else 10, len(digits), scale)
+    return f"CAST('{number}' AS DECIMAL({min(precision, 38)},{scale}))"
 
 
 def string_sql(value: str) -> str:
