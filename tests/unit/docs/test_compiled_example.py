@@ -33,9 +33,9 @@ def test_the_worked_example_validates_and_is_current(tmp_path: Path) -> None:
     (tmp_path / "pipelines").mkdir()
     (tmp_path / "pipelines" / "orders.transforms.json").write_text(blocks["json"])
     document = json.loads(blocks["json"])
-    assert document["source_hash"] == "sha256:" + hashlib.sha256(
-        blocks["python"].encode()
-    ).hexdigest()
+    assert (
+        document["source_hash"] == "sha256:" + hashlib.sha256(blocks["python"].encode()).hexdigest()
+    )
 
     runner = CliRunner()
     validated = runner.invoke(app, ["validate", "--json", "--project", str(tmp_path)])
