@@ -33,6 +33,8 @@
     ├── HookError               a pre/post hook failed to run
     │   └── UnsafeHook          a hook the SQL guard or the webhook (SSRF) guard refused
     ├── ServeError              `hakiri serve` cannot start (port taken, address not ours)
+    ├── CompileFailed           (spark.compile.module) a transforms module `hakiri compile` cannot compile
+    ├── CompileRefusal          (spark.compile.expressions) a construct in transform(df) steps cannot carry
     └── SyncFailed              `hakiri sync` could not publish the store or pull it back
         └── SyncDiverged        the bucket and the local store hold different histories
 

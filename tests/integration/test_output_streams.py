@@ -112,6 +112,7 @@ CASES: dict[str, Case | NotRun] = {
     "backfill history": Case(("backfill", "history", "orders"), empty_note="no rewinds of orders"),
     "cdc lag": _fails("cdc", "lag", "nope", error="no pipeline `nope`"),
     "cdc drop-slot": _fails("cdc", "drop-slot", "nope", error="no pipeline `nope`"),
+    "compile": _fails("compile", "transforms/nope.py", error="no module "),
     "sync": _fails("sync", error="this project has no [sync] section"),
     "sync pull": _fails("sync", "pull", error="this project has no [sync] section"),
     # The suite's own session holds a local server of this test process's.

@@ -15,6 +15,7 @@ from hakiri.cli import (
     apply,
     backfill,
     cdc,
+    compile,
     context,
     diff,
     engine,
@@ -103,6 +104,7 @@ def _root(
 
 app.command("init")(project.init)
 app.command("validate")(project.validate)
+app.command("compile")(compile.compile_)
 app.command("plan")(plan.plan)
 app.command("apply")(apply.apply)
 app.command("run")(apply.run)

@@ -147,7 +147,9 @@ class BatchLoader:
                     if read.evidence and self.lineage is not None:
                         self.lineage.seen(batch.table_name, frame, destination, request)
                     if read.evidence:
-                        frame = prepared_for_load(self.spec, read, request.batch_time)
+                        frame = prepared_for_load(
+                            self.spec, read, request.batch_time, self.targets.project
+                        )
                 with lock:  # no commit runs while the DDL does
                     if read.evidence:
                         guessed = guessed_columns(read.inferred, frame, self.spec.transforms)

@@ -80,7 +80,7 @@ def _as_loaded(
     with spark_errors(f"counting the rows {label} would {what} {request.target_table}"):
         read = source.read(run.spark(), batch)
         taken = read.taken_at or batch.created_at or datetime.now(UTC)
-        frame = prepared_for_load(spec, read, taken)
+        frame = prepared_for_load(spec, read, taken, run.project)
         with explained_by(read):
             yield destination, frame, replace(request, batch_time=taken)
 

@@ -143,7 +143,8 @@ def plan_pipeline(obs: PipelineObservation) -> PipelinePlan:
     schema = [_schema(spec, t, applied_key) for t in obs.tables]
     targets = [change for change, _ in schema]
     pending = [_pending(spec, t) for t in obs.tables]
-    warnings = [w for t in obs.tables for w in _warnings(spec, t)]
+    warnings = list(obs.notes)
+    warnings += [w for t in obs.tables for w in _warnings(spec, t)]
     warnings += [
         w for t, (change, _) in zip(obs.tables, schema, strict=True) for w in _money(t, change)
     ]

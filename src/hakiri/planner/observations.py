@@ -59,3 +59,5 @@ class PipelineObservation:
     drift: tuple[TargetDrift, ...] = ()
     # Of those, the targets dropped (or dropped and created again): what apply does about them.
     lost: tuple[LostTarget, ...] = ()
+    # Warnings about the manifests themselves (a compiled transforms file older than its module).
+    notes: tuple[str, ...] = ()

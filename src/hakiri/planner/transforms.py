@@ -12,6 +12,9 @@
     flatten                  a struct's fields, when its type is known; otherwise the
                              column goes and a note says its fields show only at run time
     explode                  the array's element type, when known
+    join                     the `on` columns first, then the batch's, then the table's
+                             (their types show at load; with no `columns` list, all
+                             of them show only at load)
 
 A step naming a column the source does not have gives a note (apply would fail
 there). Pure: no I/O, no JVM.
@@ -35,6 +38,7 @@ from hakiri.spec.transforms import (
     ExplodeStep,
     FilterStep,
     FlattenStep,
+    JoinStep,
     RenameStep,
     SelectStep,
     TransformStep,
@@ -124,6 +128,8 @@ class _State:
 def _apply(state: _State, step: TransformStep) -> None:
     if isinstance(step, FilterStep | DedupeStep):
         return
+    if isinstance(step, JoinStep) and step.how in ("left_semi", "left_anti"):
+        return
     if state.columns is None:
         # Unknown columns stay unknown, except that a select names them all.
         if isinstance(step, SelectStep):
@@ -151,6 +157,28 @@ def _apply(state: _State, step: TransformStep) -> None:
         _flatten(state, step)
     elif isinstance(step, ExplodeStep):
         _explode(state, step)
+    elif isinstance(step, JoinStep):
+        _join(state, step)
+
+
+def _join(state: _State, step: JoinStep) -> None:
+    """A USING join: the key columns first (the batch's), then the batch's others, then the
+    table's others, whose types only the table tells (plan does not open the store)."""
+    assert state.columns is not None
+    if step.columns is None:
+        state.notes.append(
+            f"{state.where}: the columns of context table {step.table!r} show at load; "
+            "list them in the step's `columns` for plan to show them"
+        )
+        state.columns = None
+        return
+    keys = [i for n in step.on if (i := state.find(n)) is not None]
+    keyed = {state.columns[i].name.lower() for i in keys}
+    state.columns = (
+        [state.columns[i] for i in keys]
+        + [c for c in state.columns if c.name.lower() not in keyed]
+        + [OutputColumn(n, None) for n in step.columns if n.lower() not in keyed]
+    )
 
 
 def _cast(state: _State, step: CastStep) -> None:

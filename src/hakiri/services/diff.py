@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,7 +240,7 @@ def _source_view(
             "check the table's name and the source's `schema`",
         )
         return postgres_view(conn, (schema, name), missing, lambda _: pg_filters(None, where))
-    return _engine_source(spec, source, compared, where, run.spark)
+    return _engine_source(spec, source, compared, where, run)
 
 
 def _engine_source(
@@ -248,15 +248,15 @@ def _engine_source(
     source: Any,
     compared: Compared,
     where: str | None,
-    spark: Callable[[], Any],
+    run: RunContext,
 ) -> RowsView:
     """The source read as apply reads it (transforms, renames, rules), in the reads the source
     says reproduce the target (a files source loaded file by file: the files recorded as
     loaded, folded by the load's key)."""
     from hakiri.quality.rules import RuleCheck
 
-    reads = [source.read(spark(), b) for b in compared.batches]
-    frames = [prepared(spec, r) for r in reads]
+    reads = [source.read(run.spark(), b) for b in compared.batches]
+    frames = [prepared(spec, r, run.project) for r in reads]
     frame = _latest_by_key(frames, list(compared.fold_by)) if compared.fold_by else frames[0]
     read = reads[-1]
     raw, rules = frame, None

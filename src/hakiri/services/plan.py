@@ -307,9 +307,21 @@ class _Observer:
                     cdc=self._cdc_lag(source, errors[spec.id]),
                     drift=drift,
                     lost=lost,
+                    notes=self._compiled_notes(spec),
                 )
             )
         return observations
+
+    def _compiled_notes(self, spec: PipelineSpec) -> tuple[str, ...]:
+        """A compiled transforms file older than its module: plan runs the compiled steps."""
+        compiled = self.project.compiled.get(spec.id)
+        stale = compiled.stale_reason() if compiled is not None else None
+        if stale is None:
+            return ()
+        return (
+            f"compiled transforms are stale: {stale}; plan and apply run the compiled steps "
+            "until `hakiri compile` writes them again",
+        )
 
     def _drift(
         self, spec: PipelineSpec, tables: Sequence[TableObservation], errors: list[str]

@@ -30,9 +30,13 @@ def _uses_context_store(project: Project) -> bool:
 
 
 def _jars_for(project: Project, spec: PipelineSpec) -> frozenset[str]:
-    """The jars Apache Spark needs for the pipeline's source and its destination."""
+    """The jars Apache Spark needs for the pipeline's source, its destination and its
+    transforms (a `join` step reads the context store)."""
+    joins = frozenset({"delta"}) if any(s.op == "join" for s in spec.transforms) else frozenset()
     return (
-        source_kind(spec).spark_jars | kind_of(destination_kind(project.settings, spec)).spark_jars
+        source_kind(spec).spark_jars
+        | kind_of(destination_kind(project.settings, spec)).spark_jars
+        | joins
     )
 
 

@@ -19,6 +19,8 @@ naming the step (`transforms[2] (filter)`) and the column, never a Java trace.
                   in its place
     explode       one row per element of an array column (explode_outer with
                   keep_empty), named `alias` (default: the column), in its place
+    join          a USING join with a table of the context store, read through
+                  `tables` (the caller's: the engine knows where the store is)
 
 Column names are always quoted, so names with dots, spaces or backquotes are
 plain names. Expressions pass the transform sandbox three times: when the
@@ -50,6 +52,7 @@ from hakiri.spec.transforms import (
     ExplodeStep,
     FilterStep,
     FlattenStep,
+    JoinStep,
     RenameStep,
     SelectStep,
     TransformStep,
@@ -72,8 +75,14 @@ _COLUMN_HINT = (
 )
 
 
-def apply_transforms(frame: DataFrame, steps: Sequence[TransformStep]) -> DataFrame:
-    """`frame` with every step applied, in order (lazily: no Spark job runs)."""
+ContextTables = Callable[[str], "DataFrame"]
+
+
+def apply_transforms(
+    frame: DataFrame, steps: Sequence[TransformStep], tables: ContextTables | None = None
+) -> DataFrame:
+    """`frame` with every step applied, in order (lazily: no Spark job runs). `tables` reads a
+    table of the context store by name, for `join` steps."""
     if not steps:
         return frame
     case_sensitive = str(frame.sparkSession.conf.get("spark.sql.caseSensitive", "false")) == "true"
@@ -81,7 +90,7 @@ def apply_transforms(frame: DataFrame, steps: Sequence[TransformStep]) -> DataFr
         where = f"transforms[{index}] ({step.op})"
         compile_step = _STEPS[type(step)]
         try:
-            frame = compile_step(_Batch(frame, where, case_sensitive), step)
+            frame = compile_step(_Batch(frame, where, case_sensitive, tables), step)
             _analyse(frame)
         except UnsafeExpression as exc:
             raise UnsafeExpression(f"{where}: {exc.reason}", exc.hint) from None
@@ -112,8 +121,15 @@ def _analyse(frame: DataFrame) -> None:
 class _Batch:
     """The frame one step applies to, with name lookups as Spark resolves them."""
 
-    def __init__(self, frame: DataFrame, where: str, case_sensitive: bool) -> None:
+    def __init__(
+        self,
+        frame: DataFrame,
+        where: str,
+        case_sensitive: bool,
+        tables: ContextTables | None = None,
+    ) -> None:
         self.frame, self.where, self.case_sensitive = frame, where, case_sensitive
+        self.tables = tables
         self.columns: list[str] = list(frame.columns)
 
     def key(self, name: str) -> str:
@@ -272,6 +288,26 @@ def _explode(batch: _Batch, step: ExplodeStep) -> DataFrame:
     return batch.frame.select(*selected)
 
 
+def _join(batch: _Batch, step: JoinStep) -> DataFrame:
+    if batch.tables is None:
+        raise TransformError(
+            f"{batch.where}: this command cannot read the context store for a join",
+            "a bug: report it with the command that was run",
+        )
+    keys = [batch.resolve(name) for name in step.on]
+    table = batch.tables(step.table)
+    table_columns = list(table.columns)
+    right = _Batch(table, f"{batch.where} table {step.table!r}", batch.case_sensitive)
+    wanted = table_columns if step.columns is None else [right.resolve(c) for c in step.columns]
+    for key in keys:
+        right.resolve(key)
+    if step.how not in ("left_semi", "left_anti"):
+        joined = {batch.key(k) for k in keys}
+        batch.refuse_taken([c for c in wanted if batch.key(c) not in joined], leaving=set())
+    table = table.select(*[_col(c) for c in wanted])
+    return batch.frame.join(table, on=keys, how=step.how)
+
+
 _STEPS: dict[type, Callable[[_Batch, Any], DataFrame]] = {
     SelectStep: _select,
     RenameStep: _rename,
@@ -282,6 +318,7 @@ _STEPS: dict[type, Callable[[_Batch, Any], DataFrame]] = {
     DedupeStep: _dedupe,
     FlattenStep: _flatten,
     ExplodeStep: _explode,
+    JoinStep: _join,
 }
 
 

@@ -23,6 +23,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from hakiri.errors import Diagnostic, ManifestError, ProjectNotFound
+from hakiri.spec.compiled import (
+    COMPILED_SUFFIX,
+    CompiledTransforms,
+    is_compiled_file,
+    source_hash,
+)
 from hakiri.spec.diagnostics import SchemaChecker, format_path, model_diagnostics
 from hakiri.spec.interpolate import references
 from hakiri.spec.load import mode_names
@@ -38,6 +44,7 @@ from hakiri.spec.views import ViewSpec
 PROJECT_FILE = "hakiri.toml"
 PIPELINES_DIR = "pipelines"
 VIEWS_DIR = "views"
+TRANSFORMS_HINT = "transforms/<id>.py"
 
 
 class ManifestFormat(StrEnum):
@@ -60,6 +67,25 @@ class Origin:
 
 
 @dataclass(frozen=True)
+class CompiledOrigin:
+    """Where a pipeline's compiled transforms come from (`hakiri compile`)."""
+
+    file: Path  # pipelines/<id>.transforms.json
+    source: Path  # the module it was compiled from, resolved against the project
+    source_hash: str  # sha256 of the module's bytes when it was compiled
+
+    def stale_reason(self) -> str | None:
+        """Why the compiled steps may not be what the module says now; None when they are."""
+        try:
+            current = source_hash(self.source.read_bytes())
+        except OSError:
+            return f"{display_path(self.source)}, which {display_path(self.file)} was compiled from, is gone"
+        if current != self.source_hash:
+            return f"{display_path(self.source)} changed since it was compiled into {display_path(self.file)}"
+        return None
+
+
+@dataclass(frozen=True)
 class Project:
     root: Path
     settings: ProjectFile  # project-level settings; pipelines are in `pipelines`
@@ -72,6 +98,8 @@ class Project:
     # [[view]] blocks and views/*.toml|json, in an order where a view follows those it reads.
     views: dict[str, ViewSpec] = field(default_factory=dict)
     view_origins: dict[str, Origin] = field(default_factory=dict)
+    # Pipelines whose transforms come from a compiled file (`hakiri compile`).
+    compiled: dict[str, CompiledOrigin] = field(default_factory=dict)
 
     def require_variables(self, pipeline_ids: Iterable[str]) -> None:
         """ManifestError when a pipeline of `pipeline_ids` needs an unset variable (its own
@@ -147,6 +175,7 @@ class _Loader:
         self.overrides = {p.resolve(): t for p, t in overrides.items()}
         self.diagnostics: list[Diagnostic] = []
         self.doc_of: dict[str, _Document] = {}
+        self.seen_ids: set[str] = set()  # every pipeline id a manifest names, loaded or not
         self.project_index = LineIndex()  # hakiri.toml's, once it parsed
 
     # -------------------------------------------------------------- reading
@@ -183,6 +212,12 @@ class _Loader:
         found |= {
             p for p in self.overrides if p.parent == directory and p.suffix in (".toml", ".json")
         }
+        return sorted(p for p in found if self.exists(p) and not is_compiled_file(p))
+
+    def compiled_files(self) -> list[Path]:
+        directory = (self.root / PIPELINES_DIR).resolve()
+        found = {p.resolve() for p in directory.glob(f"*{COMPILED_SUFFIX}")}
+        found |= {p for p in self.overrides if p.parent == directory and is_compiled_file(p)}
         return sorted(p for p in found if self.exists(p))
 
     def error(
@@ -350,6 +385,7 @@ class _Loader:
                 docs.append(_Document(file, data, index, fmt))
 
         pipelines, origins, documents = self.load_pipelines(docs)
+        compiled = self.load_compiled(pipelines)
         views: dict[str, ViewSpec] = {}
         view_origins: dict[str, Origin] = {}
         if settings is not None:
@@ -368,7 +404,16 @@ class _Loader:
             )
         unset = self.unset_variables(settings, pipelines)
         return Project(
-            self.root, settings, pipelines, origins, documents, warnings, unset, views, view_origins
+            self.root,
+            settings,
+            pipelines,
+            origins,
+            documents,
+            warnings,
+            unset,
+            views=views,
+            view_origins=view_origins,
+            compiled=compiled,
         )
 
     def load_views(
@@ -439,6 +484,7 @@ class _Loader:
                     )
                     continue
                 first_seen[pid] = origin
+                self.seen_ids.add(pid)
             if doc.format is not ManifestFormat.TOML_INLINE:
                 self.check_variables(doc)
             spec = self.check_document(_pipeline_checker(), PipelineSpec, doc, data)
@@ -461,6 +507,65 @@ class _Loader:
                     )
                 )
         return pipelines, origins, documents
+
+    def load_compiled(self, pipelines: dict[str, PipelineSpec]) -> dict[str, CompiledOrigin]:
+        """Each `pipelines/<id>.transforms.json` becomes pipeline <id>'s transforms (in
+        `pipelines`, in place); its provenance is returned for plan's staleness check."""
+        found: dict[str, CompiledOrigin] = {}
+        for file in self.compiled_files():
+            pid = file.name.removesuffix(COMPILED_SUFFIX)
+            text = self.read(file)
+            parsed = self.parse(file, text) if text is not None else None
+            if parsed is None:
+                continue
+            data, index = parsed
+            try:
+                compiled = CompiledTransforms.model_validate(data)
+            except ValidationError as exc:
+                self.diagnostics.extend(
+                    _relative(d) for d in model_diagnostics(exc, data, file, index)
+                )
+                continue
+            hint_rename = (
+                f"compile the module named after the pipeline: `hakiri compile {TRANSFORMS_HINT}`"
+            )
+            if compiled.pipeline_id != pid:
+                self.error(
+                    f"compiled transforms of pipeline `{compiled.pipeline_id}` in a file named for `{pid}`",
+                    file,
+                    index.line_of(("pipeline_id",)),
+                    ("pipeline_id",),
+                    hint=hint_rename,
+                )
+                continue
+            if pid not in pipelines:
+                if pid not in self.seen_ids:  # a manifest that failed to load is reported already
+                    self.error(
+                        f"compiled transforms for pipeline `{pid}`, which no manifest defines",
+                        file,
+                        1,
+                        hint="delete the file, or name it after a pipeline: pipelines/<id>"
+                        + COMPILED_SUFFIX,
+                    )
+                continue
+            spec, doc = pipelines[pid], self.doc_of[pid]
+            if spec.transforms:
+                path = (*doc.base, "transforms")
+                self.error(
+                    f"pipeline `{pid}` lists `transforms` and has compiled transforms "
+                    f"({display_path(file)}); the compiled file's steps are its transforms",
+                    doc.file,
+                    doc.index.line_of(path),
+                    path,
+                    hint="remove `transforms` from the manifest, or delete the compiled file "
+                    "to go back to them",
+                )
+                continue
+            pipelines[pid] = spec.model_copy(update={"transforms": compiled.plan})
+            found[pid] = CompiledOrigin(
+                file, (self.root / compiled.source).resolve(), compiled.source_hash
+            )
+        return found
 
     def check_connections(self, settings: ProjectFile, pipelines: dict[str, PipelineSpec]) -> None:
         known = sorted(settings.connections)

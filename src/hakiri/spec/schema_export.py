@@ -105,6 +105,14 @@ def _project_schema(modes: tuple[str, ...], connectors: tuple[str, ...]) -> dict
     return {"$schema": DIALECT, "$id": "https://hakiri.dev/schemas/v1/project.json", **schema}
 
 
+def compiled_transforms_schema() -> dict[str, Any]:
+    """`pipelines/<id>.transforms.json`, as `hakiri compile` writes it."""
+    from hakiri.spec.compiled import CompiledTransforms
+
+    schema = CompiledTransforms.model_json_schema(by_alias=True)
+    return {"$schema": DIALECT, "$id": "https://hakiri.dev/schemas/v1/transforms.json", **schema}
+
+
 def render_schemas() -> dict[str, str]:
     """File name -> exact text of the manifest schemas (the plan schema is added by the services layer)."""
     return {
@@ -112,6 +120,7 @@ def render_schemas() -> dict[str, str]:
         for name, schema in (
             ("pipeline.json", pipeline_schema()),
             ("project.json", project_schema()),
+            ("transforms.json", compiled_transforms_schema()),
         )
     }
 

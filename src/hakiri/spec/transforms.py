@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from hakiri.errors import HakiriError, UnsafeExpression
@@ -120,6 +120,41 @@ class ExplodeStep(SpecModel):
     )
 
 
+class JoinStep(SpecModel):
+    """The batch joined with a table of the project's context store, matched on columns both
+    have (a USING join: each `on` column once, first). Compiled transforms make it from
+    `df.join(context_table(name), on, how)`; it reads nothing but that one table."""
+
+    op: Literal["join"]
+    table: Name = Field(description="A table of the project's context store (`[context] path`).")
+    on: NonEmptyNames = Field(
+        description="Columns of both the batch and the table, matched by equality; each is one "
+        "column of the result, placed first."
+    )
+    how: Literal["inner", "left", "left_semi", "left_anti"] = Field(
+        "left",
+        description="inner: matched rows only; left: every batch row, the table's columns NULL "
+        "where nothing matches; left_semi / left_anti: the batch rows that match / do not "
+        "match, with the batch's columns only.",
+    )
+    columns: list[Name] | None = Field(
+        None,
+        description="The table's columns to take, `on` among them (default: all of them).",
+    )
+
+    @model_validator(mode="after")
+    def _on_among_columns(self) -> JoinStep:
+        if self.columns is not None:
+            missing = [c for c in self.on if c not in self.columns]
+            if missing:
+                raise PydanticCustomError(
+                    "join_columns",
+                    "the join's `on` columns must be among its `columns` (missing: {missing})",
+                    {"missing": ", ".join(missing)},
+                )
+        return self
+
+
 TransformStep = Annotated[
     SelectStep
     | RenameStep
@@ -129,6 +164,7 @@ TransformStep = Annotated[
     | DropStep
     | DedupeStep
     | FlattenStep
-    | ExplodeStep,
+    | ExplodeStep
+    | JoinStep,
     Field(discriminator="op"),
 ]
