@@ -9,7 +9,10 @@ from hakiri.catalog.records import ViewDefinition
 from hakiri.catalog.store import Catalog
 
 TOTALS = ViewDefinition(
-    "totals", "SELECT customer_id, sum(total) AS spent FROM orders GROUP BY 1", "Spend.", ("orders",)
+    "totals",
+    "SELECT customer_id, sum(total) AS spent FROM orders GROUP BY 1",
+    "Spend.",
+    ("orders",),
 )
 BIG = ViewDefinition("big", "SELECT * FROM totals WHERE spent > 100", None, ("totals",))
 
