@@ -56,6 +56,7 @@ def test_export_then_check_in_another_directory(tmp_path, cli) -> None:
         "plan.json",
         "project.json",
         "saved-plan.json",
+        "view.json",
     ]
     for name in ("pipeline.json", "openapi.json"):
         fresh = (out / name).read_text()
