@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hakiri.catalog.records import ViewDefinition, ViewRecord
 from hakiri.planner.model import BrokenColumn, PipelinePlan, ViewAction, ViewPlan
@@ -257,7 +258,14 @@ def _check(
             if isinstance(source, exp.Table)
         }
         only_tables = len(tables_here) == len(scope.sources)
-        aliases = {s.alias_or_name.lower() for s in getattr(scope.expression, "selects", [])}
+        # `… AS spent … ORDER BY spent`: a name the select list makes (not `total AS total`,
+        # which qualify writes for every plain column).
+        made = {
+            s.alias.lower(): s
+            for s in getattr(scope.expression, "selects", [])
+            if isinstance(s, exp.Alias)
+            and not (isinstance(s.this, exp.Column) and s.this.name.lower() == s.alias.lower())
+        }
         for column in scope.columns:
             name = column.name.lower()
             if column.table:
@@ -265,7 +273,9 @@ def _check(
                 if table in known and name not in known[table]:
                     missing[(table, name)] = None
                 continue
-            if not only_tables or not tables_here or name in aliases:
+            if not only_tables or not tables_here:
+                continue
+            if name in made and not _inside(column, made[name]):
                 continue
             if any(t not in known for t in tables_here.values()):
                 continue  # it may be a column of the table plan cannot see
@@ -279,6 +289,14 @@ def _check(
         if names and "*" not in names and all(names):
             outputs = tuple(names)
     return _Checked([_broken(view, t, c, before, tables) for t, c in missing], outputs)
+
+
+def _inside(node: Any, ancestor: Any) -> bool:
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False
 
 
 def _broken(
