@@ -142,7 +142,8 @@ def _views(views) -> None:  # type: ignore[no-untyped-def]
         return
     for change in views.changes:
         version = f" (version {change['version']})" if "version" in change else ""
-        out.print(f"view {escape(change['view'])}: {change['status']}{version}")
+        status = "held back" if change["status"] == "held" else change["status"]
+        out.print(f"view {escape(change['view'])}: {status}{version}")
     if views.store_version is not None:
         err.print(
             f"[dim]{views.live} live view(s) written to {escape(views.store)} "

@@ -66,7 +66,9 @@ def apply_views(project: Project, catalog: Catalog, outcomes: Sequence[Outcome])
     by_name = {r.name: r for r in recorded}
     for v in plans:
         if v.name in held:
-            done.changes.append({"view": v.name, "status": "held", "reads": v.reads})
+            done.changes.append(
+                {"view": v.name, "status": "held", "reads": v.reads, "warning": held[v.name]}
+            )
             done.warnings.append(held[v.name])
             continue
         record = by_name[v.name]
