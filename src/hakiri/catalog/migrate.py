@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-HEAD_REVISION = "0007"  # the newest revision in migrations/versions
+HEAD_REVISION = "0008"  # the newest revision in migrations/versions
 
 
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:

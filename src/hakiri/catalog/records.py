@@ -222,3 +222,28 @@ class TargetMark:
     alerted: str | None = None  # the drift serve last alerted about (its fingerprint)
     # Which table it was (`TargetObservation.identity`); None: marked before identities.
     identity: str | None = None
+
+
+@dataclass(frozen=True)
+class ViewDefinition:
+    """A view as apply records it: what the manifest says, with the names its SQL reads."""
+
+    name: str
+    sql: str
+    description: str | None
+    reads: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ViewRecord:
+    """One recorded version of a view. Live while `dropped_at` is None; a replaced version
+    has the time its successor was recorded, a dropped one the drop's."""
+
+    name: str
+    version: int  # 1, 2, … per name, never reused (a view dropped and defined again goes on)
+    sql: str
+    description: str | None
+    sql_hash: str
+    reads: tuple[str, ...]
+    applied_at: datetime
+    dropped_at: datetime | None = None

@@ -36,6 +36,8 @@ __all__ = [
     "pipelines",
     "schedule_fires",
     "schema_log",
+    "target_marks",
+    "views",
 ]
 
 
@@ -226,4 +228,20 @@ target_marks = Table(
     Column("alerted", Text),
     Column("identity", Text),  # the table's OID, the Delta table's id; NULL: not known
     PrimaryKeyConstraint("pipeline_id", "table_name"),
+)
+
+# Every view definition apply recorded: version 1, 2, … per name. The live one of a name has
+# dropped_at NULL; a replaced version gets the time it was replaced, a dropped one the drop's.
+views = Table(
+    "views",
+    metadata,
+    Column("name", String, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("sql", Text, nullable=False),
+    Column("description", Text),
+    Column("sql_hash", String, nullable=False),  # sha256 of the SQL as recorded
+    Column("reads", JSONText, nullable=False),  # [table or view, ...], first mention first
+    Column("applied_at", UTCDateTime, nullable=False),
+    Column("dropped_at", UTCDateTime),
+    PrimaryKeyConstraint("name", "version"),
 )

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Connection, Row, func, select, update
+from sqlalchemy.exc import IntegrityError
 
 from hakiri.catalog import migrate as migrations
 from hakiri.catalog import schema as tables
@@ -37,9 +39,12 @@ from hakiri.catalog.records import (
     ScheduleFire,
     SchemaEvent,
     TargetMark,
+    ViewDefinition,
+    ViewRecord,
 )
 from hakiri.errors import CatalogError, CatalogOutdated
 from hakiri.spec.interpolate import mask_url
+from hakiri.spec.views import view_sql_hash
 
 __all__ = ["Catalog"]
 
@@ -621,6 +626,85 @@ class Catalog(BatchClaims, PipelineLeases):
             for r in self._db.read(lambda conn: conn.execute(stmt).all())
         ]
 
+    # -- views ---------------------------------------------------------------
+
+    def live_views(self) -> dict[str, ViewRecord]:
+        """Name -> the live version of each view apply recorded and did not drop, by name."""
+        t = tables.views
+        stmt = select(t).where(t.c.dropped_at.is_(None)).order_by(t.c.name)
+        return {r.name: _view(r) for r in self._db.read(lambda conn: conn.execute(stmt).all())}
+
+    def view_versions(self, name: str | None = None) -> list[ViewRecord]:
+        """Every recorded version (of `name`), by name then version."""
+        t = tables.views
+        stmt = select(t).order_by(t.c.name, t.c.version)
+        if name is not None:
+            stmt = stmt.where(t.c.name == name)
+        return [_view(r) for r in self._db.read(lambda conn: conn.execute(stmt).all())]
+
+    def record_views(
+        self, put: Sequence[ViewDefinition], drop: Sequence[str] = ()
+    ) -> list[ViewRecord]:
+        """In one transaction: each of `put` becomes the live version of its name (the next
+        number; the one it replaces stops being live), each of `drop` stops being live. The
+        records written, `put` first, then the dropped ones."""
+        t = tables.views
+        now = utcnow()
+
+        def work(conn: Connection) -> list[ViewRecord]:
+            written = []
+            for view in put:
+                last = conn.execute(
+                    select(func.max(t.c.version)).where(t.c.name == view.name)
+                ).scalar()
+                conn.execute(
+                    update(t)
+                    .where(t.c.name == view.name, t.c.dropped_at.is_(None))
+                    .values(dropped_at=now)
+                )
+                record = ViewRecord(
+                    view.name,
+                    (last or 0) + 1,
+                    view.sql,
+                    view.description,
+                    view_sql_hash(view.sql),
+                    tuple(view.reads),
+                    now,
+                )
+                conn.execute(
+                    t.insert().values(
+                        name=record.name,
+                        version=record.version,
+                        sql=record.sql,
+                        description=record.description,
+                        sql_hash=record.sql_hash,
+                        reads=list(record.reads),
+                        applied_at=now,
+                    )
+                )
+                written.append(record)
+            for name in drop:
+                live = conn.execute(
+                    select(t).where(t.c.name == name, t.c.dropped_at.is_(None))
+                ).first()
+                if live is None:
+                    continue
+                conn.execute(
+                    update(t)
+                    .where(t.c.name == name, t.c.version == live.version)
+                    .values(dropped_at=now)
+                )
+                written.append(replace(_view(live), dropped_at=now))
+            return written
+
+        try:
+            return self._db.write(work)
+        except IntegrityError:
+            raise CatalogError(
+                f"another apply recorded views in catalog {self.url_display} at the same time",
+                "run hakiri plan to see where the views stand, then apply again",
+            ) from None
+
     # -- target marks (drift) -------------------------------------------------
 
     def mark_target(self, mark: TargetMark) -> None:
@@ -799,6 +883,19 @@ def _new_batch_row(
         "started_at": None,
         "committed_at": None,
     }
+
+
+def _view(row: Row[Any]) -> ViewRecord:
+    return ViewRecord(
+        row.name,
+        row.version,
+        row.sql,
+        row.description,
+        row.sql_hash,
+        tuple(row.reads),
+        row.applied_at,
+        row.dropped_at,
+    )
 
 
 def _pipeline(row: Row[Any]) -> PipelineState:

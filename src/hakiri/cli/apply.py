@@ -112,11 +112,13 @@ def _apply(
         display.outcome()
         progress(outcome)
 
+    told: list = []  # type: ignore[type-arg]  # what apply did to views, when it did
     with display:
         options = dict(
             fail_fast=fail_fast,
             lease_timeout=lease_timeout,
             on_outcome=on_outcome,
+            on_views=told.append,
             on_batch=display.batch_done,
             progress=ProgressWatch(display.every, display.in_flight) if display.every else None,
         )
@@ -124,34 +126,62 @@ def _apply(
             outcomes = apply_saved_plan(project, plan_file, **options)
         else:
             outcomes = apply_project(project, ids, restore_partial=restore_partial, **options)
+    views = told[0] if told else None
     if as_json:
-        emit_json([asdict(o) for o in outcomes])
+        # Views after the pipelines, one entry each: `view` in place of `pipeline_id`.
+        emit_json([asdict(o) for o in outcomes] + (views.changes if views else []))
     else:
-        _summary(outcomes)
+        _summary(outcomes, views)
     if any(o.status == "failed" for o in outcomes):
         raise typer.Exit(1)
 
 
-def _summary(outcomes) -> None:  # type: ignore[no-untyped-def]
+def _views(views) -> None:  # type: ignore[no-untyped-def]
+    """`view customer_orders: created (version 1)`, …, and where the definitions went."""
+    if views is None:
+        return
+    for change in views.changes:
+        version = f" (version {change['version']})" if "version" in change else ""
+        status = "held back" if change["status"] == "held" else change["status"]
+        out.print(f"view {escape(change['view'])}: {status}{version}")
+    if views.store_version is not None:
+        err.print(
+            f"[dim]{views.live} live view(s) written to {escape(views.store)} "
+            f"(Delta version {views.store_version})[/dim]"
+        )
+    for note in views.notes:
+        err.print(f"[yellow]note:[/yellow] views: {escape(note)}")
+    for warning in views.warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+
+
+def _summary(outcomes, views=None) -> None:  # type: ignore[no-untyped-def]
     for o in outcomes:
         for warning in o.warnings:
             err.print(
                 f"[yellow]warning:[/yellow] pipeline {escape(o.pipeline_id)}: {escape(warning)}"
             )
     recorded = _recorded(outcomes)
-    if outcomes and all(o.status == "no-op" for o in outcomes):
-        if not recorded:
-            out.print("no changes: every pipeline is up to date")
+    changed_views = views is not None and (views.changes or views.store_version is not None)
+    if all(o.status == "no-op" for o in outcomes):  # no pipeline, or none had work
+        if not recorded and not changed_views:
+            noun = "pipeline and view" if views is not None and views.live else "pipeline"
+            out.print(f"no changes: every {noun} is up to date")
             return
-        out.print(f"no rows to load; {recorded} recorded")
+        if recorded:
+            out.print(f"no rows to load; {recorded} recorded")
         for o in outcomes:
             for note in o.notes:
                 err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")
+        if changed_views:
+            _views(views)
         return
     table = summary_table(outcomes, out.width)
     out.print(table)
     if recorded:
         out.print(f"{recorded} recorded")
+    if changed_views:
+        _views(views)
     for o in outcomes:
         for note in o.notes:
             err.print(f"[yellow]note:[/yellow] {escape(o.pipeline_id)}: {escape(note)}")

@@ -20,7 +20,10 @@ from hakiri.planner.model import (
     PipelinePlan,
     PlanDocument,
     RestoreStep,
+    Summary,
     SyncPreview,
+    ViewAction,
+    ViewPlan,
 )
 from hakiri.spec.sizes import byte_size
 
@@ -131,6 +134,8 @@ def render(document: PlanDocument) -> None:
         )
     for pipeline in document.pipelines:
         _pipeline(pipeline)
+    for view in document.views or []:
+        _view(view)
     _sync(document.sync)
     s = document.summary
     out.print()
@@ -139,6 +144,8 @@ def render(document: PlanDocument) -> None:
         line += f" {s.no_op} unchanged."
     if s.pending:
         line += f" {s.pending} with data to load."
+    if document.views:
+        line += f" {view_summary(s)}."
     out.print(f"[bold]{line}[/bold]")
     if s.errors:
         noun = "pipeline" if s.errors == 1 else "pipelines"
@@ -148,6 +155,51 @@ def render(document: PlanDocument) -> None:
         )
     for hint in document.hints:
         err.print(f"[dim]hint:[/dim] {escape(hint)}")
+
+
+def view_summary(s: Summary) -> str:
+    """`Views: 1 to create, 1 to replace, 0 to drop, 2 unchanged`."""
+    said = f"Views: {s.view_create} to create, {s.view_replace} to replace, {s.view_drop} to drop"
+    return said + (f", {s.view_no_op} unchanged" if s.view_no_op else "")
+
+
+_VIEW_MARK = {
+    ViewAction.CREATE: ("+", "green"),
+    ViewAction.REPLACE: ("~", "yellow"),
+    ViewAction.DROP: ("-", "red"),
+    ViewAction.NO_OP: ("=", "dim"),
+}
+_DIFF_COLOUR = {"+": "green", "-": "red", "@": "cyan"}
+
+
+def _view(v: ViewPlan) -> None:
+    """A view that changes (or that has a warning): its action, version, what it reads, and
+    for a replace the SQL diff."""
+    if v.action is ViewAction.NO_OP and not v.warnings:
+        return
+    mark, colour = _VIEW_MARK[v.action]
+    version = {
+        ViewAction.CREATE: f"version {v.version}",
+        ViewAction.REPLACE: f"version {(v.version or 1) - 1} -> {v.version}",
+        ViewAction.DROP: f"version {v.version}; in no manifest",
+        ViewAction.NO_OP: f"version {v.version}",
+    }[v.action]
+    reads = f"  reads {', '.join(v.reads)}" if v.reads else ""
+    out.print(
+        f"[{colour}]{mark} view {escape(v.name)}[/{colour}] "
+        f"[dim]{v.action.value} ({escape(version)}){escape(reads)}[/dim]"
+    )
+    for line in v.sql_diff:
+        tint = _DIFF_COLOUR.get(line[:1]) if not line.startswith(("---", "+++")) else "dim"
+        shown = escape(line)
+        out.print(f"    [{tint}]{shown}[/{tint}]" if tint else f"    {shown}")
+    if v.action is ViewAction.REPLACE and v.description != v.before_description:
+        out.print(
+            f"    [yellow]~ description:[/yellow] {escape(_show(v.before_description))} -> "
+            f"{escape(_show(v.description))}"
+        )
+    for warning in v.warnings:
+        out.print(f"    [yellow]warning:[/yellow] {escape(warning)}")
 
 
 def _sync(sync: SyncPreview | None) -> None:

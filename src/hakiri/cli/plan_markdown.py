@@ -31,10 +31,12 @@ from hakiri.planner.model import (
     RestoreStep,
     RetireStep,
     TargetChange,
+    ViewAction,
+    ViewPlan,
 )
 from hakiri.spec.sizes import byte_size
 
-__all__ = ["LIST_LIMIT", "plan_markdown"]
+__all__ = ["LIST_LIMIT", "plan_markdown", "views_section"]
 
 LIST_LIMIT = 20
 NONE = "—"  # an empty cell: a dash reads better than nothing in a rendered table
@@ -64,7 +66,13 @@ def plan_markdown(document: PlanDocument) -> str:
     if document.pipelines:
         parts += ["", *table(document.pipelines)]
     parts += _notes("Errors", [(p.id, e) for p in document.pipelines for e in p.errors])
-    parts += _notes("Warnings", [(p.id, w) for p in document.pipelines for w in p.warnings])
+    parts += _notes(
+        "Warnings",
+        [(p.id, w) for p in document.pipelines for w in p.warnings]
+        + [(f"view {v.name}", w) for v in document.views or [] for w in v.warnings],
+    )
+    if document.views:
+        parts += ["", *views_section(document.views)]
     for hint in document.hints:
         parts += ["", f"> hint: {text(hint)}"]
     for p in document.pipelines:
@@ -85,6 +93,10 @@ def summary_line(document: PlanDocument) -> str:
         parts.append(f"{s.no_op:,} unchanged")
     data = _data_totals([w for p in document.pipelines for w in p.pending if w.has_work])
     parts.append(f"data to load: {data}" if data else "no data to load")
+    if document.views:
+        parts.append(
+            f"views: {s.view_create} to create, {s.view_replace} to replace, {s.view_drop} to drop"
+        )
     if s.errors:
         parts.append(f"**{s.errors:,} {_plural(s.errors, 'error')}**")
     return " · ".join(parts)
@@ -108,6 +120,33 @@ def table(pipelines: list[PipelinePlan]) -> list[str]:
             f"**{len(p.errors):,}**" if p.errors else NONE,
         ]
         rows.append("| " + " | ".join(c or NONE for c in cells) + " |")
+    return rows
+
+
+def views_section(views: list[ViewPlan]) -> list[str]:
+    """A row per view that changes (or has a warning), then each replace's SQL diff, folded."""
+    shown = [v for v in views if v.action is not ViewAction.NO_OP or v.warnings]
+    unchanged = len(views) - len(shown)
+    rows = ["**Views**" + (f" ({unchanged:,} unchanged)" if unchanged else "")]
+    if not shown:
+        return [*rows, "", "No view changes."]
+    rows += ["", "| view | action | version | reads |", "|---|---|---|---|"]
+    for v in shown:
+        version = str(v.version) if v.version is not None else NONE
+        if v.action is ViewAction.REPLACE and v.version:
+            version = f"{v.version - 1} → {v.version}"
+        reads = ", ".join(code(r, cell=True) for r in v.reads) or NONE
+        action = f"**{v.action.value}**" if v.action is ViewAction.DROP else v.action.value
+        rows.append(f"| {code(v.name, cell=True)} | {action} | {version} | {reads} |")
+    for v in shown:
+        if v.action is not ViewAction.REPLACE:
+            continue
+        lines = list(v.sql_diff)
+        if v.description != v.before_description:
+            lines.append(f"~ description: {_json(v.before_description)} -> {_json(v.description)}")
+        summary = html.escape(f"view {v.name} — {v.action.value}")
+        rows += ["", f"<details><summary>{summary}</summary>", "", *fenced("diff", lines)]
+        rows += ["", "</details>"]
     return rows
 
 

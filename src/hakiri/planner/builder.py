@@ -60,6 +60,7 @@ from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.restore import LostTarget
 from hakiri.planner.transforms import OutputSchema, transform_schema
 from hakiri.planner.types import destination_type, source_type_as_spark
+from hakiri.planner.views import ViewsObservation, plan_views, view_counts
 from hakiri.sources.base import MONEY_HINT
 from hakiri.sources.cursors.ranges import cursor_kind_of
 from hakiri.sources.kinds import batch_files, batch_range
@@ -85,9 +86,24 @@ def build_plan(
     catalog: CatalogInfo,
     observations: Sequence[PipelineObservation],
     sync: SyncPreview | None = None,
+    views: ViewsObservation | None = None,
+    *,
+    view_changes: bool = True,
 ) -> PlanDocument:
+    """`views`: the project's views, checked against the tables' planned columns (a view
+    whose column a pipeline takes away is a warning on that pipeline); `view_changes`: also
+    plan what apply records of them (a whole-project plan; apply of named pipelines leaves
+    views alone)."""
     ordered = sorted(observations, key=lambda o: o.pipeline_id)
     pipelines = [plan_pipeline(o) for o in ordered]
+    view_plans = None
+    if views is not None:
+        loaded = [
+            [_loaded_columns(o.spec, t) if o.spec is not None else None for t in o.tables]
+            for o in ordered
+        ]
+        pipelines, view_plans = plan_views(views, ordered, pipelines, loaded)
+        view_plans = view_plans if view_changes else None
     summary = Summary(
         add=sum(p.action is Action.ADD for p in pipelines),
         change=sum(p.action is Action.CHANGE for p in pipelines),
@@ -96,6 +112,7 @@ def build_plan(
         retire=sum(p.action is Action.RETIRE for p in pipelines),
         errors=sum(bool(p.errors) for p in pipelines),
         pending=sum(any(w.has_work for w in p.pending) for p in pipelines),
+        **view_counts(view_plans or []),
     )
     hints = []
     if any(_uncounted_changes(o, p) for o, p in zip(ordered, pipelines, strict=True)):
@@ -106,6 +123,7 @@ def build_plan(
         summary=summary,
         pipelines=pipelines,
         sync=sync,
+        views=view_plans,
         hints=hints,
     )
 

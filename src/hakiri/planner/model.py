@@ -293,6 +293,61 @@ class PipelinePlan(_Frozen):
     )
 
 
+class ViewAction(StrEnum):
+    CREATE = "create"  # in a manifest, not live in the catalog
+    REPLACE = "replace"  # live, with other SQL or another description
+    DROP = "drop"  # live in the catalog, in no manifest any more
+    NO_OP = "no-op"
+
+
+class BrokenColumn(_Frozen):
+    """A column a view's SQL names that the table (or view) it reads will not have."""
+
+    table: str = Field(description="The context-store table or view the view reads.")
+    column: str
+    pipeline: str | None = Field(
+        None, description="The pipeline whose planned change takes the column away, if one does."
+    )
+    change: str = Field(
+        description="'drops' (the pipeline no longer loads it: the column stays, NULL in new "
+        "rows), 'renames to NEW', or 'missing' (the table or view does not have it)."
+    )
+    message: str = Field(description="The warning plan prints.")
+
+
+class ViewPlan(_Frozen):
+    """What apply does to one view: the manifests' definition against the catalog's live one."""
+
+    name: str
+    action: ViewAction
+    reads: list[str] = Field(
+        default_factory=list, description="The tables and views its SQL reads (drop: as recorded)."
+    )
+    sql: str | None = Field(None, description="The SQL apply records (null: drop).")
+    description: str | None = None
+    version: int | None = Field(
+        None,
+        description="create and replace: the version apply records; drop and no-op: the live one.",
+    )
+    before_sql: str | None = Field(
+        None, description="replace and drop: the SQL of the live version in the catalog."
+    )
+    before_description: str | None = None
+    sql_diff: list[str] = Field(
+        default_factory=list,
+        description="replace: a unified diff of the live SQL to the manifest's, one line each.",
+    )
+    broken: list[BrokenColumn] = Field(
+        default_factory=list,
+        description="Columns its SQL names that a table or view it reads will not have after "
+        "this plan (a pipeline's change, or a column that was never there).",
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="The `broken` no pipeline is to blame for (those are the pipelines' warnings).",
+    )
+
+
 class Summary(_Frozen):
     add: int = 0
     change: int = 0
@@ -301,10 +356,18 @@ class Summary(_Frozen):
     retire: int = 0
     errors: int = Field(0, description="Pipelines with at least one error.")
     pending: int = Field(0, description="Pipelines with data waiting to be loaded.")
+    view_create: int = Field(0, description="Views apply records for the first time (or again).")
+    view_replace: int = Field(0, description="Views whose SQL or description changes.")
+    view_drop: int = Field(0, description="Views recorded and now in no manifest.")
+    view_no_op: int = Field(0, description="Views as recorded.")
+
+    @property
+    def view_changes(self) -> int:
+        return self.view_create + self.view_replace + self.view_drop
 
     @property
     def changes(self) -> int:
-        return self.add + self.change + self.retire
+        return self.add + self.change + self.retire + self.view_changes
 
 
 class CatalogInfo(_Frozen):
@@ -335,6 +398,12 @@ class PlanDocument(_Frozen):
     pipelines: list[PipelinePlan]
     sync: SyncPreview | None = Field(
         None, description="Where apply publishes the store, if anywhere."
+    )
+    views: list[ViewPlan] | None = Field(
+        None,
+        description="Every view of the manifests and the catalog, in the order apply defines "
+        "them (drops last); null when plan was given pipeline ids (apply of ids leaves views "
+        "alone).",
     )
     hints: list[str] = Field(
         default_factory=list, description="What else plan could show, and the flag that shows it."

@@ -24,6 +24,7 @@ from hakiri.engine.runner import PipelineRunner
 from hakiri.errors import HakiriError, PipelineNotFound
 from hakiri.planner.builder import applied_now
 from hakiri.planner.model import EnqueueStep, RetireStep
+from hakiri.services.apply_views import ViewsApplied, apply_views
 from hakiri.services.runtime import LazySpark
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec
@@ -41,11 +42,13 @@ def apply_project(
     planned: Mapping[str, dict[str, list[str]]] | None = None,
     progress: ProgressWatch | None = None,
     restore_partial: bool = False,
+    on_views: Callable[[ViewsApplied], None] | None = None,
 ) -> list[Outcome]:
     """`planned` (from a saved plan): per pipeline, the batches each table may enqueue;
     `progress`: who is told, and how often, how far a batch in flight has got;
     `restore_partial`: a target dropped by hand is loaded again with what its source still
-    has, even when part of it cannot come back (`engine.restore`)."""
+    has, even when part of it cannot come back (`engine.restore`); `on_views`: told what a
+    whole-project apply (no `ids`) did to views, after the pipelines (`services.apply_views`)."""
     env = os.environ if env is None else env
     observability.configure(env)
     project = load_project(root, env)
@@ -55,6 +58,7 @@ def apply_project(
     outcomes: list[Outcome] = []
     spark = LazySpark(project, env=env)
     run = RunContext.of(project, env, spark.get)
+    views: ViewsApplied | None = None
     try:
         with Catalog.open(url, migrate=True) as catalog:
             removed = _removed(project, catalog)
@@ -82,27 +86,38 @@ def apply_project(
                 outcomes.append(outcome)
                 if on_outcome:
                     on_outcome(outcome)
+            # Views last: a view's new SQL may read what this apply's loads bring.
+            views = None if ids else apply_views(project, catalog, outcomes)
     finally:
         spark.stop()
-    publish_store(project, outcomes, env)
+    publish_store(project, outcomes, env, views)
+    if views is not None and on_views is not None:
+        on_views(views)
     return outcomes
 
 
-def publish_store(project: Project, outcomes: Sequence[Outcome], env: Mapping[str, str]) -> None:
-    """`[sync] after_apply`: the loads are committed; sync the store if one of them changed
-    it. How it went is told on those pipelines' outcomes (a failure as a warning: it never
-    fails a load)."""
+def publish_store(
+    project: Project,
+    outcomes: Sequence[Outcome],
+    env: Mapping[str, str],
+    views: ViewsApplied | None = None,
+) -> None:
+    """`[sync] after_apply`: the loads are committed; sync the store if one of them (or the
+    views' `_views` table) changed it. How it went is told on those pipelines' outcomes, or
+    the views' (a failure as a warning: it never fails a load)."""
     from hakiri.services.sync import sync_after_apply
 
     changed = store_changed_by(project, outcomes)
-    if not changed:
+    rewrote = views is not None and views.store_version is not None
+    sync = project.settings.sync
+    if not changed and not (rewrote and sync is not None and sync.after_apply):
         return
     attempt = sync_after_apply(project, env)
-    for outcome in changed:
+    for told in [*changed, *([views] if rewrote and views is not None else [])]:
         if attempt.ok:
-            outcome.notes.append(attempt.message)
+            told.notes.append(attempt.message)
         else:
-            outcome.warnings.append(attempt.message)
+            told.warnings.append(attempt.message)
 
 
 def store_changed_by(project: Project, outcomes: Sequence[Outcome]) -> list[Outcome]:

@@ -22,7 +22,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from hakiri import __version__
-from hakiri.catalog.records import Batch, NewBatch, Phase, PipelineState, SchemaEvent
+from hakiri.catalog.records import (
+    Batch,
+    NewBatch,
+    Phase,
+    PipelineState,
+    SchemaEvent,
+    ViewDefinition,
+)
 from hakiri.catalog.store import Catalog
 from hakiri.catalog.url import catalog_url
 from hakiri.destinations.base import TargetObservation
@@ -36,10 +43,11 @@ from hakiri.planner.backfill import live_batches
 from hakiri.planner.builder import applied_now, build_plan
 from hakiri.planner.drift import TargetDrift
 from hakiri.planner.evolution import accepted_changes
-from hakiri.planner.model import CatalogInfo, PlanDocument, SyncPreview
+from hakiri.planner.model import CatalogInfo, PlanDocument, SyncPreview, ViewPlan
 from hakiri.planner.observations import PipelineObservation, TableObservation
 from hakiri.planner.restore import LostTarget
 from hakiri.planner.saved import SavedPlan, observed, stale_reason
+from hakiri.planner.views import ViewsObservation
 from hakiri.services.runtime import LazySpark
 from hakiri.sources.base import ShapeChecked, Source
 from hakiri.sources.cdc.lag import CdcLag, ChangeStream
@@ -47,6 +55,7 @@ from hakiri.spec.connections import Target, target_of
 from hakiri.spec.interpolate import mask_url
 from hakiri.spec.loader import Project, load_project
 from hakiri.spec.pipeline import PipelineSpec, TableSpec
+from hakiri.spec.views import normalized_sql
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,8 @@ class ProjectObservation:
     catalog: CatalogInfo
     pipelines: list[PipelineObservation]
     sync: SyncPreview | None = None
+    views: ViewsObservation | None = None  # None: the project has none, the catalog neither
+    whole: bool = True  # no pipeline ids were named: views are planned (and applied) too
 
 
 def observe_project(
@@ -92,8 +103,39 @@ def observe_project(
             if pid not in project.pipelines and state is not None:
                 observations.append(PipelineObservation(pid, None, state))
         info = CatalogInfo(url=mask_url(url), initialized=catalog.initialized)
+        views = observe_views(project, catalog)
     return ProjectObservation(
-        project.settings.project.name, info, observations, _sync_preview(project, env)
+        project.settings.project.name,
+        info,
+        observations,
+        _sync_preview(project, env),
+        views,
+        whole=not ids,
+    )
+
+
+def observe_views(project: Project, catalog: Catalog) -> ViewsObservation | None:
+    """The manifests' views (in definition order, each with what it reads) and the catalog's
+    live ones; None when there are neither."""
+    from hakiri.spec.view_checks import view_reads
+
+    live = catalog.live_views()
+    if not project.views and not live:
+        return None
+    last: dict[str, int] = {}
+    for record in catalog.view_versions():
+        last[record.name] = max(last.get(record.name, 0), record.version)
+    manifest = tuple(
+        ViewDefinition(name, normalized_sql(view.sql), view.description, view_reads(view))
+        for name, view in project.views.items()
+    )
+    return ViewsObservation(manifest, live, last)
+
+
+def plan_of(seen: ProjectObservation) -> PlanDocument:
+    """The plan of what was observed (the one function plan, saved plans and apply share)."""
+    return build_plan(
+        seen.project, seen.catalog, seen.pipelines, seen.sync, seen.views, view_changes=seen.whole
     )
 
 
@@ -126,7 +168,7 @@ def plan_project(
     count_changes: bool = False,
 ) -> PlanDocument:
     seen = observe_project(root, ids, env, count_deletes=count_deletes, count_changes=count_changes)
-    return build_plan(seen.project, seen.catalog, seen.pipelines, seen.sync)
+    return plan_of(seen)
 
 
 def save_plan(
@@ -141,7 +183,7 @@ def save_plan(
     """`hakiri plan -o FILE`: the plan and digests of what it was made from, for `apply FILE`.
     A plan with errors is not written (as Terraform): there is nothing apply could execute."""
     seen = observe_project(root, ids, env, count_deletes=count_deletes, count_changes=count_changes)
-    document = build_plan(seen.project, seen.catalog, seen.pipelines, seen.sync)
+    document = plan_of(seen)
     if document.summary.errors:
         return document
     saved = SavedPlan(
@@ -204,10 +246,25 @@ def check_saved_plan(root: Path, saved: SavedPlan, env: Mapping[str, str] | None
         catalog_url=seen.catalog.url,
         now={o.pipeline_id: observed(o) for o in seen.pipelines},
     )
+    if reason is None and saved.plan.views is not None:
+        reason = _views_stale(saved.plan.views, plan_of(seen).views or [])
     if reason is not None:
         raise PlanStale(
             f"plan is stale: {reason}", "run hakiri plan again, then apply the new plan"
         )
+
+
+def _views_stale(planned: Sequence[ViewPlan], now: Sequence[ViewPlan]) -> str | None:
+    """What differs between the views a saved plan would apply and what a plan would now."""
+
+    def key(v: ViewPlan) -> tuple[Any, ...]:
+        return (v.name, v.action, v.sql, v.description, v.version)
+
+    before, after = {v.name: key(v) for v in planned}, {v.name: key(v) for v in now}
+    changed = sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))
+    if not changed:
+        return None
+    return f"view {', '.join(f'`{n}`' for n in changed)} changed since the plan"
 
 
 def _select(project: Project, states: Mapping[str, Any], ids: Sequence[str]) -> list[str]:

@@ -81,7 +81,7 @@ def push_store(
     started = time.monotonic()
     report = SyncReport(settings.bucket, str(store))
     with _one_sync_at_a_time(store):
-        for table in list_tables(store):
+        for table in _published(store):
             keep = retain_hours if retain_hours is not None else _retention(store / table)
             report.tables.append(
                 push_table(bucket, store, table, retain_hours=keep, on_file=_moved(on_file))
@@ -96,7 +96,7 @@ def project_sync_status(root: Path, env: Mapping[str, str] | None = None) -> dic
     project = load_project(root, env)
     settings, store = _settings(project), _store(project)
     bucket = Bucket(settings, env)
-    names = sorted(set(list_tables(store)) | set(_bucket_tables(bucket)))
+    names = sorted(set(_published(store)) | set(_bucket_tables(bucket)))
     states: list[TableState] = [table_state(bucket, store, name) for name in names]
     return {
         "bucket": settings.bucket,
@@ -197,8 +197,23 @@ def _store(project: Project) -> Path:
     return (project.root / project.settings.context.path).resolve()
 
 
+def _published(store: Path) -> list[str]:
+    """The store's tables, and its view definitions (`_views`) when apply wrote them: what a
+    reader of the bucket needs to resolve the project's views."""
+    from hakiri.destinations.context.inspect import is_delta_table
+    from hakiri.destinations.context.views_table import VIEWS_TABLE
+
+    views = [VIEWS_TABLE] if is_delta_table(store / VIEWS_TABLE) else []
+    return [*list_tables(store), *views]
+
+
 def _bucket_tables(bucket: Bucket) -> list[str]:
-    return [t for t in bucket.tables() if not t.startswith(("_", "."))]
+    from hakiri.destinations.context.views_table import VIEWS_TABLE
+
+    names = bucket.tables()
+    return [t for t in names if not t.startswith(("_", "."))] + (
+        [VIEWS_TABLE] if VIEWS_TABLE in names else []
+    )
 
 
 def _retention(table: Path) -> float:

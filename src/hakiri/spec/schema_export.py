@@ -1,7 +1,8 @@
 """JSON Schemas generated from the models: the contract editors, agents and CI check against.
 
-`schemas/pipeline.json` describes one pipeline file; `schemas/project.json`
-describes hakiri.toml. Both are committed, and a test fails when they drift.
+`schemas/pipeline.json` describes one pipeline file, `schemas/view.json` one view file
+(`views/*.json`); `schemas/project.json` describes hakiri.toml. They are committed, and a
+test fails when they drift.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from hakiri.spec.load import mode_names, required_keys
 from hakiri.spec.pipeline import PipelineSpec
 from hakiri.spec.project import ProjectFile
 from hakiri.spec.sources import BUILT_IN, registered_source_configs
+from hakiri.spec.views import ViewSpec
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -98,6 +100,19 @@ def _pipeline_schema(modes: tuple[str, ...], connectors: tuple[str, ...]) -> dic
 
 
 @cache
+def view_schema() -> dict[str, Any]:
+    schema = ViewSpec.model_json_schema(by_alias=True)
+    schema["properties"] = {
+        "$schema": {
+            "type": "string",
+            "description": "Path or URL of this JSON Schema (for editors).",
+        },
+        **schema["properties"],
+    }
+    return {"$schema": DIALECT, "$id": "https://hakiri.dev/schemas/v1/view.json", **schema}
+
+
+@cache
 def _project_schema(modes: tuple[str, ...], connectors: tuple[str, ...]) -> dict[str, Any]:
     schema = ProjectFile.model_json_schema(by_alias=True)
     _add_load_mode_rules(schema, modes)
@@ -121,6 +136,7 @@ def render_schemas() -> dict[str, str]:
             ("pipeline.json", pipeline_schema()),
             ("project.json", project_schema()),
             ("transforms.json", compiled_transforms_schema()),
+            ("view.json", view_schema()),
         )
     }
 

@@ -16,11 +16,13 @@ allowed); `hakiri query` and serve's API run it.
 
 from __future__ import annotations
 
+import hashlib
+
 from pydantic import Field
 
 from hakiri.spec.base import SpecModel
 
-__all__ = ["VIEW_NAME_PATTERN", "ViewSpec"]
+__all__ = ["VIEW_NAME_PATTERN", "ViewSpec", "view_sql_hash"]
 
 # A name a query writes bare, as it would a table's: no quoting needed in any engine.
 VIEW_NAME_PATTERN = r"^[a-z_][a-z0-9_]{0,62}$"
@@ -39,3 +41,14 @@ class ViewSpec(SpecModel):
         "tables and other views; no reads of files, the network or the environment.",
     )
     description: str | None = Field(None, description="What the view answers, for its readers.")
+
+
+def view_sql_hash(sql: str) -> str:
+    """What tells two definitions' SQL apart: sha256 of the text, without the whitespace and
+    `;` around it (a TOML multi-line string and a JSON string of the same query agree)."""
+    return hashlib.sha256(normalized_sql(sql).encode("utf-8")).hexdigest()
+
+
+def normalized_sql(sql: str) -> str:
+    """The SQL as recorded and compared: without the whitespace and `;` around it."""
+    return sql.strip().rstrip(";").strip()

@@ -326,3 +326,36 @@ def test_missing_or_wrong_credentials_fail_in_one_line_and_are_never_printed(
         assert wrong not in output and s3_server.secret_key not in output
         assert "Traceback" not in output
     assert _objects(s3_server, s3_bucket, "events") == {}
+
+
+def test_the_view_definitions_travel_with_the_store_and_a_pull_brings_them_back(
+    tmp_path: Path, s3_server: S3Server, s3_bucket: str
+) -> None:
+    from datetime import UTC, datetime
+
+    from hakiri.catalog.records import ViewRecord
+    from hakiri.destinations.context.views_table import write_views
+
+    root = _project(tmp_path / "p", s3_bucket, s3_server)
+    _append(root, "events", 1)
+    sql = "SELECT v, count(*) AS n FROM events GROUP BY v"
+    at = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+    write_views(root / STORE, [ViewRecord("per_v", 3, sql, "Per v.", "h", ("events",), at)])
+    pushed = _hakiri(root, s3_server, "sync")
+    assert pushed.returncode == 0, pushed.stderr
+    assert _same(_remote(s3_server, s3_bucket, "_views"), _local(root, "_views"))
+
+    fresh = _project(tmp_path / "elsewhere", s3_bucket, s3_server)
+    pulled = _hakiri(fresh, s3_server, "sync", "pull")
+    assert pulled.returncode == 0, pulled.stderr
+    rows = DeltaTable(str(fresh / STORE / "_views")).to_pyarrow_table().to_pylist()
+    assert rows == [
+        {
+            "name": "per_v",
+            "version": 3,
+            "sql": sql,
+            "description": "Per v.",
+            "reads": ["events"],
+            "applied_at": at,
+        }
+    ]

@@ -30,7 +30,7 @@ def diff(conn: Connection, target: MetaData) -> list[object]:
 
 
 def test_head_matches_schema_py(migrated: Connection) -> None:
-    assert migrate.current_revision(migrated) == migrate.head_revision() == "0007"
+    assert migrate.current_revision(migrated) == migrate.head_revision() == "0008"
     assert migrate.head_revision() == migrate.HEAD_REVISION  # bumped with each new revision
     assert diff(migrated, metadata) == []
 
@@ -67,7 +67,7 @@ def test_upgrading_from_0001_keeps_runs(tmp_path: Path) -> None:
             "VALUES ('r1', 'orders', '2026-11-01 00:00:00', 'success')"
         )
         migrate.upgrade(conn)
-        assert migrate.current_revision(conn) == "0007"
+        assert migrate.current_revision(conn) == "0008"
         row = conn.exec_driver_sql("SELECT run_id, quality FROM pipeline_run").one()
         assert tuple(row) == ("r1", None)
     engine.dispose()

@@ -241,3 +241,43 @@ def test_text_and_code_spans_hold_any_characters() -> None:
     assert code("`a") == "`` `a ``"
     assert code("x|y", cell=True) == r"`x\|y`"
     assert "<td><code>x|y</code></td>" in html(f"| a |\n|---|\n| {code('x|y', cell=True)} |\n")
+
+
+def test_views_are_a_table_of_their_changes_with_each_replace_s_diff_folded() -> None:
+    from hakiri.planner.model import ViewAction, ViewPlan
+
+    views = [
+        ViewPlan(name="a|b", action=ViewAction.CREATE, reads=["orders"], sql="SELECT 1", version=1),
+        ViewPlan(
+            name="spend",
+            action=ViewAction.REPLACE,
+            reads=["customer_orders"],
+            version=2,
+            sql_diff=["--- spend (version 1, applied)", "+++ spend (manifests)", "+WHERE x > 0"],
+            warnings=["view spend reads column t.x, which table t (pipeline t) does not have"],
+        ),
+        ViewPlan(name="old", action=ViewAction.DROP, reads=["spend"], version=4),
+        ViewPlan(name="same", action=ViewAction.NO_OP, reads=["orders"], version=1),
+    ]
+    summary = Summary(view_create=1, view_replace=1, view_drop=1, view_no_op=1)
+    rendered = plan_markdown(
+        PlanDocument(
+            project="shop",
+            catalog=CatalogInfo(url="sqlite:///x", initialized=True),
+            summary=summary,
+            pipelines=[],
+            views=views,
+        )
+    )
+    assert "views: 1 to create, 1 to replace, 1 to drop" in rendered.splitlines()[2]
+    html = MarkdownIt("commonmark").enable("table").render(rendered)
+    rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>", html, re.S)
+    assert rows == [
+        ("<code>a|b</code>", "create", "1"),
+        ("<code>spend</code>", "replace", "1 → 2"),
+        ("<code>old</code>", "<strong>drop</strong>", "4"),
+    ]
+    assert "<strong>Views</strong> (1 unchanged)" in html
+    assert '<pre><code class="language-diff">--- spend (version 1, applied)' in html
+    assert "+WHERE x &gt; 0" in html
+    assert "<code>view spend</code>: view spend reads column t.x" in html

@@ -57,6 +57,7 @@ def test_export_then_check_in_another_directory(tmp_path, cli) -> None:
         "project.json",
         "saved-plan.json",
         "transforms.json",
+        "view.json",
     ]
     for name in ("pipeline.json", "openapi.json"):
         fresh = (out / name).read_text()
