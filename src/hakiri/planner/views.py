@@ -106,7 +106,7 @@ def context_columns(
         return found
     pid = obs.spec.id
     for t, change, columns in zip(obs.tables, plan.targets, loaded, strict=True):
-        if t.target.kind != "context" or t.target_now is None:
+        if not t.target.in_context_store or t.target_now is None:
             continue
         seen = t.target_now
         now = tuple(c.name.lower() for c in seen.columns) if seen.exists else None

@@ -123,19 +123,17 @@ def publish_store(
 def store_changed_by(project: Project, outcomes: Sequence[Outcome]) -> list[Outcome]:
     """Those outcomes that committed to the project's context store, when `[sync]
     after_apply` wants it published after them."""
-    from hakiri.spec.connections import context_store_path, destination_kind
+    from hakiri.spec.connections import lands_in_store
 
     sync = project.settings.sync
     if sync is None or not sync.after_apply:
         return []
-    store = (project.root / project.settings.context.path).resolve()
     return [
         o
         for o in outcomes
         if o.status == "success"
         and (spec := project.pipelines.get(o.pipeline_id)) is not None
-        and destination_kind(project.settings, spec) == "context"
-        and context_store_path(project.root, project.settings, spec).resolve() == store
+        and lands_in_store(project.root, project.settings, spec)
     ]
 
 

@@ -66,6 +66,20 @@ class Target:
     def display(self) -> str:
         return f"{self.schema}.{self.table}" if self.schema else f"context:{self.table}"
 
+    @property
+    def in_context_store(self) -> bool:
+        """Whether it lands in the context store (views and sync read only those)."""
+        return self.kind == "context"
+
+
+def lands_in_store(project_root: Path, settings: ProjectFile, spec: PipelineSpec) -> bool:
+    """Whether the pipeline loads into the project's own context store (`[context] path`),
+    the one views read and `[sync]` publishes."""
+    if destination_kind(settings, spec) != "context":
+        return False
+    store = (project_root / settings.context.path).resolve()
+    return context_store_path(project_root, settings, spec).resolve() == store
+
 
 def destination_kind(settings: ProjectFile, spec: PipelineSpec) -> str:
     if spec.destination is not None:

@@ -343,7 +343,7 @@ def test_the_view_definitions_travel_with_the_store_and_a_pull_brings_them_back(
     write_views(root / STORE, [ViewRecord("per_v", 3, sql, "Per v.", "h", ("events",), at)])
     pushed = _hakiri(root, s3_server, "sync")
     assert pushed.returncode == 0, pushed.stderr
-    assert _same(_remote(s3_server, s3_bucket, "_views"), _local(root, "_views"))
+    assert same_table(_remote(s3_server, s3_bucket, "_views"), _local(root, "_views"))
 
     fresh = _project(tmp_path / "elsewhere", s3_bucket, s3_server)
     pulled = _hakiri(fresh, s3_server, "sync", "pull")
