@@ -58,7 +58,7 @@ _REFUSED_NAMES: dict[str, tuple[str, str]] = {
     "foreach": ("foreach runs Python over the rows", _RUNS_PYTHON),
     "foreachPartition": ("foreachPartition runs Python over the rows", _RUNS_PYTHON),
     "rdd": ("df.rdd leaves the DataFrame API", _RUNS_PYTHON),
-    "read": ("spark.read reads files or tables", _READS),
+    "read": ("`.read` reads files or tables (spark.read, or a file's read())", _READS),
     "readStream": ("spark.readStream reads a stream", _READS),
     "table": ("spark.table reads a table", _READS),
     "sql": ("spark.sql runs a query", _READS),
