@@ -15,6 +15,7 @@ docs/query.md says why DuckDB is the default (bench/query.py measured them).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -180,7 +181,8 @@ class _Deadline:
 
     def _fire(self, stop: Callable[[], Any]) -> None:
         self.fired = True
-        stop()
+        with contextlib.suppress(Exception):  # the query ended (and closed) meanwhile
+            stop()
 
     def cancel(self) -> None:
         if self._timer is not None:
