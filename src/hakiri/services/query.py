@@ -113,12 +113,12 @@ def prepare_query(project: Project, text: str) -> PreparedQuery:
     # A query that reads `orders@v1` reads that version under a name of its own that no table
     # or view has; `orders` read bare too (by the query or a view) is the latest, a second scan.
     taken = set(tables) | set(views)
-    renamed: dict[str, str] = {}
+    renamed: dict[tuple[str, int], str] = {}
     scans: list[TableScan] = []
-    for name, version in checked.versions.items():
+    for name, version in _versioned_reads(checked.sql):
         relation = _free_name(f"_{name}_v{version}", taken)
         taken.add(relation)
-        renamed[name] = relation
+        renamed[name, version] = relation
         scans.append(
             TableScan(relation, name, tables[name], version, _open(name, tables[name], version))
         )
@@ -208,7 +208,20 @@ def _bare_reads(sql: str, views: set[str]) -> set[str]:
     }
 
 
-def _renamed(sql: str, renamed: Mapping[str, str]) -> str:
+def _versioned_reads(sql: str) -> list[tuple[str, int]]:
+    """Each (table, version) the query time-travels to, once, first mention first."""
+    import sqlglot
+    from sqlglot import exp
+
+    found: dict[tuple[str, int], None] = {}
+    for table in sqlglot.parse_one(sql, read="spark").find_all(exp.Table):
+        version = table.args.get("version")
+        if version is not None:
+            found[table.name.lower(), int(version.args["expression"].this)] = None
+    return list(found)
+
+
+def _renamed(sql: str, renamed: Mapping[tuple[str, int], str]) -> str:
     """`orders VERSION AS OF 3 o` -> `_orders_v3 AS o` (`_orders_v3 AS orders` without an
     alias, so `orders.id` still names its columns)."""
     import sqlglot
@@ -216,13 +229,14 @@ def _renamed(sql: str, renamed: Mapping[str, str]) -> str:
 
     tree = sqlglot.parse_one(sql, read="spark")
     for table in list(tree.find_all(exp.Table)):
-        name = table.name.lower()
-        if table.args.get("version") is None or name not in renamed:
+        version = table.args.get("version")
+        if version is None:
             continue
+        relation = renamed[table.name.lower(), int(version.args["expression"].this)]
         table.set("version", None)
         if not table.alias:
             table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
-        table.set("this", exp.to_identifier(renamed[name]))
+        table.set("this", exp.to_identifier(relation))
     return tree.sql(dialect="spark")
 
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -13,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+import hakiri
 from tests.integration.query.conftest import Shop
 
 # The views' SQL as DuckDB's, written by hand: the reader hakiri is checked against.
@@ -64,18 +69,33 @@ def test_a_query_over_views_answers_what_duckdb_reading_the_delta_tables_answers
     assert len(expected) > 1
 
 
-@pytest.mark.parametrize("engine", ["sail", "spark"])
-def test_spark_sql_as_written_and_transpiled_to_duckdb_give_the_same_rows(
-    shop: Shop, engine: str
-) -> None:
-    sql = (
-        "SELECT country, revenue, customers FROM revenue_by_country "
-        "UNION ALL SELECT status, revenue, orders FROM revenue_by_status ORDER BY 1"
+UNION = (
+    "SELECT country, revenue, customers FROM revenue_by_country "
+    "UNION ALL SELECT status, revenue, orders FROM revenue_by_status ORDER BY 1"
+)
+
+
+def test_spark_sql_as_written_on_spark_gives_the_rows_duckdb_gives_transpiled(shop: Shop) -> None:
+    on_duckdb = answer(shop, UNION)
+    on_spark = answer(shop, UNION, "--engine", "spark")  # the suite's Spark session
+    assert on_spark["rows"] == on_duckdb["rows"]
+    assert [c["name"] for c in on_spark["columns"]] == ["country", "revenue", "customers"]
+
+
+def test_sail_in_the_command_gives_the_rows_duckdb_gives(shop: Shop) -> None:
+    # A process of its own, as a user runs it: Sail starts inside the command.
+    src = str(Path(hakiri.__file__).parents[1])
+    command = [sys.executable, "-m", "hakiri.cli.main", "query", UNION, "-f", "json"]
+    done = subprocess.run(
+        [*command, "--engine", "sail", "--project", str(shop.root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])},
+        check=False,
     )
-    on_duckdb = answer(shop, sql)
-    on_engine = answer(shop, sql, "--engine", engine)
-    assert on_engine["rows"] == on_duckdb["rows"]
-    assert [c["name"] for c in on_engine["columns"]] == ["country", "revenue", "customers"]
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"] == answer(shop, UNION)["rows"]
 
 
 def test_the_json_document_has_columns_rows_and_counts(shop: Shop) -> None:
@@ -164,6 +184,12 @@ def test_time_travel_reads_the_version_before_the_second_load(shop: Shop) -> Non
         "ON n.order_id = o.order_id",
     )
     assert added["rows"] == [[20]]
+    both = answer(
+        shop,
+        f"SELECT (SELECT count(*) FROM orders@v{first_load}) AS first_load, "
+        f"(SELECT count(*) FROM orders@v{latest}) AS latest",
+    )
+    assert both["rows"] == [[40, 60]]
 
 
 def test_a_version_that_does_not_exist_names_the_latest(shop: Shop) -> None:
