@@ -188,6 +188,8 @@ def _warm(
         started = time.perf_counter()
         rows = once()
         times.append(time.perf_counter() - started)
+    if engine in ("sail", "spark"):
+        runner.spark.stop()  # type: ignore[attr-defined]  # the lease on the local server
     return times, rows
 
 
