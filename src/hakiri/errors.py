@@ -26,6 +26,7 @@
     ├── TargetLost              a target dropped by hand that the source cannot give all of back
     ├── UnsafeExpression        a transform expression or type the sandbox refuses
     ├── UnsafeQuery             a view's or a query's SQL the query guard refuses
+    ├── QueryTimeout            a query ran over its time limit and was stopped
     ├── TransformError          a transform step cannot apply to the batch (missing column, wrong type)
     ├── DataQualityError        the batch's data broke a check; nothing was published
     │   ├── RuleViolation       a row rule with on_fail = "abort"
@@ -67,6 +68,7 @@ __all__ = [
     "PipelineNotFound",
     "PlanStale",
     "ProjectNotFound",
+    "QueryTimeout",
     "RuleViolation",
     "SchemaIncompatible",
     "SecretMissing",
@@ -261,6 +263,10 @@ class UnsafeQuery(HakiriError):
     ) -> None:
         super().__init__(reason, hint)
         self.line, self.column = line, column
+
+
+class QueryTimeout(HakiriError):
+    """A query (`hakiri query`, serve's /v1/query) ran over its time limit and was stopped."""
 
 
 class TransformError(HakiriError):

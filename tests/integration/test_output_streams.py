@@ -59,6 +59,7 @@ CASES: dict[str, Case | NotRun] = {
     "gc": Case(("gc",), out=("gc: 0 leftover(s) removed",)),
     "serve": NotRun("runs until stopped; it logs on stderr (test_serve* tests)"),
     "diff": _fails("diff", "nope", error="no pipeline `nope`"),
+    "query": Case(("query", "SELECT count(*) AS n FROM orders"), out=("(1 row)",)),
     "runs": Case(("runs",), out=("orders", "success")),
     "status": Case(("status",), out=("orders", "batches ")),
     "alerts": Case(("alerts",), empty_note="no alerts"),

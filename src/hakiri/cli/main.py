@@ -23,6 +23,7 @@ from hakiri.cli import (
     plan,
     project,
     quality,
+    query,
     schema,
     serve,
     state,
@@ -111,6 +112,7 @@ app.command("run")(apply.run)
 app.command("gc")(apply.gc)
 app.command("serve")(serve.serve)
 app.command("diff")(diff.diff)
+app.command("query")(query.query)
 app.command("runs")(state.runs)
 app.command("status")(state.status)
 app.command("alerts")(quality.alerts)

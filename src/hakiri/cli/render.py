@@ -74,6 +74,11 @@ def reset_json() -> None:
     _json.update(requested=False, emitted=False)
 
 
+def mark_json_emitted() -> None:
+    """The command has started writing its JSON document itself (streamed, not emit_json)."""
+    _json["emitted"] = True
+
+
 def emit_json(document: Any) -> None:
     _json["emitted"] = True
     typer.echo(json.dumps(document, indent=2, default=str))

@@ -23,12 +23,14 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hakiri import __version__
-from hakiri.errors import CatalogError, HakiriError, PipelineNotFound
+from hakiri.errors import CatalogError, HakiriError, PipelineNotFound, QueryTimeout
 from hakiri.server.api_models import (
     AlertDocument,
     ErrorBody,
     Health,
     PipelineStatus,
+    QueryAnswer,
+    QueryRequest,
     Readiness,
     RunDocument,
     RunRequest,
@@ -117,6 +119,7 @@ _DESCRIPTIONS = {
     413: "The request body is over the limit.",
     422: "A parameter or the body is invalid.",
     503: "The catalog is unreachable.",
+    504: "The query ran over [serve] query_timeout and was stopped.",
 }
 
 
@@ -240,6 +243,49 @@ def list_alerts(
     ]
 
 
+@router.post(
+    "/v1/query",
+    dependencies=[Depends(_authorized)],
+    responses={
+        **_errors(400, 401, 403, 413, 422, 504),
+        400: {
+            "model": ErrorBody,
+            "description": "The query guard refused the SQL (with its line and column), it reads "
+            "a name that is neither a table nor a view, or the engine refused it.",
+        },
+    },
+)
+def query(state: State, body: QueryRequest) -> QueryAnswer:
+    """Run one read-only query over the context store's tables and the project's views, as
+    `hakiri query --format json` does: at most `limit` rows and never more than
+    [serve] query_max_rows; stopped after [serve] query_timeout."""
+    from hakiri.services.query import prepare_query
+    from hakiri.services.query_engines import run_query
+    from hakiri.services.query_output import result_document
+    from hakiri.spec.base import duration_seconds
+
+    project = state.project()
+    settings = project.settings.serve
+    cap = settings.query_max_rows
+    limit = cap if body.limit is None else min(body.limit, cap)
+    try:
+        prepared = prepare_query(project, body.sql)
+        result = run_query(
+            project,
+            prepared,
+            limit=limit,
+            timeout=float(duration_seconds(settings.query_timeout)),
+            env=state.env,
+        )
+        return QueryAnswer.model_validate(result_document(result))
+    except QueryTimeout as exc:
+        raise ApiError(504, exc.reason, exc.hint or "") from None
+    except HakiriError as exc:
+        raise ApiError(
+            400, exc.reason, exc.hint or "GET /openapi.json describes the body"
+        ) from None
+
+
 def _app() -> FastAPI:
     app = FastAPI(
         title="hakiri serve",
@@ -353,6 +399,6 @@ class RequestBodyLimit:
         response = _error(
             413,
             f"request body over {self.max_bytes} bytes",
-            "send a smaller body: a trigger's `reason` is at most 500 characters",
+            "send a smaller body: a trigger's `reason` is at most 500 characters, a query's `sql` 60,000",
         )
         await response(scope, receive, send)

@@ -160,3 +160,32 @@ class RunRequested(Document):
     run_id: str
     pipeline_id: str
     status: Literal["pending"]
+
+
+class QueryRequest(Document):
+    """A read-only query over the context store's tables and the project's views."""
+
+    sql: str = Field(
+        min_length=1,
+        max_length=60_000,
+        description="One Spark SQL query, as `hakiri query` takes it (`orders@v3` time-travels).",
+    )
+    limit: int | None = Field(
+        None,
+        ge=0,
+        description="At most this many rows; [serve] query_max_rows caps it (default: the cap).",
+    )
+
+
+class QueryColumn(Document):
+    name: str
+    type: str = Field(description="The column's type in Spark's words (long, string, timestamp…).")
+
+
+class QueryAnswer(Document):
+    """The result, as `hakiri query --format json` prints it."""
+
+    columns: list[QueryColumn]
+    rows: list[list[Any]] = Field(description="One array per row, in the columns' order.")
+    row_count: int
+    truncated: bool = Field(description="True when the limit (or the server's cap) cut the result.")

@@ -101,6 +101,18 @@ class ServeSettings(SpecModel):
         description="How often serve looks for managed targets changed by hand since hakiri "
         "last loaded them (drift); each change is alerted once.",
     )
+    query_max_rows: int = Field(
+        10_000,
+        ge=1,
+        le=1_000_000,
+        description="The most rows POST /v1/query answers with; a larger result is cut there "
+        "and says so (`truncated`).",
+    )
+    query_timeout: Duration = Field(
+        "30s",
+        description="How long one POST /v1/query may run (reading its rows included) before it "
+        "is stopped and answered 504.",
+    )
 
 
 class PostgresConnection(SpecModel):

@@ -15,6 +15,7 @@ import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
 from pyspark.sql import SparkSession
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from hakiri.catalog.records import RunStatus
 from hakiri.catalog.store import Catalog
@@ -57,5 +58,10 @@ def api(tmp_path: Path, spark: SparkSession) -> Iterator[FastAPI]:
 )
 def test_every_answer_matches_the_document_and_none_is_a_server_error(case, api) -> None:
     case.operation.app = case.operation.schema.app = api  # cases and auth probes reach it
-    response = case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"})
+    # Any string is a schema-valid `sql`, and few strings are queries the guard accepts: a
+    # refused query is answered 400 by design (docs/api.md, "Queries"), not accepted.
+    excluded = [positive_data_acceptance] if case.operation.path == "/v1/query" else []
+    response = case.call_and_validate(
+        headers={"Authorization": f"Bearer {TOKEN}"}, excluded_checks=excluded
+    )
     assert response.status_code < 500
