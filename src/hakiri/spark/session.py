@@ -375,8 +375,13 @@ def _sail_session(settings: SparkSettings) -> SparkSession:
 
     endpoint = sail_endpoint()
     with spark_errors("connecting to Sail", fallback=SparkSetupError):
+        builder = SparkSession.builder.remote(endpoint)
+        # getOrCreate hands back whatever session the process already has: in a process
+        # holding a session on Apache Spark (the suite's, serve's), that would be Spark,
+        # marked Sail. A session of Sail's own then, leaving the other the default.
+        mine = _current_is(endpoint)
         session = guard_session(
-            SparkSession.builder.remote(endpoint).getOrCreate(), watch_for(endpoint)
+            builder.getOrCreate() if mine is not False else builder.create(), watch_for(endpoint)
         )
         # Settings other than spark.sql.* configure a JVM Sail does not have.
         wanted = {
@@ -384,6 +389,22 @@ def _sail_session(settings: SparkSettings) -> SparkSession:
         }
         configure_session(session, wanted, "Sail")
     return mark_in_process(mark_engine(session, SAIL))
+
+
+def _current_is(endpoint: str) -> bool | None:
+    """Whether the process's current Spark Connect session talks to `endpoint` (None: there
+    is none)."""
+    from urllib.parse import urlsplit
+
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    current = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
+    if current is None:
+        return None
+    try:
+        return bool(current.client._builder.endpoint == urlsplit(endpoint).netloc)
+    except AttributeError:  # a client of another make: not ours
+        return False
 
 
 # A session may set these for itself (Delta reads its own from the session, too); the rest of

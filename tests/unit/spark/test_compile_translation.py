@@ -9,7 +9,7 @@ translates to, and then runs both on the same rows: the steps (through
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -32,13 +32,18 @@ TABLE_ROWS = [("x", "ex"), ("y", "why")]
 
 
 @pytest.fixture(scope="module")
-def session() -> Any:
+def session() -> Iterator[Any]:
+    """A session of its own on the in-process Sail server, stopped after the module: left
+    running as the process's default, it is what the suite's later `spark` fixture and the
+    commands of other tests in this worker would get back from getOrCreate."""
     from pyspark.sql import SparkSession
 
     from hakiri.spark.engines import SAIL, mark_engine
     from hakiri.spark.sail import sail_endpoint
 
-    return mark_engine(SparkSession.builder.remote(sail_endpoint()).getOrCreate(), SAIL)
+    sail = SparkSession.builder.remote(sail_endpoint()).create()
+    yield mark_engine(sail, SAIL)
+    sail.stop()
 
 
 class Case:
