@@ -36,6 +36,7 @@ __all__ = [
     "ContextTable",
     "context_stores",
     "list_context_tables",
+    "open_version",
     "optimize_table",
     "repair_tables",
     "show_table",
@@ -85,7 +86,7 @@ def show_table(
 ) -> dict[str, Any]:
     """The first `limit` rows of a table (at `version`, else the latest); never reads the whole table."""
     found = _find(root, table, store, env)
-    delta = _open(found, version)
+    delta = open_version(found, version)
     at = delta.version()
     try:
         # One thread, no readahead: reads stop at `limit` rows, and no scan thread is left
@@ -126,7 +127,7 @@ def table_history(
 ) -> dict[str, Any]:
     """The table's commits, newest first, with hakiri's own commit metadata (`hakiri.*` keys)."""
     found = _find(root, table, store, env)
-    delta = _open(found)
+    delta = open_version(found)
     try:
         entries = delta.history(limit)
     except Exception as exc:
@@ -152,12 +153,12 @@ def optimize_table(
     """Compact small files into bigger ones (Delta's OPTIMIZE, run by Spark in the executors);
     a new version when anything was rewritten. A table of one file starts no JVM."""
     found = _find(root, table, store, env)
-    delta = _open(found)
+    delta = open_version(found)
     version_before, files_before = delta.version(), _file_count(delta)
     added = removed = 0
     if files_before > 1:
         added, removed = _compact(root, found, env)
-        delta = _open(found)
+        delta = open_version(found)
     return {
         "table": found.name,
         "path": str(found.path),
@@ -200,7 +201,7 @@ def _compact_by_delta_rs(found: ContextTable) -> tuple[int, int]:
     from hakiri.destinations.context.commit import delta_errors
 
     with delta_errors(found.path, "optimize"):
-        metrics = _open(found).optimize.compact()
+        metrics = open_version(found).optimize.compact()
     return int(metrics.get("numFilesAdded", 0)), int(metrics.get("numFilesRemoved", 0))
 
 
@@ -219,7 +220,7 @@ def vacuum_table(
     default) unless `force`: readers and time travel may still need those files.
     """
     found = _find(root, table, store, env)
-    delta = _open(found)
+    delta = open_version(found)
     retention = retention_hours(delta)
     if not force and retention is not None and retain_hours < retention:
         raise HakiriError(
@@ -272,7 +273,7 @@ def repair_tables(
     for table in found:
         repair = repair_collated_strings(table.path, dry_run=dry_run)
         if repair.changed and not dry_run:
-            _open(table)  # delta-rs reads it now, or says what else is wrong
+            open_version(table)  # delta-rs reads it now, or says what else is wrong
         done.append(
             {
                 "table": table.name,
@@ -336,7 +337,8 @@ def _find(
     )
 
 
-def _open(found: ContextTable, version: int | None = None) -> Any:
+def open_version(found: ContextTable, version: int | None = None) -> Any:
+    """The table at `version` (the latest when None), or an error naming the latest."""
     from deltalake import DeltaTable
 
     try:
@@ -376,7 +378,7 @@ def _summary(found: ContextTable) -> dict[str, Any]:
         "error": None,
     }
     try:
-        delta = _open(found)
+        delta = open_version(found)
         actions = delta.get_add_actions(flatten=False)
         last = delta.history(1)
     except HakiriError as exc:  # one damaged table must not hide the others

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hakiri.destinations.context.inspect import list_tables, table_read_error
+from hakiri.destinations.context.inspect import list_tables
 from hakiri.errors import HakiriError, UnsafeQuery
-from hakiri.spec.loader import Project, display_path
+from hakiri.spec.loader import Project
 from hakiri.spec.views import ViewSpec
 
 if TYPE_CHECKING:
@@ -119,12 +119,10 @@ def prepare_query(project: Project, text: str) -> PreparedQuery:
         relation = _free_name(f"_{name}_v{version}", taken)
         taken.add(relation)
         renamed[name, version] = relation
-        scans.append(
-            TableScan(relation, name, tables[name], version, _open(name, tables[name], version))
-        )
+        scans.append(TableScan(relation, name, tables[name], version, _open(tables[name], version)))
     bare = set(view_tables) | _bare_reads(checked.sql, set(views))
     for name in sorted(bare):
-        scans.append(TableScan(name, name, tables[name], None, _open(name, tables[name], None)))
+        scans.append(TableScan(name, name, tables[name], None, _open(tables[name], None)))
     sql = _renamed(checked.sql, renamed) if renamed else checked.sql
     return PreparedQuery(sql, tuple(scans), tuple(needed_views), checked.reads)
 
@@ -240,29 +238,8 @@ def _renamed(sql: str, renamed: Mapping[tuple[str, int], str]) -> str:
     return tree.sql(dialect="spark")
 
 
-def _open(name: str, path: Path, version: int | None) -> Any:
+def _open(path: Path, version: int | None) -> Any:
     """The table at `version` (the latest when None), or an error naming the latest."""
-    from deltalake import DeltaTable
+    from hakiri.services.context import ContextTable, open_version
 
-    try:
-        delta = DeltaTable(path)
-    except Exception as exc:  # DeltaError, OSError... for a damaged log
-        raise table_read_error(path, exc) from None
-    latest = delta.version()
-    if version is None or version == latest:
-        return delta
-    if version > latest:
-        raise HakiriError(
-            f"table `{name}` has no version {version} (the latest is {latest})",
-            f"`hakiri context history {name}` lists its versions",
-        )
-    try:
-        delta.load_as_version(version)
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise HakiriError(
-            f"version {version} of `{name}` can no longer be read ({display_path(path)}): {first}",
-            f"its log entries were cleaned up; `hakiri context history {name}` lists the "
-            "versions still there",
-        ) from None
-    return delta
+    return open_version(ContextTable(path.name, path.parent), version)
