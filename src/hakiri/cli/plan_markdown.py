@@ -73,6 +73,16 @@ def plan_markdown(document: PlanDocument) -> str:
     )
     if document.views:
         parts += ["", *views_section(document.views)]
+    if document.sync is not None and document.sync.after_apply:
+        parts += [
+            "",
+            f"Apply publishes the context store to {code(document.sync.bucket)} ([sync]).",
+        ]
+        if document.sync.missing:
+            unset = ", ".join(code(v) for v in document.sync.missing)
+            parts += [
+                f"> warning: {unset} not set here: the loads would commit, their sync would fail"
+            ]
     for hint in document.hints:
         parts += ["", f"> hint: {text(hint)}"]
     for p in document.pipelines:

@@ -103,6 +103,8 @@ def test_the_specifications_project_file_validates_and_plans_with_no_network(
     text = project.cli("plan", env=dead)
     assert "sync: loads into the context store are published to r2://oh-context" in text.stdout
     assert "HAKIRI_SYNC_KEY_ID and HAKIRI_SYNC_KEY_SECRET not set" in text.stderr
+    comment = project.cli("plan", "--format", "markdown", env=dead)
+    assert "Apply publishes the context store to `r2://oh-context`" in comment.stdout
 
 
 @pytest.fixture
