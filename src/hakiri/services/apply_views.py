@@ -143,4 +143,6 @@ def _reads_of(project: Project, name: str) -> tuple[str, ...]:
 
 
 def store_of(project: Project) -> Path:
-    return (project.root / project.settings.context.path).resolve()
+    from hakiri.spec.connections import project_store
+
+    return project_store(project.root, project.settings)

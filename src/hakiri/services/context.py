@@ -30,7 +30,7 @@ from hakiri.destinations.context.inspect import (
 )
 from hakiri.errors import HakiriError
 from hakiri.spec.connections import context_store_path
-from hakiri.spec.loader import display_path, load_project
+from hakiri.spec.loader import Project, display_path, load_project
 
 __all__ = [
     "ContextTable",
@@ -40,6 +40,7 @@ __all__ = [
     "optimize_table",
     "repair_tables",
     "show_table",
+    "stores_of",
     "table_history",
     "vacuum_table",
 ]
@@ -59,7 +60,11 @@ class ContextTable:
 
 def context_stores(root: Path, env: Mapping[str, str] | None = None) -> list[Path]:
     """The project's store first, then every distinct store a pipeline overrides it with."""
-    project = load_project(root, os.environ if env is None else env)
+    return stores_of(load_project(root, os.environ if env is None else env))
+
+
+def stores_of(project: Project) -> list[Path]:
+    """`context_stores` of a project already loaded."""
     candidates = [project.root / project.settings.context.path] + [
         context_store_path(project.root, project.settings, spec)
         for spec in project.pipelines.values()

@@ -61,14 +61,10 @@ def project_tables(project: Project) -> dict[str, Path]:
     """Every table of the project's context stores (the project's own store first, then a
     pipeline's own `config.path`): name -> table directory; a name in two stores is the
     first store's."""
-    from hakiri.spec.connections import context_store_path
+    from hakiri.services.context import stores_of
 
-    stores = [project.root / project.settings.context.path] + [
-        context_store_path(project.root, project.settings, spec)
-        for spec in project.pipelines.values()
-    ]
     found: dict[str, Path] = {}
-    for store in dict.fromkeys(s.resolve() for s in stores):
+    for store in stores_of(project):
         for name in list_tables(store):
             found.setdefault(name, store / name)
     return found

@@ -194,7 +194,9 @@ def _settings(project: Project) -> SyncSettings:
 
 
 def _store(project: Project) -> Path:
-    return (project.root / project.settings.context.path).resolve()
+    from hakiri.spec.connections import project_store
+
+    return project_store(project.root, project.settings)
 
 
 def _published(store: Path) -> list[str]:

@@ -72,12 +72,17 @@ class Target:
         return self.kind == "context"
 
 
+def project_store(project_root: Path, settings: ProjectFile) -> Path:
+    """The project's own context store (`[context] path`, resolved): the one views read and
+    `[sync]` publishes."""
+    return (project_root / settings.context.path).resolve()
+
+
 def lands_in_store(project_root: Path, settings: ProjectFile, spec: PipelineSpec) -> bool:
-    """Whether the pipeline loads into the project's own context store (`[context] path`),
-    the one views read and `[sync]` publishes."""
+    """Whether the pipeline loads into the project's own context store."""
     if destination_kind(settings, spec) != "context":
         return False
-    store = (project_root / settings.context.path).resolve()
+    store = project_store(project_root, settings)
     return context_store_path(project_root, settings, spec).resolve() == store
 
 

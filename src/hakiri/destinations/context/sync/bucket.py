@@ -186,27 +186,20 @@ class Bucket:
             yield
         except SyncFailed:
             raise
-        except (UnauthenticatedError, PermissionDeniedError) as exc:
-            raise SyncFailed(
-                f"the bucket {self.where()} refused hakiri's credentials while {doing}: "
-                f"{self._line(exc)}",
-                f"check {SYNC_KEY_ID_VARIABLE} / {SYNC_KEY_SECRET_VARIABLE} and the key's "
-                "permissions on the bucket",
-            ) from None
         except (BaseError, OSError, ValueError) as exc:
             line = self._line(exc)
             code = _S3_CODE.search(line)
-            if code is not None and code.group(1) in _REFUSED:
+            if code is not None:  # an S3 error document: its code and message, not its XML
+                message = _S3_MESSAGE.search(line)
+                line = code.group(1) + (f": {message.group(1)}" if message else "")
+            if isinstance(exc, UnauthenticatedError | PermissionDeniedError) or (
+                code is not None and code.group(1) in _REFUSED
+            ):
                 raise SyncFailed(
-                    f"the bucket {self.where()} refused hakiri's credentials while {doing}: "
-                    f"{code.group(1)}",
+                    f"the bucket {self.where()} refused hakiri's credentials while {doing}: {line}",
                     f"check {SYNC_KEY_ID_VARIABLE} / {SYNC_KEY_SECRET_VARIABLE} and the key's "
                     "permissions on the bucket",
                 ) from None
-            if code is not None:
-                line = f"{code.group(1)}: {_S3_MESSAGE.search(line).group(1) if _S3_MESSAGE.search(line) else ''}".rstrip(
-                    ": "
-                )
             hint = f"check `[sync] bucket` and `endpoint` (or {SYNC_ENDPOINT_VARIABLE})"
             if "NoSuchBucket" in line:
                 hint = f"create the bucket {self.url.split('://', 1)[1].split('/')[0]} first"

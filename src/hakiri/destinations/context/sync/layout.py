@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
@@ -69,15 +69,11 @@ class TableFiles:
 
     sizes: dict[str, int] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, sizes: Mapping[str, int]) -> TableFiles:
-        return cls(dict(sizes))
-
     @property
     def commits(self) -> list[int]:
-        return sorted(
-            v for p in self.sizes if (e := entry_version(p)) and e[1] == 0 for v in [e[0]]
-        )
+        """The versions whose commit is here."""
+        entries = (entry_version(p) for p in self.sizes)
+        return sorted(e[0] for e in entries if e is not None and e[1] == 0)
 
     @property
     def version(self) -> int:

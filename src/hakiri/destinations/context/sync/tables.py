@@ -23,13 +23,13 @@ ahead of the commits, and readers jump straight to it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hakiri.destinations.context.sync.bucket import Bucket
+from hakiri.destinations.context.sync.bucket import Bucket, RemoteObject
 from hakiri.destinations.context.sync.layout import (
     LAST_CHECKPOINT,
     TableFiles,
@@ -85,7 +85,7 @@ class TableSync:
 
 def table_state(bucket: Bucket, store: Path, table: str) -> TableState:
     local = local_files(store / table)
-    remote = TableFiles.of({p: o.size for p, o in bucket.listing(table).items()})
+    remote = _sizes(bucket.listing(table))
     behind = local.version > remote.version
     wanted = set(_needed(store / table, local, remote.version)) if behind else set()
     wanted |= set(local.log_entries(remote.version, local.version))
@@ -111,7 +111,7 @@ def push_table(
     where = store / table
     local = local_files(where)
     listing = bucket.listing(table)
-    remote = TableFiles.of({p: o.size for p, o in listing.items()})
+    remote = _sizes(listing)
     upto, after = local.version, remote.version
     done = TableSync(table, after, max(after, upto))
     if upto < 0:
@@ -137,9 +137,8 @@ def push_table(
             f"a sync; the bucket skips to version {upto} (time travel to those versions fails)"
         )
     for path in entries:
-        _put_entry(bucket, where, table, path, remote)
+        done.bytes += _put_entry(bucket, where, table, path, remote)
         done.files += 1
-        done.bytes += (where / path).stat().st_size
         if on_file is not None:
             on_file(path)
     pointer = where / LAST_CHECKPOINT
@@ -157,7 +156,7 @@ def pull_table(
     """Bring the bucket's newest version of a table into the local store."""
     where = store / table
     local = local_files(where)
-    remote = TableFiles.of({p: o.size for p, o in bucket.listing(table).items()})
+    remote = _sizes(bucket.listing(table))
     upto, after = remote.version, local.version
     done = TableSync(table, after, max(after, upto))
     if upto < 0:
@@ -194,6 +193,10 @@ def pull_table(
 
 
 # -- the pieces ---------------------------------------------------------------------------
+
+
+def _sizes(listing: Mapping[str, RemoteObject]) -> TableFiles:
+    return TableFiles({path: found.size for path, found in listing.items()})
 
 
 def _needed(where: Path, local: TableFiles, after: int) -> list[str]:
@@ -264,12 +267,13 @@ def _transfer(
                 on_file(path)
 
 
-def _put_entry(bucket: Bucket, where: Path, table: str, path: str, remote: TableFiles) -> None:
+def _put_entry(bucket: Bucket, where: Path, table: str, path: str, remote: TableFiles) -> int:
+    """Put one log entry in the bucket; its size."""
     content = (where / path).read_bytes()
     version, kind = entry_version(path) or (-1, 1)
     if kind == 0:  # a commit: written only if absent, so no two writers both take a version
         if bucket.create(table, path, content) or bucket.read(table, path) == content:
-            return
+            return len(content)
         raise SyncDiverged(
             f"`{table}` version {version} in the bucket differs from the local one: another "
             "store wrote to this bucket meanwhile",
@@ -277,6 +281,7 @@ def _put_entry(bucket: Bucket, where: Path, table: str, path: str, remote: Table
         )
     if remote.sizes.get(path) != len(content):  # a checkpoint or checksum not there whole
         bucket.replace(table, path, content)
+    return len(content)
 
 
 def _checkpoint_of(where: Path, local: TableFiles, version: int) -> list[str]:
@@ -306,7 +311,7 @@ def _mirror_vacuum(
     bucket: Bucket,
     table: str,
     local: TableFiles,
-    listing: dict,
+    listing: Mapping[str, RemoteObject],
     retain_hours: float,
     done: TableSync,
 ) -> None:
