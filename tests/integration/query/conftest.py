@@ -4,13 +4,12 @@ three views over them (a join across the two, an aggregate, a view on the join),
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from hakiri.cli.main import app
+from tests.support.project import Project
 
 SHOP = """
 [project]
@@ -64,17 +63,11 @@ def orders_csv(first: int, count: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Shop:
+class Shop(Project):
+    """The suite's project helper, for a project with no PostgreSQL."""
+
     def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def write(self, relative: str, text: str) -> None:
-        path = self.root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-
-    def cli(self, *args: str) -> Result:
-        return CliRunner().invoke(app, [*args, "--project", str(self.root)], catch_exceptions=False)
+        super().__init__(root, "", "")
 
     def query(self, sql: str, *args: str) -> Result:
         return self.cli("query", sql, *args)
