@@ -45,11 +45,33 @@ def apply(
         ),
     ] = False,
     as_json: JsonFlag = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="Keep one cdc_mirror pipeline following its source: one process, one engine "
+            "session, a WAL range after another until SIGTERM or Ctrl-C.",
+        ),
+    ] = False,
+    interval: Annotated[
+        float,
+        typer.Option(
+            "--interval",
+            min=0.05,
+            help="With --follow: seconds to wait after a round that found no change.",
+        ),
+    ] = 0.5,
 ) -> None:
     """Run pipelines to convergence: load every pending batch, exactly once.
 
     Given a plan file, apply executes that plan, and refuses it when anything the plan
-    observed (manifests, catalog, targets, sources) has changed since."""
+    observed (manifests, catalog, targets, sources) has changed since. With --follow, one
+    cdc_mirror pipeline is applied again and again, a line per range applied."""
+    if follow:
+        from hakiri.cli.follow import follow_pipeline
+
+        follow_pipeline(project, ids or [], interval, as_json)
+        return
     plan_file = _plan_file(ids or [])
     _apply(project, ids or [], fail_fast, lease_timeout, as_json, plan_file, restore_partial)
 

@@ -74,7 +74,7 @@ def apply_project(
                         planned=planned.get(spec.id, {}) if planned else None,
                         restore_partial=restore_partial,
                     )
-                outcome = _run_one(run, spec, catalog, lease_timeout, on_batch, controls, progress)
+                outcome = run_one(run, spec, catalog, lease_timeout, on_batch, controls, progress)
                 outcomes.append(outcome)
                 if on_outcome:
                     on_outcome(outcome)
@@ -205,7 +205,7 @@ def _retire(catalog: Catalog, pipeline_ids: Sequence[str]) -> list[Outcome]:
     return retired
 
 
-def _run_one(
+def run_one(
     run: RunContext,
     spec: PipelineSpec,
     catalog: Catalog,

@@ -12,7 +12,11 @@ Batches per table, in order (the mode loads one at a time):
 - `cdc:<table>:<start>:<end>`: the changes committed in [start, end) of the WAL. The first
   range starts where the slot does, each next one where the last committed one ended, and
   ends where the server's WAL is flushed when it is planned. The range is the batch id,
-  kept in the destination's ledger with the rows: a range is applied once.
+  kept in the destination's ledger with the rows: a range is applied once. The tables
+  planned together share the range's end (one look at the flushed WAL per planning), so
+  the range is peeked and decoded once for all of them (`cdc.ranges.RangeEvents`): each
+  table's read takes its share, or, for a range too large to hold in the hakiri process,
+  an engine task of its own reads it.
 
 Before it reads a range, a batch moves the slot to the lowest end every table of the
 pipeline has committed (planned with it), so the server recycles WAL no table still
@@ -33,6 +37,7 @@ from hakiri.errors import HakiriError, SourceChanged
 from hakiri.sources.base import BatchRead, Reload, SourceObservation, TablePlan
 from hakiri.sources.cdc.lag import CdcLag
 from hakiri.sources.cdc.pgoutput import lsn_text
+from hakiri.sources.cdc.ranges import RangeEvents
 from hakiri.sources.cdc.slot import (
     advance_slot,
     check_logical_decoding,
@@ -82,6 +87,20 @@ class CdcSource(TableSource):
         super().__init__(settings, spec, config, env)
         assert config.cdc is not None
         self.slot, self.publication = cdc_names(spec, config.cdc)
+        self._end: int | None = None  # the flushed WAL this planning's ranges end at
+        self._ranges: RangeEvents | None = None  # the latest range's events, every table's
+
+    def refresh(self) -> None:
+        """Planning again looks at the flushed WAL again."""
+        super().refresh()
+        self._end = None
+
+    def _planned_end(self) -> int:
+        """Where the server's WAL is flushed, looked at once per planning: the tables planned
+        together read the same range, peeked and decoded once for all of them."""
+        if self._end is None:
+            self._end = flushed_lsn(self.url)
+        return self._end
 
     # ------------------------------------------------------------------ observing and planning
 
@@ -121,7 +140,7 @@ class CdcSource(TableSource):
             return TablePlan(batches=[_snapshot_batch(table.name, len(snapshots))])
         start = applied or state.confirmed_flush
         assert start is not None
-        end = flushed_lsn(self.url)
+        end = self._planned_end()
         if end <= start:
             return TablePlan()
         release = self._release(everything)
@@ -269,7 +288,7 @@ class CdcSource(TableSource):
     def read(self, spark: Any, batch: Batch) -> BatchRead:
         from pyspark.sql import functions as F
 
-        from hakiri.sources.cdc.changes import read_changes
+        from hakiri.sources.cdc.changes import changes_frame, read_changes
         from hakiri.sources.postgres.reader import read_table
         from hakiri.sources.task_errors import task_error
         from hakiri.spark.pg_reader import columns_of, spark_type
@@ -306,19 +325,38 @@ class CdcSource(TableSource):
         ensure_slot(self.url, self.slot)  # refuses a slot another consumer holds
         if release is not None:
             advance_slot(self.url, self.slot, release)
+        key = self.spec.load.upsert_key or []
         columns = [(c, spark_type(kind)) for c, kind in columns_of(self.url, schema, name)]
-        frame = read_changes(
-            spark,
-            self.url,
-            self.slot,
-            self.publication,
-            (schema, name),
-            (start, end),
-            columns,
-            self.spec.load.upsert_key or [],
-        )
+        events = self._range_events().of((schema, name), start, end)
+        if events is None:  # too large to hold here: an engine task reads this table's share
+            frame = read_changes(
+                spark,
+                self.url,
+                self.slot,
+                self.publication,
+                (schema, name),
+                (start, end),
+                columns,
+                key,
+            )
+        else:
+            frame = changes_frame(spark, events, columns, key)
         shown = f"{label} (changes {lsn_text(start)} to {lsn_text(end)})"
         return BatchRead(frame, label=shown, explain=task_error)
+
+    def _range_events(self) -> RangeEvents:
+        """The holder of the latest range's events, for every table of the pipeline (their
+        columns as they are now, which the snapshot and every range read the same way)."""
+        from hakiri.spark.pg_reader import columns_of
+
+        if self._ranges is None:
+            schema, key = self.config.schema_name, self.spec.load.upsert_key or []
+            tables = {
+                (schema, t.name): ([c for c, _ in columns_of(self.url, schema, t.name)], key)
+                for t in self.spec.table_specs()
+            }
+            self._ranges = RangeEvents(self.url, self.slot, self.publication, tables)
+        return self._ranges
 
 
 def _snapshot_batch(table: str, n: int) -> NewBatch:

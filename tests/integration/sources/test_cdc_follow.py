@@ -1,0 +1,189 @@
+"""`hakiri apply --follow`: one process keeps a cdc_mirror pipeline's targets following a
+running workload (tests/support/cdc_workload.py: inserts, updates of the key and beside an
+out-of-line value, deletes, two-table transactions), on real processes.
+
+- mirrored exactly: once the workload stops, each target equals its source (EXCEPT ALL both
+  ways, every column), and every range was planned for the three tables together;
+- SIGTERM (and SIGINT) mid-stream: exit 0 with a message, the lease handed back (an apply
+  runs at once), and a restarted follower continues to an exact mirror;
+- killed mid-stream (SIGKILL at a crash point before and after the destination's commit, or
+  from outside): a restarted follower loses and doubles nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from hakiri.catalog.store import Catalog
+from tests.integration.sources.test_cdc_campaign import Mirror
+from tests.support.cdc_workload import TABLES, Workload, drop_mirror
+
+pytestmark = pytest.mark.integration
+
+SEED = 20261129
+RATE = 200  # row changes a second while the follower runs
+
+
+@pytest.fixture
+def mirror(tmp_path: Path, pg_url: str, pg_schema: str) -> Iterator[Mirror]:
+    target = f"{pg_schema}_m"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(target)))
+    found = Mirror(
+        tmp_path / "project", pg_url, pg_schema, target, f"s_{pg_schema}", f"p_{pg_schema}"
+    )
+    found.write()
+    try:
+        yield found
+    finally:
+        drop_mirror(pg_url, found.slot, found.publication, target)
+
+
+class Follower:
+    """`hakiri apply --follow mirror --json` in a process of its own; its stdout's JSON lines
+    (one per round applied) collected as they come."""
+
+    def __init__(self, mirror: Mirror, crash_at: str | None = None) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "HAKIRI_CRASH_AT"}
+        if crash_at:
+            env["HAKIRI_CRASH_AT"] = crash_at
+        command = [
+            sys.executable,
+            "-m",
+            "hakiri.cli.main",
+            "apply",
+            "--follow",
+            "mirror",
+            "--json",
+            "--interval",
+            "0.2",
+            "--project",
+            str(mirror.root),
+        ]
+        self.stderr_path = mirror.root / f"follow-{time.monotonic_ns()}.err"
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr_path.open("w"),
+            text=True,
+            env=env,
+        )
+        self.rounds: list[dict] = []
+        self._reader = threading.Thread(target=self._collect, daemon=True)
+        self._reader.start()
+
+    def _collect(self) -> None:
+        for line in self.process.stdout:  # type: ignore[union-attr]
+            if line.strip():
+                self.rounds.append(json.loads(line))
+
+    def read(self) -> list[dict]:
+        return list(self.rounds)
+
+    def wait_for_rounds(self, count: int, limit: float = 180.0) -> None:
+        deadline = time.monotonic() + limit
+        while len([r for r in self.read() if r["status"] == "success"]) < count:
+            assert self.process.poll() is None, f"follower ended: {self.stderr()}"
+            assert time.monotonic() < deadline, f"{count} rounds not reached: {self.stderr()}"
+            time.sleep(0.2)
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        self.process.send_signal(signum)
+        return self.wait()
+
+    def wait(self, timeout: float = 120.0) -> int:
+        code = self.process.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        return code
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+
+def _wait_exact(mirror: Mirror, limit: float = 180.0) -> None:
+    deadline = time.monotonic() + limit
+    while (found := mirror.differences()) != dict.fromkeys(TABLES, 0):
+        assert time.monotonic() < deadline, f"targets still differ: {found}"
+        time.sleep(0.5)
+
+
+def _ranges_by_end(mirror: Mirror) -> Counter[str]:
+    """How many tables each committed WAL range's end was applied to."""
+    with Catalog.open(mirror.catalog_url, migrate=False) as catalog:
+        batches = catalog.batches("mirror")
+    return Counter(
+        json.loads(b.predicate)["end"] for b in batches if b.kind == "cdc" and b.predicate
+    )
+
+
+def test_the_follower_mirrors_a_running_workload_and_stops_cleanly_on_sigterm(
+    mirror: Mirror,
+) -> None:
+    workload = Workload(mirror.pg_url, mirror.schema, seed=SEED)
+    workload.create()
+    workload.start(rate=RATE)
+    try:
+        follower = Follower(mirror)
+        follower.wait_for_rounds(6)  # the snapshots, then ranges while the workload runs
+        assert follower.stop(signal.SIGTERM) == 0, follower.stderr()
+        assert "stopped on SIGTERM" in follower.stderr()
+        # The lease is handed back: an apply of the pipeline runs now, not after its TTL.
+        outcome = mirror.apply()
+        assert outcome["exit"] == 0 and outcome["status"] in ("success", "no-op"), outcome
+        again = Follower(mirror)
+        again.wait_for_rounds(2)
+    finally:
+        committed = workload.stop()
+    _wait_exact(mirror)
+    assert again.stop(signal.SIGINT) == 0, again.stderr()
+    assert "stopped on SIGINT" in again.stderr()
+    assert mirror.differences() == dict.fromkeys(TABLES, 0)
+    assert committed.changes > 500, committed
+    # Every range was planned for the three tables together (one peek and decode for them).
+    ends = _ranges_by_end(mirror)
+    assert ends and set(ends.values()) == {len(TABLES)}, ends
+    rounds = [r for r in follower.rounds + again.rounds if r["status"] == "success"]
+    assert sum(r["rows"] for r in rounds) > 0 and all(r["mode"] == "cdc_mirror" for r in rounds)
+
+
+@pytest.mark.parametrize(
+    "crash_at",
+    ["before_dest_commit:5", "after_dest_commit:6", "before_catalog_commit:7", "sigkill"],
+)
+def test_a_follower_killed_mid_stream_then_restarted_loses_and_doubles_nothing(
+    mirror: Mirror, crash_at: str
+) -> None:
+    workload = Workload(mirror.pg_url, mirror.schema, seed=SEED)
+    workload.create()
+    workload.start(rate=RATE)
+    try:
+        if crash_at == "sigkill":
+            follower = Follower(mirror)
+            follower.wait_for_rounds(5)
+            time.sleep(0.3)  # somewhere inside a later round
+            follower.process.send_signal(signal.SIGKILL)
+            assert follower.wait() == -signal.SIGKILL
+        else:
+            follower = Follower(mirror, crash_at=crash_at)
+            assert follower.wait(timeout=300) == 137, follower.stderr()
+        again = Follower(mirror)
+        again.wait_for_rounds(2)
+    finally:
+        committed = workload.stop()
+    _wait_exact(mirror)
+    assert again.stop() == 0, again.stderr()
+    assert mirror.differences() == dict.fromkeys(TABLES, 0)
+    assert committed.changes > 200, committed
