@@ -1,7 +1,7 @@
 """Benchmark: can cdc_mirror keep up with a busy PostgreSQL, and how stale is the mirror?
 
     .venv/bin/python bench/cdc.py [--rates 1000,2500,5000,10000] [--seconds 30]
-        [--engines sail,spark] [--runner apply|serve] [--pg-url URL]
+        [--engines sail,spark] [--runner apply|serve|follow] [--kill] [--pg-url URL]
 
 One throwaway PostgreSQL (the suite's: fsync off, wal_level logical). For each engine and
 each rate, from scratch: the workload of tests/support/cdc_workload.py (three tables,
@@ -12,7 +12,11 @@ changes a second, one connection, synchronous commits) for --seconds while `haki
 runs in a loop, one process after another, as cron or a shell loop would run it
 (--runner apply), or while `hakiri serve` runs the pipeline on `schedule = "every 1s"` in
 one long-lived process (--runner serve; the drain is then measured by comparing the
-targets with the sources every half second, and only the runs' durations are known).
+targets with the sources every half second, and only the runs' durations are known), or
+while one `hakiri apply --follow` process follows it (--runner follow; the drain measured
+as for serve, each round's figures from its JSON line). With --kill (follow only), the
+follower is SIGKILLed halfway through the window and started again at once: the step's
+exactness check then covers a crash and a restart.
 
 Reported per step:
 
@@ -71,7 +75,10 @@ def main() -> None:
     parser.add_argument("--rates", default="1000,2500,5000,10000", help="changes/s, in order")
     parser.add_argument("--seconds", type=float, default=30.0, help="per rate")
     parser.add_argument("--engines", default="sail,spark")
-    parser.add_argument("--runner", choices=("apply", "serve"), default="apply")
+    parser.add_argument("--runner", choices=("apply", "serve", "follow"), default="apply")
+    parser.add_argument(
+        "--kill", action="store_true", help="follow: SIGKILL the follower mid-window, restart it"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pg-url", help="an existing PostgreSQL (default: start a throwaway one)")
     args = parser.parse_args()
@@ -85,7 +92,7 @@ def main() -> None:
         print(f"PostgreSQL {version}, {os.cpu_count()} cores", flush=True)
         for engine in args.engines.split(","):
             for rate in (int(r) for r in args.rates.split(",")):
-                result = step(url, engine, rate, args.seconds, args.seed, args.runner)
+                result = step(url, engine, rate, args.seconds, args.seed, args.runner, args.kill)
                 results.append(result)
                 print(_line(result), flush=True)
     finally:
@@ -97,7 +104,9 @@ def main() -> None:
         print(_line(result))
 
 
-def step(url: str, engine: str, rate: int, seconds: float, seed: int, runner: str) -> dict:
+def step(
+    url: str, engine: str, rate: int, seconds: float, seed: int, runner: str, kill: bool = False
+) -> dict:
     _reset(url)
     workload = Workload(url, SOURCE, seed=seed)
     workload.create(customers=2_000, orders=10_000, lines_per_order=2)
@@ -107,13 +116,18 @@ def step(url: str, engine: str, rate: int, seconds: float, seed: int, runner: st
         for _ in range(2):  # the snapshot, then a warm-up range
             _apply(root, engine)
         serve = _serve(root, engine) if runner == "serve" else None
+        follower = Follower(root, engine).start() if runner == "follow" else None
         try:
             sampler = LagSampler(url).start()
             workload.start(rate=rate)
             began = time.monotonic()
             applies = []
             while time.monotonic() - began < seconds:
-                if serve is None:
+                if follower is not None:
+                    time.sleep(0.5)
+                    if kill and not follower.killed and time.monotonic() - began > seconds / 2:
+                        follower.kill_and_restart()
+                elif serve is None:
                     applies.append(_apply(root, engine))
                 else:
                     time.sleep(0.5)
@@ -122,9 +136,16 @@ def step(url: str, engine: str, rate: int, seconds: float, seed: int, runner: st
             window = stopped - began
             lags = sampler.stop()  # (seconds into the window, lag)
             # Serve may be reading the slot: one reader at a time.
-            decode = _decode_cost(url) if serve is None else None
+            decode = _decode_cost(url) if serve is None and follower is None else None
             drained = stopped
-            if serve is None:
+            if follower is not None:
+                while any(_differences(url).values()):
+                    if time.monotonic() - stopped > 300:
+                        raise SystemExit(f"{engine} at {rate}/s: the mirror did not catch up")
+                    time.sleep(0.5)
+                drained = time.monotonic()
+                applies = follower.stop(began, stopped)
+            elif serve is None:
                 for _ in range(30):
                     outcome = _apply(root, engine)
                     if outcome["rows"] == 0 and outcome["deleted"] == 0:
@@ -144,6 +165,8 @@ def step(url: str, engine: str, rate: int, seconds: float, seed: int, runner: st
         finally:
             if serve is not None and serve.poll() is None:
                 serve.kill()
+            if follower is not None:
+                follower.kill()
     differences = _differences(url)
     if any(differences.values()):
         raise SystemExit(f"{engine} at {rate}/s: targets differ from sources: {differences}")
@@ -213,6 +236,68 @@ def _apply(root: Path, engine: str) -> dict:
     [outcome] = json.loads(done.stdout)
     outcome["wall"] = wall
     return outcome
+
+
+class Follower:
+    """`hakiri apply --follow mirror --json` in a process of its own, its rounds' JSON lines
+    collected (with when each arrived)."""
+
+    def __init__(self, root: Path, engine: str) -> None:
+        self.root, self.engine = root, engine
+        self.process: subprocess.Popen[str] | None = None
+        self.rounds: list[tuple[float, dict]] = []
+        self.killed = False
+
+    def start(self) -> Follower:
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HAKIRI_SPARK_ENGINE": self.engine}
+        command = ["apply", "--follow", "mirror", "--json", "--interval", "0.2"]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "hakiri.cli.main", *command, "--project", str(self.root)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=(self.root / "follow.log").open("a"),
+            text=True,
+        )
+        threading.Thread(target=self._collect, args=(self.process,), daemon=True).start()
+        deadline = time.monotonic() + 180
+        while "following" not in (self.root / "follow.log").read_text():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the follower ended: {(self.root / 'follow.log').read_text()}")
+            time.sleep(0.2)
+        return self
+
+    def _collect(self, process: subprocess.Popen[str]) -> None:
+        for line in process.stdout:  # type: ignore[union-attr]
+            if line.strip():
+                self.rounds.append((time.monotonic(), json.loads(line)))
+
+    def kill_and_restart(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        self.killed = True
+        started = time.monotonic()
+        self.start()
+        print(f"  follower SIGKILLed and started again ({time.monotonic() - started:.1f}s)")
+
+    def stop(self, began: float, stopped: float) -> list[dict]:
+        """SIGTERM (exit 0 expected); the rounds that applied something in the window."""
+        assert self.process is not None
+        self.process.terminate()
+        code = self.process.wait(timeout=120)
+        if code != 0:
+            raise SystemExit(
+                f"the follower exited {code}: {(self.root / 'follow.log').read_text()}"
+            )
+        return [
+            {**r, "wall": r["seconds"]}
+            for at, r in self.rounds
+            if r["status"] == "success" and began <= at <= stopped
+        ]
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
 
 
 def _serve(root: Path, engine: str) -> subprocess.Popen[bytes]:

@@ -194,6 +194,25 @@ def test_the_result_is_on_stdout_and_the_rest_on_stderr(demo: Path, name: str) -
         assert result.stdout.strip(), f"no result on stdout; stderr: {result.stderr!r}"
 
 
+def test_apply_follow_of_a_pipeline_that_follows_no_change_stream_is_one_line(
+    demo: Path,
+) -> None:
+    """`apply --follow` (a cdc_mirror follower, tests/integration/sources/test_cdc_follow.py)
+    refuses another mode: one line and its hint on stderr, nothing on stdout, exit 1; under
+    --json, one error document on stdout."""
+    result = _cli(demo, "apply", "--follow", "orders")
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert "error: apply --follow follows a change stream, and pipeline `orders` loads with " in (
+        result.stderr
+    )
+    assert "hint: run `hakiri apply orders`" in result.stderr
+    as_json = _cli(demo, "apply", "--follow", "orders", "--json")
+    assert as_json.exit_code == 1
+    document = json.loads(as_json.stdout)
+    assert "follows a change stream" in document["error"]["message"], document
+
+
 def _takes_json(name: str) -> bool:
     command = typer.main.get_command(app)
     for part in name.split():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,7 +57,9 @@ class Follower:
     """`hakiri apply --follow mirror --json` in a process of its own; its stdout's JSON lines
     (one per round applied) collected as they come."""
 
-    def __init__(self, mirror: Mirror, crash_at: str | None = None) -> None:
+    def __init__(
+        self, mirror: Mirror, crash_at: str | None = None, *, as_json: bool = True
+    ) -> None:
         env = {k: v for k, v in os.environ.items() if k != "HAKIRI_CRASH_AT"}
         if crash_at:
             env["HAKIRI_CRASH_AT"] = crash_at
@@ -67,7 +70,7 @@ class Follower:
             "apply",
             "--follow",
             "mirror",
-            "--json",
+            *(["--json"] if as_json else []),
             "--interval",
             "0.2",
             "--project",
@@ -81,14 +84,19 @@ class Follower:
             text=True,
             env=env,
         )
+        self.as_json = as_json
         self.rounds: list[dict] = []
+        self.lines: list[str] = []  # without --json: the text lines
         self._reader = threading.Thread(target=self._collect, daemon=True)
         self._reader.start()
 
     def _collect(self) -> None:
         for line in self.process.stdout:  # type: ignore[union-attr]
-            if line.strip():
+            if line.strip() and self.as_json:
                 self.rounds.append(json.loads(line))
+            elif line.strip():
+                self.lines.append(line.strip())
+                self.rounds.append({"status": "success", "line": line})
 
     def read(self) -> list[dict]:
         return list(self.rounds)
@@ -143,19 +151,27 @@ def test_the_follower_mirrors_a_running_workload_and_stops_cleanly_on_sigterm(
         # The lease is handed back: an apply of the pipeline runs now, not after its TTL.
         outcome = mirror.apply()
         assert outcome["exit"] == 0 and outcome["status"] in ("success", "no-op"), outcome
-        again = Follower(mirror)
+        again = Follower(mirror, as_json=False)
         again.wait_for_rounds(2)
     finally:
         committed = workload.stop()
     _wait_exact(mirror)
     assert again.stop(signal.SIGINT) == 0, again.stderr()
     assert "stopped on SIGINT" in again.stderr()
+    assert "following mirror on " in again.stderr()
+    # Without --json: a line per range applied, on stdout.
+    assert all(
+        re.fullmatch(
+            r"\d\d:\d\d:\d\dZ mirror: \d table\(s\), changes \S+\.\.\S+: .* rows, .*", line
+        )
+        for line in again.lines
+    ), again.lines
     assert mirror.differences() == dict.fromkeys(TABLES, 0)
     assert committed.changes > 500, committed
     # Every range was planned for the three tables together (one peek and decode for them).
     ends = _ranges_by_end(mirror)
     assert ends and set(ends.values()) == {len(TABLES)}, ends
-    rounds = [r for r in follower.rounds + again.rounds if r["status"] == "success"]
+    rounds = [r for r in follower.rounds if r["status"] == "success"]
     assert sum(r["rows"] for r in rounds) > 0 and all(r["mode"] == "cdc_mirror" for r in rounds)
 
 
