@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import psycopg
 import pytest
@@ -50,12 +51,19 @@ def mirror(tmp_path: Path, pg_url: str, pg_schema: str) -> Iterator[Mirror]:
     try:
         yield found
     finally:
+        for follower in Follower.started:  # a test that failed leaves none running
+            if follower.process.poll() is None:
+                follower.process.kill()
+                follower.process.wait()
+        Follower.started.clear()
         drop_mirror(pg_url, found.slot, found.publication, target)
 
 
 class Follower:
     """`hakiri apply --follow mirror --json` in a process of its own; its stdout's JSON lines
     (one per round applied) collected as they come."""
+
+    started: ClassVar[list[Follower]] = []
 
     def __init__(
         self, mirror: Mirror, crash_at: str | None = None, *, as_json: bool = True
@@ -84,6 +92,7 @@ class Follower:
             text=True,
             env=env,
         )
+        Follower.started.append(self)
         self.as_json = as_json
         self.rounds: list[dict] = []
         self.lines: list[str] = []  # without --json: the text lines
@@ -101,7 +110,7 @@ class Follower:
     def read(self) -> list[dict]:
         return list(self.rounds)
 
-    def wait_for_rounds(self, count: int, limit: float = 180.0) -> None:
+    def wait_for_rounds(self, count: int, limit: float = 300.0) -> None:
         deadline = time.monotonic() + limit
         while len([r for r in self.read() if r["status"] == "success"]) < count:
             assert self.process.poll() is None, f"follower ended: {self.stderr()}"
@@ -121,7 +130,7 @@ class Follower:
         return self.stderr_path.read_text()
 
 
-def _wait_exact(mirror: Mirror, limit: float = 180.0) -> None:
+def _wait_exact(mirror: Mirror, limit: float = 300.0) -> None:
     deadline = time.monotonic() + limit
     while (found := mirror.differences()) != dict.fromkeys(TABLES, 0):
         assert time.monotonic() < deadline, f"targets still differ: {found}"
