@@ -251,6 +251,8 @@ class Follower:
     def start(self) -> Follower:
         env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HAKIRI_SPARK_ENGINE": self.engine}
         command = ["apply", "--follow", "mirror", "--json", "--interval", "0.2"]
+        log = self.root / "follow.log"
+        seen = log.stat().st_size if log.exists() else 0  # a restart appends to it
         self.process = subprocess.Popen(
             [sys.executable, "-m", "hakiri.cli.main", *command, "--project", str(self.root)],
             env=env,
@@ -260,7 +262,7 @@ class Follower:
         )
         threading.Thread(target=self._collect, args=(self.process,), daemon=True).start()
         deadline = time.monotonic() + 180
-        while "following" not in (self.root / "follow.log").read_text():
+        while "following" not in log.read_text()[seen:]:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the follower ended: {(self.root / 'follow.log').read_text()}")
             time.sleep(0.2)
