@@ -27,6 +27,7 @@ from hakiri.errors import HakiriError, SourceDataError, SourceUnreachable
 from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
 
 __all__ = [
+    "IN_PROCESS_ENV",
     "IN_PROCESS_LIMIT",
     "LSN_COLUMN",
     "SEQ_COLUMN",
@@ -45,6 +46,7 @@ ROWS_PER_BATCH = 20_000
 # the suite's workload makes ~400 B of Arrow an event (measured: 14,985 events, 6.1 MB), so
 # 50,000 are ~20 MB, about 10 s of a 5,000 changes/s source (docs/performance.md).
 IN_PROCESS_LIMIT = 50_000
+IN_PROCESS_ENV = "HAKIRI_CDC_IN_PROCESS_EVENTS"  # another limit (0: the engine tasks always)
 # PostgreSQL writes a UTC offset as +00; Spark's cast wants +00:00.
 _SHORT_OFFSET = re.compile(r"([+-]\d\d)$")
 

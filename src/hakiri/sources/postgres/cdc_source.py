@@ -37,7 +37,7 @@ from hakiri.errors import HakiriError, SourceChanged
 from hakiri.sources.base import BatchRead, Reload, SourceObservation, TablePlan
 from hakiri.sources.cdc.lag import CdcLag
 from hakiri.sources.cdc.pgoutput import lsn_text
-from hakiri.sources.cdc.ranges import RangeEvents
+from hakiri.sources.cdc.ranges import IN_PROCESS_ENV, IN_PROCESS_LIMIT, RangeEvents
 from hakiri.sources.cdc.slot import (
     advance_slot,
     check_logical_decoding,
@@ -346,7 +346,9 @@ class CdcSource(TableSource):
 
     def _range_events(self) -> RangeEvents:
         """The holder of the latest range's events, for every table of the pipeline (their
-        columns as they are now, which the snapshot and every range read the same way)."""
+        columns as they are now, which the snapshot and every range read the same way), up
+        to IN_PROCESS_LIMIT events a range or HAKIRI_CDC_IN_PROCESS_EVENTS (0: every range
+        is read by the tables' engine tasks)."""
         from hakiri.spark.pg_reader import columns_of
 
         if self._ranges is None:
@@ -355,7 +357,14 @@ class CdcSource(TableSource):
                 (schema, t.name): ([c for c, _ in columns_of(self.url, schema, t.name)], key)
                 for t in self.spec.table_specs()
             }
-            self._ranges = RangeEvents(self.url, self.slot, self.publication, tables)
+            limit = self.env.get(IN_PROCESS_ENV, "").strip()
+            self._ranges = RangeEvents(
+                self.url,
+                self.slot,
+                self.publication,
+                tables,
+                int(limit) if limit.isdigit() else IN_PROCESS_LIMIT,
+            )
         return self._ranges
 
 
