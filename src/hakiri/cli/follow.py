@@ -2,12 +2,15 @@
 
 stdout gets one line per round that applied something (with --json, one JSON object per
 line, `apply --json`'s entry for the round); stderr says when it follows, each failed round
-(one line and its hint), and how it stopped. SIGTERM and SIGINT stop it cleanly: exit 0.
+(one line and its hint), and how it stopped. SIGTERM and SIGINT stop it cleanly: exit 0; a
+second one ends the process at once (exit 130), which the commit protocol makes as safe as
+a kill: the next start recovers.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 from dataclasses import asdict
@@ -36,13 +39,15 @@ def follow_pipeline(project: Path, ids: list[str], interval: float, as_json: boo
     signals: list[str] = []
 
     def on_signal(signum: int, _frame: Any) -> None:
-        if not stop.is_set():
-            signals.append(signal.Signals(signum).name)
-            err.print(
-                f"{signals[0]}: finishing the range in flight, then stopping "
-                "(nothing is committed by halves)"
-            )
-            stop.set()
+        if stop.is_set():  # asked twice: now, as a kill would (the next start recovers)
+            err.print(f"{signal.Signals(signum).name} again: stopping now")
+            os._exit(130)
+        signals.append(signal.Signals(signum).name)
+        err.print(
+            f"{signals[0]}: finishing the range in flight, then stopping "
+            "(nothing is committed by halves; again to stop now)"
+        )
+        stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
 

@@ -10,9 +10,9 @@ What a separate `hakiri apply` pays per range (a process start, an engine sessio
 decode per table) is paid once.
 
 A round that fails (the source or the target unreachable, another process holding the
-pipeline's lease) is reported and tried again after
-a pause that doubles up to a minute; the rounds that follow recover what it left through the
-destination's ledger, as an apply after a crash does. `stop` (set by SIGTERM or SIGINT)
+pipeline's lease) is reported and tried again after a pause that doubles up to a minute;
+the rounds that follow recover what it left through the destination's ledger, as an apply
+after a crash does. `stop` (set by SIGTERM or SIGINT)
 ends the loop: the round in flight claims no more batches, finishes the one it is loading
 (its commit is one transaction, whole or not at all), hands back its pipeline lease, and
 `follow` returns.

@@ -192,7 +192,13 @@ def test_the_follower_mirrors_a_running_workload_and_stops_cleanly_on_sigterm(
 
 @pytest.mark.parametrize(
     "crash_at",
-    ["before_dest_commit:5", "after_dest_commit:6", "before_catalog_commit:7", "sigkill"],
+    [
+        "before_dest_commit:5",
+        "after_dest_commit:6",
+        "before_catalog_commit:7",
+        "sigkill",
+        "sigterm twice",
+    ],
 )
 def test_a_follower_killed_mid_stream_then_restarted_loses_and_doubles_nothing(
     mirror: Mirror, crash_at: str
@@ -209,6 +215,12 @@ def test_a_follower_killed_mid_stream_then_restarted_loses_and_doubles_nothing(
             time.sleep(0.3)  # somewhere inside a later round
             follower.process.send_signal(signal.SIGKILL)
             assert follower.wait() == -signal.SIGKILL
+        elif crash_at == "sigterm twice":  # the second one: stop now, whatever is in flight
+            follower = Follower(mirror)
+            follower.wait_for_rounds(5)
+            follower.process.send_signal(signal.SIGTERM)
+            follower.process.send_signal(signal.SIGTERM)
+            assert follower.wait() in (0, 130), follower.stderr()
         else:
             follower = Follower(mirror, crash_at=crash_at)
             assert follower.wait(timeout=300) == 137, follower.stderr()
