@@ -37,9 +37,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from psycopg import sql
+
 from hakiri.destinations.postgres.load_modes import LoadContext, load_truncate, relation_exists
 from hakiri.destinations.postgres.names import derived_name
-from hakiri.destinations.postgres.swap import OLD_SUFFIX, same_definition, swap_in, take_lock
+from hakiri.destinations.postgres.swap import OLD_SUFFIX, same_definition, swap_in
 
 if TYPE_CHECKING:
     import psycopg
@@ -91,7 +93,7 @@ def identity_bindings(conn: psycopg.Connection[Any], oid: int) -> list[str]:
     return [row[0] for row in conn.execute(_BINDINGS, {"oid": oid})]
 
 
-def load_replace(ctx: LoadContext, lock_timeout: str, staged_like_target: int | None) -> int:
+def load_replace(ctx: LoadContext, staged_like_target: int | None) -> int:
     """truncate's commit: the staged rows replace the target's; the number of rows loaded.
 
     `staged_like_target` (its row count): the staging table was created like the target. Then,
@@ -101,7 +103,9 @@ def load_replace(ctx: LoadContext, lock_timeout: str, staged_like_target: int | 
     conn = ctx.conn
     old_name = derived_name(ctx.table, OLD_SUFFIX)
     if staged_like_target is not None and not relation_exists(conn, ctx.schema, old_name):
-        take_lock(ctx, lock_timeout)
+        # The lock TRUNCATE takes, waited for as TRUNCATE waits (no lock_timeout: a reader
+        # holding the table delays truncate's commit, as it did, rather than failing it).
+        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(ctx.target))
         if same_definition(ctx) and not identity_bindings(conn, ctx.target_oid):
             swap_in(ctx, ctx.staging_table, old_name)
             return staged_like_target

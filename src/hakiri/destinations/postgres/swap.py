@@ -34,7 +34,7 @@ from hakiri.errors import LoadError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["NEW_SUFFIX", "OLD_SUFFIX", "load_blue_green", "same_definition", "swap_in", "take_lock"]
+__all__ = ["NEW_SUFFIX", "OLD_SUFFIX", "load_blue_green", "same_definition", "swap_in"]
 
 NEW_SUFFIX = "_new"
 OLD_SUFFIX = "_old"
@@ -84,7 +84,7 @@ def load_blue_green(
     new = sql.Identifier(ctx.schema, new_name)
     if staged_like_target is not None:
         # Locked first, so the definition compared is the one that is swapped out.
-        take_lock(ctx, lock_timeout)
+        _lock(ctx, lock_timeout)
         if same_definition(ctx):
             # The staged rows are the new table: it takes the name `<t>_new`, nothing is copied.
             conn.execute(
@@ -104,7 +104,7 @@ def load_blue_green(
 
     # From here on the target is locked against everyone; a busy target times out
     # (TransientLoadError) and the caller retries the whole transaction.
-    take_lock(ctx, lock_timeout)
+    _lock(ctx, lock_timeout)
     swap_in(ctx, new, old_name)
     return rows
 
@@ -134,7 +134,7 @@ def swap_in(ctx: LoadContext, new: sql.Identifier, old_name: str) -> None:
     _restore_index_names(conn, ctx, deps)
 
 
-def take_lock(ctx: LoadContext, lock_timeout: str) -> None:
+def _lock(ctx: LoadContext, lock_timeout: str) -> None:
     """The target, locked against everyone (ACCESS EXCLUSIVE) within `lock_timeout`."""
     ctx.conn.execute("SELECT pg_catalog.set_config('lock_timeout', %s, true)", (lock_timeout,))
     ctx.conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(ctx.target))

@@ -43,7 +43,7 @@ class PostgresWriter:
         # In the commit transaction: a failed insert rolls the TRUNCATE (or the swap) back.
         if self.created:
             return Written(load_truncate(self.ctx))
-        return Written(load_replace(self.ctx, self.lock_timeout, self.staged_like_target))
+        return Written(load_replace(self.ctx, self.staged_like_target))
 
     def swap(self) -> Written:
         request = self.ctx.request
