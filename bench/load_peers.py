@@ -922,9 +922,20 @@ def hakiri_variants(python: str, baseline: str | None, engines: list[str]) -> li
         head = run_checked(["git", "-C", str(tree), "rev-parse", "HEAD"], "git rev-parse").stdout
         if head.strip() != sha:
             raise BenchError(f"{tree} is at {head.strip()}, not {sha}; remove it and run again")
-        variants.append(
-            HakiriVariant(f"@{short}", f" (baseline {short})", python, tree / "src", "_base")
-        )
+        # The baseline on each engine the tree runs on that it has (Sail since issue 29), so
+        # before and after compare the same engine; "driver" for the engines it predates.
+        has_sail = (tree / "src" / "hakiri" / "spark" / "sail.py").exists()
+        for engine in dict.fromkeys(e if e == "sail" and has_sail else "driver" for e in engines):
+            variants.append(
+                HakiriVariant(
+                    f"@{short}" + ("" if engine == "driver" else f"+{engine}"),
+                    f" (baseline {short}" + (", Sail)" if engine == "sail" else ")"),
+                    python,
+                    tree / "src",
+                    "_base" + ("" if engine == "driver" else f"_{engine}"),
+                    engine,
+                )
+            )
     for variant in variants:
         done = run_checked(
             [variant.python, "-c", "import hakiri; print(hakiri.__file__)"],
@@ -1012,7 +1023,8 @@ def main() -> None:
         default="driver",
         help="where this tree's hakiri runs Spark, comma-separated: driver (a JVM in the "
         "command), warm (the local Spark Connect server, already running), cold (that server, "
-        "started by the run), sail (Sail inside the command); the baseline always runs its own",
+        "started by the run), sail (Sail inside the command); the baseline runs on Sail when both it and --engines have "
+        "it, else in its own driver",
     )
     parser.add_argument(
         "--keep-output",

@@ -41,7 +41,13 @@ def _read(spark: SparkSession, root: Path, *names: str, **config: Any) -> Read:
     """Read the files, consume the frame once (as staging does), then take the read's verdict."""
     files = [SourceFile(n, (root / n).stat().st_size, hash_file(root / n)) for n in names]
     read: FileRead = read_files(spark, root, FilesConfig(path="data/*", **config), files)
-    read.frame.write.format("noop").mode("overwrite").save()
+    try:
+        read.frame.write.format("noop").mode("overwrite").save()
+    except Exception as exc:  # as the staging pass is explained (`sources.base.explained_by`)
+        explained = read.explain(exc)
+        if explained is None:
+            raise
+        raise explained from exc
     return Read(read, read.verify())
 
 

@@ -67,6 +67,7 @@ from hakiri.destinations.postgres.quarantine import (
     read_quarantined,
     replay_query,
 )
+from hakiri.destinations.postgres.replace import swappable
 from hakiri.destinations.postgres.sql_client import (
     TransientLoadError,
     Where,
@@ -228,11 +229,14 @@ class PostgresDestination:
             and request.load.strategy.empty_strings_as_null
         )
         like = None
+        needs = request.load.strategy.needs
         if (
-            "swap" in request.load.strategy.needs  # staged like the target, swapped in as is
-            and isinstance(writer, CopyStageWriter)
+            isinstance(writer, CopyStageWriter)
             and target is not None
             and not request.replay_of
+            # staged like the target, swapped in as is: blue_green always, truncate when
+            # nothing is bound to the target's identity (`replace`)
+            and ("swap" in needs or ("replace" in needs and self._swappable(request, schema)))
         ):
             shared = tuple(c for c in columns if c.name in types)
             if shared and all(_copies_into(c.type, types[c.name]) for c in shared):
@@ -240,6 +244,15 @@ class PostgresDestination:
                 like = sql.Identifier(schema, request.target_table)
                 return _Layout(shared, blank, like, binary)
         return _Layout(columns, blank, like)
+
+    def _swappable(self, request: LoadRequest, schema: str) -> bool:
+        conn = connect(self.url, autocommit=True)
+        where = Where(self.url, schema, request.target_table, "read", conn.info.user)
+        try:
+            with driver_errors(where):
+                return swappable(conn, schema, request.target_table)
+        finally:
+            conn.close()
 
     def _stage_layout(
         self, frame: Any, layout: _Layout, request: LoadRequest, schema: str, writer: StageWriter

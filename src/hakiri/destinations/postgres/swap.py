@@ -34,7 +34,7 @@ from hakiri.errors import LoadError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["NEW_SUFFIX", "OLD_SUFFIX", "load_blue_green"]
+__all__ = ["NEW_SUFFIX", "OLD_SUFFIX", "load_blue_green", "same_definition", "swap_in"]
 
 NEW_SUFFIX = "_new"
 OLD_SUFFIX = "_old"
@@ -85,7 +85,7 @@ def load_blue_green(
     if staged_like_target is not None:
         # Locked first, so the definition compared is the one that is swapped out.
         _lock(ctx, lock_timeout)
-        if _definition(conn, ctx.staging_table) == _definition(conn, ctx.target):
+        if same_definition(ctx):
             # The staged rows are the new table: it takes the name `<t>_new`, nothing is copied.
             conn.execute(
                 sql.SQL("ALTER TABLE {} RENAME TO {}").format(
@@ -105,6 +105,15 @@ def load_blue_green(
     # From here on the target is locked against everyone; a busy target times out
     # (TransientLoadError) and the caller retries the whole transaction.
     _lock(ctx, lock_timeout)
+    swap_in(ctx, new, old_name)
+    return rows
+
+
+def swap_in(ctx: LoadContext, new: sql.Identifier, old_name: str) -> None:
+    """Put the table `new` (in the target's schema) in the locked target's place, carrying
+    what hangs on the target by OID (see the module's docstring), and drop the old table
+    without CASCADE (`old_name` is its name for that moment: free, the caller checked)."""
+    conn = ctx.conn
     # Definitions are printed with every name schema-qualified, so they still mean
     # the same objects whatever search_path the load or a user has.
     conn.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)")
@@ -123,10 +132,10 @@ def load_blue_green(
     _restore(conn, ctx, deps)
     conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(ctx.schema, old_name)))
     _restore_index_names(conn, ctx, deps)
-    return rows
 
 
 def _lock(ctx: LoadContext, lock_timeout: str) -> None:
+    """The target, locked against everyone (ACCESS EXCLUSIVE) within `lock_timeout`."""
     ctx.conn.execute("SELECT pg_catalog.set_config('lock_timeout', %s, true)", (lock_timeout,))
     ctx.conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(ctx.target))
 
@@ -149,6 +158,11 @@ SELECT
                 split_part(pg_catalog.pg_get_indexdef(i.indexrelid), ' USING ', 2))::text AS def
      FROM pg_catalog.pg_index i WHERE i.indrelid = %(rel)s::regclass) AS indexes)
 """
+
+
+def same_definition(ctx: LoadContext) -> bool:
+    """Has the staging table (created like the target) still the target's definition?"""
+    return _definition(ctx.conn, ctx.staging_table) == _definition(ctx.conn, ctx.target)
 
 
 def _definition(conn: psycopg.Connection[Any], table: sql.Identifier) -> tuple[Any, ...]:

@@ -15,6 +15,7 @@ from hakiri.destinations.postgres.load_modes import (
     refuse_repeated_keys,
 )
 from hakiri.destinations.postgres.mirror import load_mirror
+from hakiri.destinations.postgres.replace import load_replace
 from hakiri.destinations.postgres.swap import load_blue_green
 from hakiri.spec.modes import Written
 
@@ -39,8 +40,10 @@ class PostgresWriter:
         return Written(insert_from_staging(self.ctx))
 
     def replace(self) -> Written:
-        # TRUNCATE in the commit transaction: a failed insert rolls it back with it.
-        return Written(load_truncate(self.ctx))
+        # In the commit transaction: a failed insert rolls the TRUNCATE (or the swap) back.
+        if self.created:
+            return Written(load_truncate(self.ctx))
+        return Written(load_replace(self.ctx, self.staged_like_target))
 
     def swap(self) -> Written:
         request = self.ctx.request

@@ -40,7 +40,13 @@ def csv_parts(
     charset: str,
     located: list[Located],
     observed: bool = True,
+    parser_typing: bool = False,
 ) -> list[Part]:
+    """The parts of a CSV batch. `parser_typing`: the engine's typed CSV parser refuses (fails
+    the read at) a value it cannot parse, and hakiri judges malformed records in the pass and
+    names the first by reading again (Sail in the hakiri process): the declared columns whose
+    types that parser reads exactly as hakiri's conversion does (`parser_typed`) are typed by
+    it, under on_malformed = "fail" (a refused value fails the batch either way)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     # Spark applies one schema by position to every file of a read, so files whose
@@ -65,9 +71,36 @@ def csv_parts(
             text = spark_schema(spark, [(n, "string") for n, _ in fields])
             parsed, columns = tuple(n for n, _ in fields), tuple(declared)
             raw = with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
-            raw = _converted(config, raw, typed)
+            spelled = Part(
+                _converted(config, raw, typed),
+                parsed,
+                columns,
+                tuple(locs),
+                "csv",
+                has_bad=True,
+                has_mistyped=True,
+            )
+            by_parser = parser_typed(config, typed) if parser_typing else frozenset()
+            if not by_parser:
+                parts.append(spelled)
+                continue
+            # The parser types the columns it reads as the conversion would; the others are
+            # read as text and converted. The all-text part names a malformed record's line.
+            mixed = StructType(
+                [f if f.name in by_parser else StructField(f.name, StringType()) for f in typed]
+            )
+            read = with_bad(_csv_reader(spark, config, charset, observed), mixed, observed, locs)
             parts.append(
-                Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
+                Part(
+                    _converted(config, read, typed, by_parser),
+                    parsed,
+                    columns,
+                    tuple(locs),
+                    "csv",
+                    has_bad=True,
+                    has_mistyped=True,
+                    spelled=spelled,
+                )
             )
             continue
         # Inferred columns are typed the same way: hakiri infers the types from the text of
@@ -201,11 +234,35 @@ def _as_timestamp(config: FilesConfig, value: Column) -> Column:
     return F.when(value.rlike(_ISO_TIMESTAMP), value.try_cast("timestamp"))
 
 
-def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFrame:
+# Sail's typed CSV parser (0.7) reads these declared types exactly as hakiri's conversion
+# does, or refuses the value (which fails the read): integers of every width (overflow
+# refused; signs, leading zeros and surrounding spaces read alike) and floating point (NaN,
+# inf, exponents alike) unless `nan_value` respells NaN. Not decimal (the parser truncates
+# extra digits where the conversion rounds, and takes exponents the conversion refuses), not
+# boolean (the parser refuses 'yes', 't', '1', … that the conversion takes), not date (the
+# parser takes '20240105' and '2024-01-05T10:00:00' that the conversion refuses), not
+# timestamp (it refuses '2024-01-05 10:00'). Proven value by value by
+# tests/integration/sources/test_parser_typing.py; docs/performance.md has the table.
+_INTEGERS = ("tinyint", "smallint", "int", "bigint")
+_FLOATS = ("float", "double")
+
+
+def parser_typed(config: FilesConfig, typed: StructType) -> frozenset[str]:
+    """The declared columns the engine's typed CSV parser may type (see the table above)."""
+    kinds = _INTEGERS if config.nan_value not in (None, "NaN") else _INTEGERS + _FLOATS
+    return frozenset(f.name for f in typed.fields if f.dataType.simpleString() in kinds)
+
+
+def _converted(
+    config: FilesConfig,
+    raw: DataFrame,
+    typed: StructType,
+    by_parser: frozenset[str] = frozenset(),
+) -> DataFrame:
     """CSV text columns converted to their declared or inferred types (what Spark's typed
     parse did, for less: reading text is the cheaper half), plus MISTYPED, true when a value
     does not convert (which one is worked out only when a read fails). An empty value is
-    NULL, never malformed."""
+    NULL, never malformed. The columns `by_parser` were typed by the reader: kept as read."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType, FractionalType, StringType, TimestampType
 
@@ -213,6 +270,9 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
     converted, problems = [], []
     for field, kept in zip(typed.fields, texts, strict=True):
         text = quoted_col(field.name)
+        if field.name in by_parser:
+            converted.append(text.alias(field.name))
+            continue
         if isinstance(field.dataType, StringType):
             if config.null_value is not None:  # as the reader's nullValue, on every engine
                 text = F.when(text != config.null_value, text)
@@ -251,7 +311,7 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
         quoted_col(BAD),
         (F.col(BAD).isNull() & mistyped).alias(MISTYPED),
         # Read only when a failing read names its line: the queries that load never use it.
-        F.array(*[F.col(kept) for kept in texts]).alias(TEXT),
+        F.array(*[F.col(kept).cast("string") for kept in texts]).alias(TEXT),
     )
 
 

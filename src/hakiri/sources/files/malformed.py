@@ -86,6 +86,22 @@ class Check:
 
 # What Sail says when its CSV or JSON parser meets a record it cannot read (it stops there).
 PARSER_STOPPED = re.compile(r"\b(Csv|Json|Parser) error: |unequal lengths between records")
+# What Sail's typed CSV parser says of a value it cannot read as its column's type.
+_VALUE_REFUSED = re.compile(r"Error while parsing value .* as type")
+
+
+def refused_value(config: FilesConfig, part: Part, failure: str) -> SourceDataError | None:
+    """For a read that failed because the engine's typed parser refused a value of a column it
+    typed (`Part.spelled`): the error the conversion path raises for that batch (the file,
+    line and value of its first malformed record, and how many), judged over the text read;
+    None when that is not why the read failed (`failure`: what the engine said)."""
+    if part.spelled is None or not _VALUE_REFUSED.search(failure):
+        return None
+    try:
+        Check(config, part.spelled, observed=False).judge()
+    except SourceDataError as found:
+        return found
+    return None
 
 
 def unreadable_record(config: FilesConfig, part: Part, exc: Exception) -> SourceDataError:
@@ -186,7 +202,7 @@ def _verdict(config: FilesConfig, part: Part, malformed: int, replaced: int, bro
     if broken:
         raise _broken_array(config, part.files)
     if malformed and config.on_malformed == "fail":
-        raise _first_malformed(config, part, malformed)
+        raise _first_malformed(config, part.spelled or part, malformed)
     return malformed if config.on_malformed == "drop" else 0
 
 

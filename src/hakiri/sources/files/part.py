@@ -50,6 +50,9 @@ class Part:
     # projection: a record with a value that does not convert has MISTYPED true (BAD holds
     # a record only when Spark's parser refused it, e.g. a field short).
     has_mistyped: bool = False
+    # A part whose reader typed some columns itself (`csv_files.parser_typed`): the same
+    # files read as text and converted, which names a malformed record's line and value.
+    spelled: Part | None = None
 
     def frame(
         self,

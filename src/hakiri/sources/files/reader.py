@@ -31,6 +31,7 @@ from hakiri.sources.files.malformed import (
     engine_stopped,
     misshapen_records,
     raise_if_undecodable,
+    refused_value,
 )
 from hakiri.sources.files.parquet_files import read_parquet
 from hakiri.sources.files.part import PROVENANCE_COLUMNS, spark_schema
@@ -100,6 +101,11 @@ class FileRead:
             found = misshapen_records(check.config, check.part)
             if found is not None:
                 return found
+        said = "\n".join(str(e) for e in _chain(exc))
+        for check in tallied:  # a value the typed parser refused: the conversion's verdict
+            refused = refused_value(check.config, check.part, said)
+            if refused is not None:
+                return refused
         return engine_stopped(tallied[0].config, tallied[0].part, exc) if tallied else None
 
 
@@ -173,7 +179,9 @@ def read_files(
         return _judged_ahead(FileRead(check.frame(), checks=(check,)), observed)
 
     if config.format == "csv":
-        parts = csv_parts(spark, config, charset, located, observed)
+        # A value Sail's typed parser refuses fails the read; under "fail" so does the batch.
+        parser_typing = tallied and config.on_malformed == "fail"
+        parts = csv_parts(spark, config, charset, located, observed, parser_typing)
     else:
         parts = json_parts(spark, config, charset, located, observed)
     checks = tuple(Check(config, part, observed, tallied) for part in parts)
