@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from hakiri.errors import SourceDataError, SourceUnreachable
 from hakiri.sources.files.csv_sample import INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP_TEXT
+from hakiri.sources.files.datetimes import parsed_date, parsed_timestamp
 from hakiri.sources.files.inspect import csv_names
 from hakiri.sources.files.malformed import PARSER_STOPPED, raise_if_undecodable, unreadable_record
 from hakiri.sources.files.part import (
@@ -21,7 +22,6 @@ from hakiri.sources.files.part import (
     MISTYPED,
     TEXT,
     Part,
-    datetime_options,
     quoted_col,
     spark_schema,
     with_bad,
@@ -189,7 +189,7 @@ def _as_date(config: FilesConfig, value: Column) -> Column:
     from pyspark.sql import functions as F
 
     if config.date_format:
-        return F.try_to_timestamp(value, F.lit(config.date_format))
+        return parsed_date(value, config.date_format)
     return F.when(value.rlike(_ISO_DATE), value.try_cast("date"))
 
 
@@ -197,7 +197,7 @@ def _as_timestamp(config: FilesConfig, value: Column) -> Column:
     from pyspark.sql import functions as F
 
     if config.timestamp_format:
-        return F.try_to_timestamp(value, F.lit(config.timestamp_format))
+        return parsed_timestamp(value, config.timestamp_format)
     return F.when(value.rlike(_ISO_TIMESTAMP), value.try_cast("timestamp"))
 
 
@@ -222,9 +222,9 @@ def _converted(config: FilesConfig, raw: DataFrame, typed: StructType) -> DataFr
         if isinstance(field.dataType, FractionalType) and config.nan_value not in (None, "NaN"):
             value = F.when(value == config.nan_value, F.lit("NaN")).otherwise(value)
         if isinstance(field.dataType, DateType) and config.date_format:
-            result = F.try_to_timestamp(value, F.lit(config.date_format)).cast("date")
+            result = parsed_date(value, config.date_format)
         elif isinstance(field.dataType, TimestampType) and config.timestamp_format:
-            result = F.try_to_timestamp(value, F.lit(config.timestamp_format))
+            result = parsed_timestamp(value, config.timestamp_format)
         else:
             result = value.try_cast(field.dataType)
         converted.append(result.alias(field.name))
@@ -275,7 +275,6 @@ def _csv_reader(
         "comment": config.comment,
         "nullValue": config.null_value,
         "nanValue": config.nan_value,
-        **datetime_options(config),
     }
     return reader.options(**{k: v for k, v in options.items() if v is not None})
 
