@@ -119,11 +119,23 @@ def _read_one_by_one(located: list[Located], read: Any) -> DataFrame:
     from pyspark.sql import functions as F
 
     merged = pa.unify_schemas([pq.read_schema(loc.path) for loc in located])
-    frames = [read([loc]).withColumn(FILE, F.lit(loc.path.as_uri())) for loc in located]
-    united = frames[0]
-    for more in frames[1:]:
-        united = united.unionByName(more, allowMissingColumns=True)
-    return united.select(*[quoted_col(name) for name in merged.names], FILE)
+    frames = [read([loc]) for loc in located]
+    types: dict[str, Any] = {}
+    for frame in frames:
+        for found in frame.schema.fields:
+            types.setdefault(found.name, found.dataType)
+    # A column a file lacks is NULL of the batch's type there (a union that fills it for us
+    # may type the NULLs as text, and the column with them: Sail does).
+    united = None
+    for loc, frame in zip(located, frames, strict=True):
+        columns = [
+            quoted_col(name) if name in frame.columns else F.lit(None).cast(types[name]).alias(name)
+            for name in merged.names
+        ]
+        one = frame.select(*columns, F.lit(loc.path.as_uri()).alias(FILE))
+        united = one if united is None else united.unionByName(one)
+    assert united is not None
+    return united
 
 
 def _file_name(located: list[Located], observed: bool) -> Column:
