@@ -92,9 +92,8 @@ CAPABILITIES: tuple[Capability, ...] = (
     ),
     _cap(
         "datetime_formats",
-        "date_format and timestamp_format for CSV and JSON files: hakiri's own pattern "
-        "language (docs/sources.md), parsed by one expression of functions every engine "
-        "implements alike, not by the engine's own pattern parser",
+        "date_format and timestamp_format for CSV and JSON files (hakiri's own pattern "
+        "language, parsed by one expression of functions both engines implement alike)",
         _WORKS,
     ),
     _cap(
