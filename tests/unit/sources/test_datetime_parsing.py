@@ -35,19 +35,43 @@ def session() -> Iterator[Any]:
 
 def _parsed(session: Any, cases: list[tuple[str, str]], kind: str) -> list[Any]:
     """Each (pattern, text) parsed as `kind` ("date": a date; "timestamp": microseconds since
-    the epoch), in one query."""
+    the epoch), in one query over one row that holds every text (`with_parsed_columns`, the
+    staged form the readers use)."""
+    from pyspark.sql import functions as F
+
+    from hakiri.sources.files.datetimes import with_parsed_columns
+
+    texts = session.range(1).select(
+        *[F.lit(text).alias(f"t{i}") for i, (_, text) in enumerate(cases)]
+    )
+    parses = [(f"c{i}", F.col(f"t{i}"), kind, pattern) for i, (pattern, _) in enumerate(cases)]
+    found = with_parsed_columns(texts, parses)
+    if kind == "timestamp":
+        found = found.select(*[F.unix_micros(f"c{i}").alias(f"c{i}") for i in range(len(cases))])
+    row = found.first()
+    return [row[f"c{i}"] for i in range(len(cases))]
+
+
+def test_one_column_of_a_literal_reads_as_the_staged_projections_do(session: Any) -> None:
+    """`parsed_date`/`parsed_timestamp` (one Column, for a few literals: the message that
+    names a malformed value) read as `with_parsed_columns`."""
     from pyspark.sql import functions as F
 
     from hakiri.sources.files.datetimes import parsed_date, parsed_timestamp
 
-    columns = []
-    for i, (pattern, text) in enumerate(cases):
-        if kind == "date":
-            columns.append(parsed_date(F.lit(text), pattern).alias(f"c{i}"))
-        else:
-            columns.append(F.unix_micros(parsed_timestamp(F.lit(text), pattern)).alias(f"c{i}"))
-    row = session.range(1).select(*columns).first()
-    return [row[f"c{i}"] for i in range(len(cases))]
+    row = (
+        session.range(1)
+        .select(
+            parsed_date(F.lit("Tue, 2 jan 24"), "EEE, d MMM yy").alias("good"),
+            parsed_date(F.lit("Wed, 2 jan 24"), "EEE, d MMM yy").alias("bad"),
+            F.unix_micros(
+                parsed_timestamp(F.lit("2024-01-02 1:05 pm+01:00"), "yyyy-MM-dd h:mm aXXX")
+            ).alias("at"),
+        )
+        .first()
+    )
+    assert (row["good"], row["bad"]) == (dt.date(2024, 1, 2), None)
+    assert row["at"] == _micros(2024, 1, 2, 13, 5, offset=60)
 
 
 # ---------------------------------------------------------------- the test's own formatter

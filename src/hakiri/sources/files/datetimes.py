@@ -16,6 +16,7 @@ pyspark is imported inside the functions.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,11 +34,12 @@ __all__ = [
     "as_text",
     "formatted",
     "inferred_timestamps",
-    "parsed",
+    "kind_of",
     "parsed_date",
     "parsed_timestamp",
     "pattern_regex",
     "with_parsed",
+    "with_parsed_columns",
 ]
 
 MONTHS = (
@@ -84,25 +86,218 @@ class _Compiled:
 def pattern_regex(pattern: str) -> tuple[str, dict[str, tuple[int, int]]]:
     """The anchored regex of `pattern`, and each field's (group number, letter count)."""
     compiled = _Compiled()
-    compiled.regex = "(?i)^" + _regex(parse_pattern(pattern), compiled) + "$"
+    compiled.regex = "(?i)\\A" + _regex(parse_pattern(pattern), compiled) + "\\z"
     return compiled.regex, compiled.groups
 
 
 def parsed_date(text: Column, pattern: str) -> Column:
-    """`text` read with `pattern` as a date (NULL when it does not match or is no date)."""
-    from pyspark.sql import functions as F
-
-    date, ok, _ = _parts(text, pattern)
-    return F.when(ok, date)
+    """`text` read with `pattern` as a date (NULL when it does not match or is no date), as
+    one Column: each stage's values are written out where the next uses them (for a few
+    values, e.g. literals; a frame's columns: `with_parsed_columns`)."""
+    return _inline(text, pattern, "date")
 
 
 def parsed_timestamp(text: Column, pattern: str) -> Column:
     """`text` read with `pattern` as a timestamp (NULL when it does not match or is no time)."""
+    return _inline(text, pattern, "timestamp")
+
+
+def with_parsed_columns(
+    frame: DataFrame, parses: Sequence[tuple[str, Column, str, str]]
+) -> DataFrame:
+    """`frame` with, for each (name, text, kind, pattern), column `name` (replaced in place, or
+    added at the end) = `text` read with `pattern` as `kind` ("date" | "timestamp").
+
+    Four projections, each naming what the next reads: the one regex match per value
+    first, then its groups, then the fields, then the date or timestamp. In one expression every use of a
+    field repeats its whole computation on an engine without common-subexpression
+    elimination (Sail): 80 times slower there, measured."""
     from pyspark.sql import functions as F
 
-    date, ok, clock = _parts(text, pattern)
-    iso = F.concat(_iso_date(date), F.lit(" "), clock)
-    return F.when(ok, iso.try_cast("timestamp"))
+    from hakiri.sources.files.part import quoted_col
+
+    if not parses:
+        return frame
+    plans = [_plan(pattern) for _, _, _, pattern in parses]
+
+    def temp(i: int, key: str) -> str:
+        return f"_hakiri_dt{i}_{key}"
+
+    staged = frame.select(
+        "*",
+        *[
+            value.alias(temp(i, key))
+            for i, ((_, text, _, _), plan) in enumerate(zip(parses, plans, strict=True))
+            for key, value in _split(text, plan).items()
+        ],
+    )
+    for stage in (_matched, _fields):
+        staged = staged.select(
+            "*",
+            *[
+                value.alias(temp(i, key))
+                for i, plan in enumerate(plans)
+                for key, value in stage(lambda key, i=i: F.col(temp(i, key)), plan).items()
+            ],
+        )
+    results = {
+        name: _value(lambda key, i=i: F.col(temp(i, key)), plan, kind).alias(name)
+        for i, ((name, _, kind, _), plan) in enumerate(zip(parses, plans, strict=True))
+    }
+    kept = [results.pop(name) if name in results else quoted_col(name) for name in frame.columns]
+    return staged.select(*kept, *results.values())
+
+
+@dataclass(frozen=True)
+class _Plan:
+    regex: str
+    groups: dict[str, tuple[int, int]]  # letter -> (group number, letter count)
+
+
+def _plan(pattern: str) -> _Plan:
+    regex, groups = pattern_regex(pattern)
+    return _Plan(regex, groups)
+
+
+def _inline(text: Column, pattern: str, kind: str) -> Column:
+    plan = _plan(pattern)
+    found = _split(text, plan)
+    found.update(_matched(lambda key: found[key], plan))
+    found.update(_fields(lambda key: found[key], plan))
+    return _value(lambda key: found[key], plan, kind)
+
+
+_MARK, _SPLIT = "\u0002", "\u0001"
+
+
+def _split(text: Column, plan: _Plan) -> dict[str, Column]:
+    """Stage 1: the one match, as the groups joined by a separator and split (one
+    regexp_replace of the whole value), and the value as read."""
+    from pyspark.sql import functions as F
+
+    # "$n" (group n, '' when it took no part) reads alike in Java's and Rust's replacements.
+    replacement = _MARK + "".join(f"{_SPLIT}${n}" for n in range(1, len(plan.groups) + 1))
+    value = F.trim(text)
+    return {
+        "parts": F.split(F.regexp_replace(value, plan.regex, replacement), _SPLIT),
+        "lead": F.substring(value, 1, 1),
+    }
+
+
+def _matched(ref: Callable[[str], Column], plan: _Plan) -> dict[str, Column]:
+    """Stage 2: the groups (NULL when the value does not match: it comes back from the
+    replacement as it was, without the mark in front). A stage of its own: an engine does not
+    share a subexpression inside CASE (Sail would run the regex once per use)."""
+    from pyspark.sql import functions as F
+
+    parts = ref("parts")
+    matched = (
+        (ref("lead") != _MARK)
+        & (F.size(parts) == len(plan.groups) + 1)
+        & (F.substring(F.element_at(parts, 1), 1, 1) == _MARK)
+    )
+    return {"g": F.when(matched, parts)}
+
+
+def _fields(ref: Callable[[str], Column], plan: _Plan) -> dict[str, Column]:
+    """Stage 2: each field as a number (or text: the offset), defaults filled in, and whether
+    the numbers are in range (`ok`; NULL groups when the value did not match)."""
+    from pyspark.sql import functions as F
+
+    groups = ref("g")
+
+    def raw(letter: str) -> Column | None:
+        if letter not in plan.groups:
+            return None
+        found = groups.getItem(plan.groups[letter][0])
+        return F.when(found != "", found)  # an optional part left out: ''
+
+    def number(letter: str, default: int) -> Column:
+        found = raw(letter)
+        return F.lit(default) if found is None else F.coalesce(found.cast("int"), F.lit(default))
+
+    year = number("y", 1970)
+    if plan.groups.get("y", (0, 0))[1] == 2:
+        year = year + 2000  # two-digit years are 2000-2099 (Spark's base year)
+    fields = {
+        "year": year,
+        "month": _month(raw("M"), plan.groups.get("M", (0, 0))[1]),
+        "day": number("d", 1),
+        "doy": number("D", 1),
+        "minute": number("m", 0),
+        "second": number("s", 0),
+    }
+    weekday = raw("E")
+    if weekday is not None:
+        fields["weekday"] = _index(
+            F.substring(F.lower(weekday), 1, 3), [d[:3].lower() for d in WEEKDAYS]
+        )
+    checks = [groups.isNotNull(), fields["month"].between(1, 12), fields["day"].between(1, 31)]
+    checks += [fields["minute"].between(0, 59), fields["second"].between(0, 59)]
+    if "h" in plan.groups:
+        clock_hour = number("h", 12)
+        afternoon = F.lower(F.coalesce(raw("a"), F.lit("am"))) == "pm"
+        fields["hour"] = clock_hour % 12 + F.when(afternoon, 12).otherwise(0)
+        checks.append(clock_hour.between(1, 12))
+    else:
+        fields["hour"] = number("H", 0)
+        checks.append(fields["hour"].between(0, 23))
+    fraction = raw("S")
+    fields["micros"] = (
+        F.lit("000000")
+        if fraction is None
+        else F.substring(F.concat(F.coalesce(fraction, F.lit("")), F.lit("000000")), 1, 6)
+    )
+    offset_letter = next((x for x in "XxZ" if x in plan.groups), None)
+    if offset_letter is not None:
+        offset, offset_ok = _offset(raw(offset_letter))
+        fields["offset"] = offset
+        checks.append(offset_ok)
+    ok = checks[0]
+    for check in checks[1:]:
+        ok = ok & F.coalesce(check, F.lit(False))
+    fields["ok"] = ok
+    return fields
+
+
+def _value(ref: Callable[[str], Column], plan: _Plan, kind: str) -> Column:
+    """Stage 3: the date (a real one: the cast refuses Feb 30), its day name checked; for a
+    timestamp, the ISO 8601 text of the fields cast in the session time zone or at the offset."""
+    from pyspark.sql import functions as F
+
+    year = ref("year")
+    if "D" in plan.groups:
+        first = F.concat(_padded(year, 4), F.lit("-01-01")).try_cast("date")
+        date = F.date_add(first, ref("doy") - 1)
+        ok = ref("ok") & (ref("doy") >= 1) & (F.year(date) == year)
+        iso = _iso_date(date)
+    else:
+        iso = F.concat(
+            _padded(year, 4),
+            F.lit("-"),
+            _padded(ref("month"), 2),
+            F.lit("-"),
+            _padded(ref("day"), 2),
+        )
+        date = iso.try_cast("date")
+        ok = ref("ok")
+    if "E" in plan.groups:
+        ok = ok & (F.dayofweek(date) == ref("weekday"))
+    if kind == "date":
+        return F.when(ok, date)
+    clock = [
+        _padded(ref("hour"), 2),
+        F.lit(":"),
+        _padded(ref("minute"), 2),
+        F.lit(":"),
+        _padded(ref("second"), 2),
+        F.lit("."),
+        ref("micros"),
+    ]
+    if any(x in plan.groups for x in "XxZ"):
+        clock.append(ref("offset"))
+    stamp = F.concat(iso, F.lit(" "), *clock).try_cast("timestamp")
+    return F.when(ok & date.isNotNull(), stamp)
 
 
 def _regex(tokens: tuple[Token, ...], compiled: _Compiled) -> str:
@@ -139,79 +334,6 @@ def _field_regex(token: Field) -> str:
 
 def _names(names: tuple[str, ...], short: bool) -> str:
     return "|".join(name[:3].lower() if short else name.lower() for name in names)
-
-
-def _parts(text: Column, pattern: str) -> tuple[Column, Column, Column]:
-    """(the date, whether the value matched and every field is in range, the time of day as
-    'HH:mm:ss.ffffff' with the offset if any)."""
-    from pyspark.sql import functions as F
-
-    regex, groups = pattern_regex(pattern)
-    value = F.trim(text)
-
-    def raw(letter: str) -> Column | None:
-        if letter not in groups:
-            return None
-        found = F.regexp_extract(value, regex, groups[letter][0])
-        return F.when(found != "", found)  # an optional part left out: ''
-
-    def number(letter: str, default: int) -> Column:
-        found = raw(letter)
-        return F.lit(default) if found is None else F.coalesce(found.cast("int"), F.lit(default))
-
-    checks = [value.rlike(regex)]
-    year = number("y", 1970)
-    if groups.get("y", (0, 0))[1] == 2:
-        year = year + 2000  # two-digit years are 2000-2099 (Spark's base year)
-    month = _month(raw("M"), groups.get("M", (0, 0))[1])
-    day = number("d", 1)
-    checks += [month.between(1, 12), day.between(1, 31)]
-    if "D" in groups:
-        day_of_year = number("D", 1)
-        first = F.concat(_padded(year, 4), F.lit("-01-01")).try_cast("date")
-        date = F.date_add(first, day_of_year - 1)
-        checks += [day_of_year >= 1, F.year(date) == year]
-    else:
-        iso = F.concat(_padded(year, 4), F.lit("-"), _padded(month, 2), F.lit("-"), _padded(day, 2))
-        date = iso.try_cast("date")
-    checks.append(date.isNotNull())
-    weekday = raw("E")
-    if weekday is not None:
-        named = _index(F.substring(F.lower(weekday), 1, 3), [d[:3].lower() for d in WEEKDAYS])
-        checks.append(F.dayofweek(date) == named)
-    if "h" in groups:
-        clock_hour = number("h", 12)
-        afternoon = F.lower(F.coalesce(raw("a"), F.lit("am"))) == "pm"
-        hour = clock_hour % 12 + F.when(afternoon, 12).otherwise(0)
-        checks.append(clock_hour.between(1, 12))
-    else:
-        hour = number("H", 0)
-    minute, second = number("m", 0), number("s", 0)
-    checks += [hour.between(0, 23), minute.between(0, 59), second.between(0, 59)]
-    fraction = raw("S")
-    micros = (
-        F.lit("000000")
-        if fraction is None
-        else F.substring(F.concat(F.coalesce(fraction, F.lit("")), F.lit("000000")), 1, 6)
-    )
-    clock = F.concat(
-        _padded(hour, 2),
-        F.lit(":"),
-        _padded(minute, 2),
-        F.lit(":"),
-        _padded(second, 2),
-        F.lit("."),
-        micros,
-    )
-    offset_letter = next((x for x in "XxZ" if x in groups), None)
-    if offset_letter is not None:
-        offset, offset_ok = _offset(raw(offset_letter))
-        clock = F.concat(clock, offset)
-        checks.append(offset_ok)
-    ok = checks[0]
-    for check in checks[1:]:
-        ok = ok & F.coalesce(check, F.lit(False))
-    return date, ok, clock
 
 
 def _month(found: Column | None, count: int) -> Column:
@@ -285,14 +407,11 @@ def formatted(config: FilesConfig, kind: DataType) -> str | None:
     return None
 
 
-def parsed(text: Column, kind: DataType, pattern: str) -> Column:
+def kind_of(kind: DataType) -> str:
+    """ "date" or "timestamp", the kind `with_parsed_columns` reads a `formatted` type as."""
     from pyspark.sql.types import DateType
 
-    return (
-        parsed_date(text, pattern)
-        if isinstance(kind, DateType)
-        else parsed_timestamp(text, pattern)
-    )
+    return "date" if isinstance(kind, DateType) else "timestamp"
 
 
 def as_text(config: FilesConfig, schema: StructType) -> StructType:
@@ -321,22 +440,17 @@ def with_parsed(
     if not wanted:
         return raw
     texts = {name: f"_hakiri_text_{i}" for i, name in enumerate(wanted)}
-    values = []
-    for name in raw.columns:
-        kind = wanted.get(name)
-        if name == BAD:
-            continue
-        if kind is None:
-            values.append(quoted_col(name))
-            continue
-        values.append(parsed(quoted_col(name), kind, formatted(config, kind) or "").alias(name))
-    # Two projections: the parse first, then the verdict from its results (one parse per value).
-    parsed_frame = raw.select(
-        *values,
+    kept = raw.select(
+        *[quoted_col(n) for n in raw.columns if n != BAD],
         *[quoted_col(n).alias(t) for n, t in texts.items()],
         F.col(BAD) if BAD in raw.columns else F.lit(None).cast("string").alias(BAD),
         record.alias("_hakiri_record_text"),
     )
+    parses = [
+        (name, F.col(texts[name]), kind_of(kind), formatted(config, kind) or "")
+        for name, kind in wanted.items()
+    ]
+    parsed_frame = with_parsed_columns(kept, parses)
     lost = F.lit(False)
     for name, text_name in texts.items():
         lost = lost | (F.col(text_name).isNotNull() & quoted_col(name).isNull())
@@ -362,14 +476,15 @@ def inferred_timestamps(config: FilesConfig, raw: DataFrame) -> DataFrame:
     if not pattern or not names:
         return raw
     good = raw.where(F.col(BAD).isNull()) if BAD in raw.columns else raw
+    probes = [(f"_hakiri_ts{i}", quoted_col(n), "timestamp", pattern) for i, n in enumerate(names)]
     counts = []
     for i, name in enumerate(names):
         text = quoted_col(name)
         counts += [
             F.count(text).alias(f"n{i}"),
-            F.count_if(text.isNotNull() & parsed_timestamp(text, pattern).isNull()).alias(f"b{i}"),
+            F.count_if(text.isNotNull() & F.col(f"_hakiri_ts{i}").isNull()).alias(f"b{i}"),
         ]
-    found = good.agg(*counts).first()
+    found = with_parsed_columns(good, probes).agg(*counts).first()
     assert found is not None  # a global aggregate has one row
     turned = [n for i, n in enumerate(names) if found[f"n{i}"] and not found[f"b{i}"]]
-    return raw.withColumns({n: parsed_timestamp(quoted_col(n), pattern) for n in turned})
+    return with_parsed_columns(raw, [(n, quoted_col(n), "timestamp", pattern) for n in turned])

@@ -16,8 +16,9 @@ from hakiri.sources.files.datetimes import (
     as_text,
     formatted,
     inferred_timestamps,
-    parsed,
+    kind_of,
     with_parsed,
+    with_parsed_columns,
 )
 from hakiri.sources.files.inspect import json_keys, open_text, skip_whitespace
 from hakiri.sources.files.malformed import PARSER_STOPPED, unreadable_record
@@ -119,14 +120,22 @@ def _json_lines_as_text(
         frames.append(text.where(F.trim(TEXT) != ""))
     fields = F.from_json(F.col(TEXT), "map<string,string>")
     lines = union(frames).select(TEXT, FILE, fields.alias("_hakiri_fields"))
+    patterns = {f.name: formatted(config, f.dataType) for f in declared.fields}
+    lines = with_parsed_columns(
+        lines,
+        [
+            (f"_hakiri_parsed{i}", F.col("_hakiri_fields").getItem(f.name), kind_of(f.dataType), p)
+            for i, f in enumerate(declared.fields)
+            if (p := patterns[f.name]) is not None
+        ],
+    )
     converted, lost = [], F.lit(False)
-    for field in declared.fields:
+    for i, field in enumerate(declared.fields):
         given = F.col("_hakiri_fields").getItem(field.name)
-        pattern = formatted(config, field.dataType)
         if isinstance(field.dataType, StringType):
             value = given
-        elif pattern is not None:
-            value = parsed(given, field.dataType, pattern)
+        elif patterns[field.name] is not None:
+            value = F.col(f"_hakiri_parsed{i}")
         elif isinstance(field.dataType, StructType | ArrayType | MapType):
             value = F.from_json(given, field.dataType)
         else:
