@@ -1,23 +1,27 @@
 """Date and timestamp values read with a `date_format`/`timestamp_format` pattern: hakiri's own
-parser (`spec.datetime_patterns` defines the language), compiled into one Column expression
-of functions every engine implements alike, so a value reads the same on Apache Spark and
-on Sail (whose own pattern parsers differ).
+parser (`spec.datetime_patterns` defines the language), compiled into expressions of functions
+every engine implements alike, so a value reads the same on Apache Spark and on Sail (whose
+own pattern parsers differ).
 
-The value (spaces around it ignored) is matched by an anchored regular expression built from
-the pattern (written in the syntax Java's and Rust's regex engines share, letters compared
-without case); each field is a group, taken with `regexp_extract`, checked for its range and
-put together as ISO 8601 text that the engine's cast turns into a date or timestamp (the cast
-refuses a day the month does not have). A value that does not match, or is not a real date or
-time, is NULL: a malformed record in a declared column, text in an inferred one. A timestamp
-without an offset is in the session time zone, as any cast of text. Missing fields (outside the
-pattern, or in an optional part left out) default to 1970, January, the 1st, 00:00:00.
-pyspark is imported inside the functions.
+The value (spaces around it ignored) is matched once by an anchored regular expression built
+from the pattern (in the syntax Java's and Rust's regex engines share, letters compared
+without case): one `regexp_replace` into its groups, split. Each field is then checked for its
+range and put together as ISO 8601 text that the engine's cast turns into a date or
+timestamp (the cast refuses a day the month does not have). A value that does not match, or
+is not a real date or time, is NULL: a malformed record in a declared column, text in an
+inferred one. A timestamp without an offset is in the session time zone, as any cast of
+text. Missing fields (outside the pattern, or in an optional part left out) default to 1970,
+January, the 1st, 00:00:00.
+
+Readers use `with_parsed_columns` (four projections, each naming what the next reads, so no
+engine computes a field twice); `parsed_date`/`parsed_timestamp` are the same as one Column,
+for a few literal values. pyspark is imported inside the functions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hakiri.spec.datetime_patterns import Field, Literal, Optional, Token, parse_pattern
@@ -77,17 +81,11 @@ _OFFSET = {
 _META = set("\\.+*?()|[]{}^$#&-~")
 
 
-@dataclass
-class _Compiled:
-    regex: str = ""
-    groups: dict[str, tuple[int, int]] = field(default_factory=dict)  # letter -> (group, count)
-
-
 def pattern_regex(pattern: str) -> tuple[str, dict[str, tuple[int, int]]]:
     """The anchored regex of `pattern`, and each field's (group number, letter count)."""
-    compiled = _Compiled()
-    compiled.regex = "(?i)\\A" + _regex(parse_pattern(pattern), compiled) + "\\z"
-    return compiled.regex, compiled.groups
+    groups: dict[str, tuple[int, int]] = {}
+    regex = "(?i)\\A" + _regex(parse_pattern(pattern), groups) + "\\z"
+    return regex, groups
 
 
 def parsed_date(text: Column, pattern: str) -> Column:
@@ -300,15 +298,15 @@ def _value(ref: Callable[[str], Column], plan: _Plan, kind: str) -> Column:
     return F.when(ok & date.isNotNull(), stamp)
 
 
-def _regex(tokens: tuple[Token, ...], compiled: _Compiled) -> str:
+def _regex(tokens: tuple[Token, ...], groups: dict[str, tuple[int, int]]) -> str:
     out = []
     for token in tokens:
         if isinstance(token, Literal):
             out.append("".join("\\" + c if c in _META else c for c in token.text))
         elif isinstance(token, Optional):
-            out.append("(?:" + _regex(token.tokens, compiled) + ")?")
+            out.append("(?:" + _regex(token.tokens, groups) + ")?")
         else:
-            compiled.groups[token.letter] = (len(compiled.groups) + 1, token.count)
+            groups[token.letter] = (len(groups) + 1, token.count)
             out.append("(" + _field_regex(token) + ")")
     return "".join(out)
 
