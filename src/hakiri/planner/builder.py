@@ -527,8 +527,8 @@ def _loaded_columns(
     if t.source is None or t.source.columns is None:
         return None
     sample = t.source.sample if sampled else None
-    # A text column a custom date_format/timestamp_format may type is typed by the engine's
-    # parse of the pattern at load: plan does not guess it ("(type from data)").
+    # A text column a custom date_format/timestamp_format may type is typed by hakiri's parse
+    # of the pattern in the engine at load: plan does not guess it ("(type from data)").
     guessed = (
         {n: s for n, s in sample.types if n not in sample.unjudged} if sample is not None else {}
     )

@@ -92,14 +92,9 @@ CAPABILITIES: tuple[Capability, ...] = (
     ),
     _cap(
         "datetime_formats",
-        "date_format and timestamp_format for CSV and JSON files",
-        Support(
-            "refused",
-            "Sail parses date and timestamp patterns differently from Spark (it refuses pattern "
-            "letters such as E and reads widths strictly: yyyy does not take 24), so a value "
-            "could load differently on the two engines. Remove the formats (ISO 8601 values are "
-            'read without them), or use engine = "spark"',
-        ),
+        "date_format and timestamp_format for CSV and JSON files (hakiri's own pattern "
+        "language, parsed by one expression of functions both engines implement alike)",
+        _WORKS,
     ),
     _cap(
         "glob_file_names",
@@ -170,10 +165,11 @@ CAPABILITIES: tuple[Capability, ...] = (
         "file_provenance_inferred",
         "provenance = true with several Parquet or undeclared JSON Lines files in one batch",
         Support(
-            "refused",
-            "Sail reads such files in one go and has no input_file_name(), so a row cannot "
-            "name its file. Declare `columns` (JSON Lines), load the files one batch each "
-            '(append, upsert), set provenance = false, or use engine = "spark"',
+            "neutral",
+            "the batch's one schema is found first (JSON Lines: inferred from all its files; "
+            "Parquet: merged from the footers), then each file is read on its own with that "
+            "schema and its name as a literal, which gives the row its file's hash (Sail has "
+            "no input_file_name() nor _metadata.file_path)",
         ),
     ),
     _cap(

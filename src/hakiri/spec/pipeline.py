@@ -73,14 +73,14 @@ class FilesConfig(SpecModel):
     date_format: str | None = Field(
         None,
         min_length=1,
-        description="csv, json, jsonl: Spark datetime pattern of date values, e.g. 'dd/MM/yyyy' "
-        "(Spark's dateFormat).",
+        description="csv, json, jsonl: the pattern of date values, e.g. 'dd/MM/yyyy' (hakiri's "
+        "datetime patterns, read the same on every engine: docs/sources.md).",
     )
     timestamp_format: str | None = Field(
         None,
         min_length=1,
-        description="csv, json, jsonl: Spark datetime pattern of timestamp values, e.g. "
-        '"dd/MM/yyyy HH:mm:ss" (Spark\'s timestampFormat).',
+        description="csv, json, jsonl: the pattern of timestamp values, e.g. "
+        '"dd/MM/yyyy HH:mm:ss" (hakiri\'s datetime patterns; no offset: the session time zone).',
     )
     on_malformed: Literal["fail", "drop"] = Field(
         "fail",
@@ -122,7 +122,7 @@ class FilesConfig(SpecModel):
 
     @field_validator("date_format", "timestamp_format")
     @classmethod
-    def _spark_parses_with(cls, value: str | None, info: ValidationInfo) -> str | None:
+    def _hakiri_reads(cls, value: str | None, info: ValidationInfo) -> str | None:
         problem = pattern_problem(value) if value is not None else None
         if problem:
             reason, hint = problem

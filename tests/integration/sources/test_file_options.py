@@ -10,8 +10,6 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-import pytest
-
 from tests.support.project import Project
 
 
@@ -155,9 +153,6 @@ def test_quote_escape_and_comment_read_a_non_rfc_4180_file(
     ]
 
 
-@pytest.mark.spark_only(
-    "date_format/timestamp_format are refused on Sail (its pattern parsing differs from Spark's)"
-)
 def test_date_and_timestamp_formats_parse_csv_and_json_lines(
     tmp_path: Path, pg_url: str, pg_schema: str, spark
 ) -> None:

@@ -78,26 +78,23 @@ def test_nothing_is_refused_on_spark() -> None:
         assert pipeline_refusals(spec, SPARK, _needs(spec, ["postgres", "context"])) == []
 
 
-def test_sail_refuses_what_it_cannot_run_and_says_what_to_do() -> None:
+def test_sail_runs_datetime_formats_and_provenance_of_every_format() -> None:
     formats = _spec(
         {**FILES, "config": {"path": "d/*.csv", "date_format": "dd.MM.yyyy"}}, {"mode": "append"}
     )
-    [(reason, hint)] = pipeline_refusals(formats, SAIL, _needs(formats, ["context"]))
-    assert reason.startswith("pipeline p: Sail parses date and timestamp patterns differently")
-    assert reason.endswith("(engine sail)")
-    assert 'engine = "spark"' in hint
-    # Provenance over a snapshot of several files: CSV (and declared JSON Lines) carry each
-    # file's name on Sail; undeclared JSON Lines and Parquet are read in one go there.
-    for config, refused in (
-        ({"path": "d/*.csv", "provenance": True}, 0),
-        ({"path": "d/*.jsonl", "format": "jsonl", "provenance": True, "columns": {"id": "int"}}, 0),
-        ({"path": "d/*.jsonl", "format": "jsonl", "provenance": True}, 1),
-        ({"path": "d/*.parquet", "format": "parquet", "provenance": True}, 1),
+    assert pipeline_refusals(formats, SAIL, _needs(formats, ["context"])) == []
+    assert support(SAIL, "datetime_formats").status == "works"  # hakiri's parser on both
+    # Provenance over a snapshot of several files: each file read on its own, with its name.
+    for config in (
+        {"path": "d/*.csv", "provenance": True},
+        {"path": "d/*.jsonl", "format": "jsonl", "provenance": True, "columns": {"id": "int"}},
+        {"path": "d/*.jsonl", "format": "jsonl", "provenance": True},
+        {"path": "d/*.parquet", "format": "parquet", "provenance": True},
     ):
         snapshot = _spec({**FILES, "config": config}, {"mode": "truncate"})
-        found = pipeline_refusals(snapshot, SAIL, _needs(snapshot, ["postgres"]))
-        assert len(found) == refused, config
+        assert pipeline_refusals(snapshot, SAIL, _needs(snapshot, ["postgres"])) == [], config
         assert pipeline_refusals(snapshot, SPARK, _needs(snapshot, [])) == []
+    assert support(SAIL, "file_provenance_inferred").status == "neutral"
 
 
 def test_sail_runs_the_common_loads() -> None:

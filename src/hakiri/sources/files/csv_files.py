@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from hakiri.errors import SourceDataError, SourceUnreachable
 from hakiri.sources.files.csv_sample import INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP_TEXT
+from hakiri.sources.files.datetimes import with_parsed_columns
 from hakiri.sources.files.inspect import csv_names
 from hakiri.sources.files.malformed import PARSER_STOPPED, raise_if_undecodable, unreadable_record
 from hakiri.sources.files.part import (
@@ -21,7 +22,6 @@ from hakiri.sources.files.part import (
     MISTYPED,
     TEXT,
     Part,
-    datetime_options,
     quoted_col,
     spark_schema,
     with_bad,
@@ -165,18 +165,28 @@ def _inferred_fields(
         ("timestamp", TimestampType()),
     ]
     good = raw.where(F.col(BAD).isNull())
+    # Values read with date_format/timestamp_format: parsed in projections of their own first.
+    probes = []
+    for i, name in enumerate(names):
+        value = _present(config, quoted_col(name))
+        if config.date_format:
+            probes.append((f"_hakiri_d{i}", value, "date", config.date_format))
+        if config.timestamp_format:
+            probes.append((f"_hakiri_t{i}", value, "timestamp", config.timestamp_format))
+    good = with_parsed_columns(good, probes)
     checks = []
     for i, name in enumerate(names):
         value = _present(config, quoted_col(name))
+        as_date = _as_date(config, value, F.col(f"_hakiri_d{i}"))
+        as_timestamp = _as_timestamp(config, value, F.col(f"_hakiri_t{i}"))
         fits = {
             "int": value.rlike(_INTEGER) & value.try_cast("int").isNotNull(),
             "bigint": value.rlike(_INTEGER) & value.try_cast("bigint").isNotNull(),
             "decimal": value.rlike(_INTEGER) & value.try_cast("decimal(38,0)").isNotNull(),
             "double": _as_double(config, value).isNotNull(),
             "boolean": F.lower(value).isin("true", "false"),
-            "date": _as_date(config, value).isNotNull(),
-            "timestamp": _as_timestamp(config, value).isNotNull()
-            | _as_date(config, value).isNotNull(),
+            "date": as_date.isNotNull(),
+            "timestamp": as_timestamp.isNotNull() | as_date.isNotNull(),
         }
         checks.append(F.count(value).alias(f"n{i}"))
         checks += [
@@ -218,19 +228,20 @@ def _as_double(config: FilesConfig, value: Column) -> Column:
     return value.try_cast("double")
 
 
-def _as_date(config: FilesConfig, value: Column) -> Column:
+def _as_date(config: FilesConfig, value: Column, parsed: Column) -> Column:
+    """The value as a date: `parsed` (its parse with date_format), or ISO 8601 without one."""
     from pyspark.sql import functions as F
 
     if config.date_format:
-        return F.try_to_timestamp(value, F.lit(config.date_format))
+        return parsed
     return F.when(value.rlike(_ISO_DATE), value.try_cast("date"))
 
 
-def _as_timestamp(config: FilesConfig, value: Column) -> Column:
+def _as_timestamp(config: FilesConfig, value: Column, parsed: Column) -> Column:
     from pyspark.sql import functions as F
 
     if config.timestamp_format:
-        return F.try_to_timestamp(value, F.lit(config.timestamp_format))
+        return parsed
     return F.when(value.rlike(_ISO_TIMESTAMP), value.try_cast("timestamp"))
 
 
@@ -267,8 +278,30 @@ def _converted(
     from pyspark.sql.types import DateType, FractionalType, StringType, TimestampType
 
     texts = [f"_hakiri_t{i}" for i in range(len(typed.fields))]
+    # Values read with date_format/timestamp_format: parsed in projections of their own first.
+    patterns = {
+        f.name: config.date_format
+        if isinstance(f.dataType, DateType)
+        else config.timestamp_format
+        if type(f.dataType) is TimestampType
+        else None
+        for f in typed.fields
+    }
+    raw = with_parsed_columns(
+        raw,
+        [
+            (
+                f"_hakiri_parsed{i}",
+                _present(config, quoted_col(f.name)),
+                "date" if isinstance(f.dataType, DateType) else "timestamp",
+                pattern,
+            )
+            for i, f in enumerate(typed.fields)
+            if (pattern := patterns[f.name])
+        ],
+    )
     converted, problems = [], []
-    for field, kept in zip(typed.fields, texts, strict=True):
+    for i, (field, kept) in enumerate(zip(typed.fields, texts, strict=True)):
         text = quoted_col(field.name)
         if field.name in by_parser:
             converted.append(text.alias(field.name))
@@ -281,10 +314,8 @@ def _converted(
         value = _present(config, text)
         if isinstance(field.dataType, FractionalType) and config.nan_value not in (None, "NaN"):
             value = F.when(value == config.nan_value, F.lit("NaN")).otherwise(value)
-        if isinstance(field.dataType, DateType) and config.date_format:
-            result = F.try_to_timestamp(value, F.lit(config.date_format)).cast("date")
-        elif isinstance(field.dataType, TimestampType) and config.timestamp_format:
-            result = F.try_to_timestamp(value, F.lit(config.timestamp_format))
+        if patterns[field.name]:
+            result = F.col(f"_hakiri_parsed{i}")
         else:
             result = value.try_cast(field.dataType)
         converted.append(result.alias(field.name))
@@ -335,7 +366,6 @@ def _csv_reader(
         "comment": config.comment,
         "nullValue": config.null_value,
         "nanValue": config.nan_value,
-        **datetime_options(config),
     }
     return reader.options(**{k: v for k, v in options.items() if v is not None})
 

@@ -7,8 +7,9 @@ boolean, date, timestamp that every present value converts to, else string. This
 applies the same rules in Python to the first `SAMPLE_ROWS` records of the matched files, so
 a person sees the types before they are created (a float for money, most often). A sample
 can only guess narrower than the whole file: a later value that does not fit widens the
-type at apply. Custom `date_format`/`timestamp_format` patterns are Java's: the sample does
-not judge them, and a column that would need them is shown as text with a note.
+type at apply. Custom `date_format`/`timestamp_format` patterns are read by the engine's
+expression (`datetimes`): the sample does not judge them, and a column that would need them
+is shown as text with a note.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _type_of(config: FilesConfig, seen: list[str]) -> str:
     if all(v.lower() in ("true", "false") for v in seen):
         return "boolean"
     if config.date_format or config.timestamp_format:
-        return "string"  # Java patterns: judged by the engine at apply
+        return "string"  # patterns: judged by the engine's expression at apply
     if all(_is_date(v) for v in seen):
         return "date"
     if all(_is_timestamp(v) or _is_date(v) for v in seen):

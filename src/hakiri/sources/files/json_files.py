@@ -12,6 +12,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hakiri.errors import SourceDataError, SourceUnreachable
+from hakiri.sources.files.datetimes import (
+    as_text,
+    formatted,
+    inferred_timestamps,
+    kind_of,
+    with_parsed,
+    with_parsed_columns,
+)
 from hakiri.sources.files.inspect import json_keys, open_text, skip_whitespace
 from hakiri.sources.files.malformed import PARSER_STOPPED, unreadable_record
 from hakiri.sources.files.part import (
@@ -21,7 +29,6 @@ from hakiri.sources.files.part import (
     POS,
     TEXT,
     Part,
-    datetime_options,
     quoted_col,
     spark_schema,
     union,
@@ -44,8 +51,13 @@ def json_parts(
     charset: str,
     located: list[Located],
     observed: bool = True,
+    per_file: bool = False,
 ) -> list[Part]:
+    """`per_file`: each JSON Lines file is read on its own and its rows carry its name in FILE
+    (for each row's file's hash on an engine without input_file_name(), Sail); inferred
+    columns are inferred from all the files first, so every file is read with one schema."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     arrays = [loc for loc in located if _starts_with_bracket(config, loc)]
     lines = [loc for loc in located if loc not in arrays]
@@ -55,7 +67,9 @@ def json_parts(
     if lines:
         reader = _json_reader(spark, config, charset, observed)
         paths = [loc.spark_path for loc in lines]
-        if config.columns is not None and not observed:
+        if config.columns is not None and (not observed or _reads_patterns(spark, config)):
+            # Also on an engine with a JSON reader that sets bad lines aside: values read with
+            # date_format/timestamp_format are parsed by hakiri on every engine.
             raw = _json_lines_as_text(spark, config, lines)
             columns = tuple(config.columns)
         elif config.columns is not None:
@@ -66,6 +80,9 @@ def json_parts(
             try:
                 raw = reader.json(paths)
                 columns = tuple(c for c in raw.columns if c != BAD)
+                if per_file:
+                    inferred = StructType([f for f in raw.schema.fields if f.name != BAD])
+                    raw = with_bad(reader, inferred, False, lines, "json")
             except Exception as exc:  # Sail's inference stops at a line that is not JSON
                 if observed or not PARSER_STOPPED.search(str(exc)):
                     raise
@@ -73,6 +90,7 @@ def json_parts(
                 raise unreadable_record(config, unread, exc) from None
             if not observed:  # a line that is not JSON stops Sail's parser: Check names it
                 raw = raw.withColumn(BAD, F.lit(None).cast("string"))
+            raw = inferred_timestamps(config, raw)
         has_bad = BAD in raw.columns
         parts.append(Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
     if arrays:
@@ -102,11 +120,22 @@ def _json_lines_as_text(
         frames.append(text.where(F.trim(TEXT) != ""))
     fields = F.from_json(F.col(TEXT), "map<string,string>")
     lines = union(frames).select(TEXT, FILE, fields.alias("_hakiri_fields"))
+    patterns = {f.name: formatted(config, f.dataType) for f in declared.fields}
+    lines = with_parsed_columns(
+        lines,
+        [
+            (f"_hakiri_parsed{i}", F.col("_hakiri_fields").getItem(f.name), kind_of(f.dataType), p)
+            for i, f in enumerate(declared.fields)
+            if (p := patterns[f.name]) is not None
+        ],
+    )
     converted, lost = [], F.lit(False)
-    for field in declared.fields:
+    for i, field in enumerate(declared.fields):
         given = F.col("_hakiri_fields").getItem(field.name)
         if isinstance(field.dataType, StringType):
             value = given
+        elif patterns[field.name] is not None:
+            value = F.col(f"_hakiri_parsed{i}")
         elif isinstance(field.dataType, StructType | ArrayType | MapType):
             value = F.from_json(given, field.dataType)
         else:
@@ -115,6 +144,13 @@ def _json_lines_as_text(
         lost = lost | (given.isNotNull() & value.isNull())
     bad = F.when(F.col("_hakiri_fields").isNull() | lost, F.col(TEXT))
     return lines.select(*converted, bad.alias(BAD), FILE)
+
+
+def _reads_patterns(spark: SparkSession, config: FilesConfig) -> bool:
+    """Does a declared date or timestamp column read with date_format/timestamp_format?"""
+    assert config.columns is not None
+    declared = spark_schema(spark, list(config.columns.items()))
+    return any(formatted(config, f.dataType) for f in declared.fields)
 
 
 def _refused(spark: SparkSession, capability: str, loc: Located) -> SourceDataError:
@@ -134,11 +170,8 @@ def _json_reader(
     reader = spark.read
     if observed:
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", BAD)
-    reader = reader.options(**datetime_options(config))
-    if config.timestamp_format is not None:
-        # Spark infers JSON timestamps only when asked to; a declared format asks for them.
-        # (It never infers JSON dates: date_format applies to columns declared as date.)
-        reader = reader.option("inferTimestamp", True)
+    # No dateFormat/timestampFormat: values read with a pattern are read as text and parsed by
+    # hakiri (`datetimes`), the same on every engine.
     if charset != "UTF-8":
         # Outside UTF-8 Spark cannot find line ends without being told what they are.
         reader = reader.option("encoding", charset).option("lineSep", "\n")
@@ -166,8 +199,10 @@ def _json_array_part(
     from pyspark.sql.types import StringType, StructField, StructType
 
     paths = [loc.spark_path for loc in locs]
+    declared = None
     if config.columns is not None:
-        schema = spark_schema(spark, [*config.columns.items(), (BAD, "string")])
+        declared = spark_schema(spark, list(config.columns.items()))
+        schema = StructType([*as_text(config, declared).fields, StructField(BAD, StringType())])
     else:
         reader = _json_reader(spark, config, charset).option("multiLine", True)
         fields = [f for f in reader.json(paths).schema.fields if f.name != BAD]
@@ -184,9 +219,16 @@ def _json_array_part(
         array.isNull().alias(BROKEN),
         F.posexplode_outer(array).alias(POS, _ELEMENT),
     )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": BAD, **datetime_options(config)}
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": BAD}
     record = F.from_json(F.col(_ELEMENT), schema, options).alias("_hakiri_record")
-    raw = elements.select(FILE, BROKEN, POS, record).select(FILE, BROKEN, POS, "_hakiri_record.*")
+    raw = elements.select(FILE, BROKEN, POS, _ELEMENT, record).select(
+        FILE, BROKEN, POS, _ELEMENT, "_hakiri_record.*"
+    )
+    if declared is not None:
+        raw = with_parsed(config, raw, declared, F.col(_ELEMENT))
+    else:
+        raw = inferred_timestamps(config, raw)
+    raw = raw.drop(_ELEMENT)
     return Part(raw, columns, columns, tuple(locs), "json-array", has_bad=True)
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from hakiri.errors import SourceDataError
+from hakiri.sources.files.datetimes import parsed_date, parsed_timestamp
 from hakiri.sources.files.inspect import BOM, csv_rows, first_line, skip_separators
 from hakiri.sources.files.part import BAD, FILE, MISTYPED, POS, TEXT, Part, metrics, quoted_col
 from hakiri.sources.files.stand_ins import Located
@@ -483,9 +484,9 @@ def _bad_value(config: FilesConfig, part: Part, values: dict[str, str | None]) -
     for i, (_, value, kind) in enumerate(checked):
         text = F.lit(value)
         if kind == "date" and config.date_format:
-            probe = F.try_to_timestamp(text, F.lit(config.date_format))
-        elif kind.startswith("timestamp") and config.timestamp_format:
-            probe = F.try_to_timestamp(text, F.lit(config.timestamp_format))
+            probe = parsed_date(text, config.date_format)
+        elif kind == "timestamp" and config.timestamp_format:
+            probe = parsed_timestamp(text, config.timestamp_format)
         else:
             probe = text.try_cast(kind)
         probes.append(probe.isNotNull().alias(f"ok{i}"))

@@ -23,25 +23,41 @@ if TYPE_CHECKING:
 
 
 def read_parquet(
-    spark: SparkSession, config: FilesConfig, located: list[Located], observed: bool = True
+    spark: SparkSession,
+    config: FilesConfig,
+    located: list[Located],
+    observed: bool = True,
+    per_file: bool = False,
 ) -> tuple[DataFrame, Part | None]:
     """The files' rows, and with declared `columns` the part whose malformed records (a value
-    that does not convert to its declared type) `Check` judges; None without declared ones."""
+    that does not convert to its declared type) `Check` judges; None without declared ones.
+    `per_file`: each file is read on its own and its rows carry its name in FILE (for each
+    row's file's hash on an engine without input_file_name(), Sail), the frames united by
+    name in the order of the files' merged footers (Spark's mergeSchema)."""
     from pyspark.sql import functions as F
 
     nanos: dict[str, bool] = {}
     for loc in located:
         nanos.update(_nanosecond_columns(loc))
-    if nanos and support(engine_of_session(spark), "parquet_nanoseconds").status != "works":
-        frame = _parquet_in_tasks(spark, located)
+    in_tasks = (
+        bool(nanos) and support(engine_of_session(spark), "parquet_nanoseconds").status != "works"
+    )
+    if in_tasks:
         nanos = {}  # read as microsecond timestamps already
-    else:
-        if nanos:
-            # Spark refuses TIMESTAMP(NANOS) (pandas' and pyarrow's default) unless it may
-            # read them as longs; they become microsecond timestamps below.
-            spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
-        reader = spark.read.option("mergeSchema", len(located) > 1)
-        frame = reader.parquet(*[loc.spark_path for loc in located])
+    elif nanos:
+        # Spark refuses TIMESTAMP(NANOS) (pandas' and pyarrow's default) unless it may
+        # read them as longs; they become microsecond timestamps below.
+        spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
+
+    def read(locs: list[Located]) -> DataFrame:
+        if in_tasks:
+            return _parquet_in_tasks(spark, locs)
+        reader = spark.read.option("mergeSchema", len(locs) > 1)
+        return reader.parquet(*[loc.spark_path for loc in locs])
+
+    frame = _read_one_by_one(located, read) if per_file else read(located)
+    carried = [F.col(FILE)] if per_file else []
+    data = [c for c in frame.columns if c != FILE]
 
     def column(name: str) -> Column:
         if name not in nanos:
@@ -52,13 +68,13 @@ def read_parquet(
         return F.expr(f"timestampadd(MICROSECOND, {micros}, {epoch})").alias(name)
 
     if config.columns is None:
-        return (frame.select(*[column(name) for name in frame.columns]) if nanos else frame), None
-    missing = [name for name in config.columns if name not in frame.columns]
+        return (frame.select(*[column(name) for name in data], *carried) if nanos else frame), None
+    missing = [name for name in config.columns if name not in data]
     if missing:
         shown = located[0].shown if len(located) == 1 else f"{len(located)} parquet files"
         raise SourceDataError(
             f"{shown}: declared column {missing[0]!r} is not in the file",
-            f"the file has {', '.join(repr(c) for c in frame.columns[:12])}; "
+            f"the file has {', '.join(repr(c) for c in data[:12])}; "
             "fix `columns` in the source config",
         )
     declared = spark_schema(spark, list(config.columns.items()))
@@ -84,15 +100,42 @@ def read_parquet(
         for f in declared.fields
     ]
     if not problems:
-        return frame.select(*converted), None
+        return frame.select(*converted, *carried), None
     raw = frame.select(
         *converted,
         F.coalesce(*problems).alias(BAD),
-        _file_name(located, observed).alias(FILE),
+        (F.col(FILE) if per_file else _file_name(located, observed)).alias(FILE),
     )
     columns = tuple(f.name for f in declared.fields)
     part = Part(raw, columns, columns, tuple(located), "parquet", has_bad=True)
     return raw, part
+
+
+def _read_one_by_one(located: list[Located], read: Any) -> DataFrame:
+    """Each file read on its own with its name in FILE, united by name; the columns in the
+    order of the files' footers merged (as one read with mergeSchema has them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    merged = pa.unify_schemas([pq.read_schema(loc.path) for loc in located])
+    frames = [read([loc]) for loc in located]
+    types: dict[str, Any] = {}
+    for frame in frames:
+        for found in frame.schema.fields:
+            types.setdefault(found.name, found.dataType)
+    # A column a file lacks is NULL of the batch's type there (a union that fills it for us
+    # may type the NULLs as text, and the column with them: Sail does).
+    united = None
+    for loc, frame in zip(located, frames, strict=True):
+        columns = [
+            quoted_col(name) if name in frame.columns else F.lit(None).cast(types[name]).alias(name)
+            for name in merged.names
+        ]
+        one = frame.select(*columns, F.lit(loc.path.as_uri()).alias(FILE))
+        united = one if united is None else united.unionByName(one)
+    assert united is not None
+    return united
 
 
 def _file_name(located: list[Located], observed: bool) -> Column:

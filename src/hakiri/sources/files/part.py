@@ -18,7 +18,6 @@ from hakiri.errors import SourceDataError
 from hakiri.guards.spark_types import quoted_name
 from hakiri.sources.files.stand_ins import Located
 from hakiri.spark.tally import Tally
-from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
@@ -92,11 +91,17 @@ class Part:
 def _file_hash(part: Part, hashes: Mapping[Path, str]) -> Column:
     """The content hash of each row's file, from the file name the part's read carries as a
     literal (an engine without input_file_name: each file is read on its own there)."""
-    from pyspark.sql import functions as F
 
     if FILE not in part.raw.columns:
         raise ValueError(f"a {part.kind} part does not carry its rows' file names")
-    pairs = [x for loc in part.files for x in (F.lit(loc.path.as_uri()), F.lit(hashes[loc.path]))]
+    return file_hash(part.files, hashes)
+
+
+def file_hash(files: Sequence[Located], hashes: Mapping[Path, str]) -> Column:
+    """The content hash of the file named in each row's FILE."""
+    from pyspark.sql import functions as F
+
+    pairs = [x for loc in files for x in (F.lit(loc.path.as_uri()), F.lit(hashes[loc.path]))]
     return F.element_at(F.create_map(*pairs), F.col(FILE))
 
 
@@ -161,11 +166,6 @@ def union(frames: Sequence[DataFrame]) -> DataFrame:
     for more in frames[1:]:
         united = united.unionByName(more)
     return united
-
-
-def datetime_options(config: FilesConfig) -> dict[str, str]:
-    options = {"dateFormat": config.date_format, "timestampFormat": config.timestamp_format}
-    return {k: v for k, v in options.items() if v is not None}
 
 
 def _malformed(part: Part) -> Column:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +34,7 @@ from hakiri.sources.files.malformed import (
     refused_value,
 )
 from hakiri.sources.files.parquet_files import read_parquet
-from hakiri.sources.files.part import PROVENANCE_COLUMNS, spark_schema
+from hakiri.sources.files.part import FILE, PROVENANCE_COLUMNS, file_hash, quoted_col, spark_schema
 from hakiri.sources.files.stand_ins import (
     GLOB_CHARS,
     Located,
@@ -135,8 +135,9 @@ def read_files(
     is collected but counts.
 
     `file_hashes`: each row also gets its file's content hash as `_source_file_hash`, for
-    an engine without input_file_name() (`with_provenance` uses that one); CSV and JSON
-    Lines with declared columns only (their files are read one per read on such an engine).
+    an engine without input_file_name() (`with_provenance` uses that one): each file is
+    read on its own there (CSV and declared JSON Lines always are; inferred JSON Lines and
+    Parquet after the batch's one schema is found from all its files).
 
     Raises SourceDataError for a missing file, an unknown encoding, a declared
     column the file lacks and a declared type Spark does not know; `verify()`
@@ -171,19 +172,20 @@ def read_files(
     copies: list[Path] = []
     if transcoded:
         located = [utf8_copy(loc, config.encoding, copies, root) for loc in located]
+    per_file = hashes is not None
     if config.format == "parquet":
-        frame, part = read_parquet(spark, config, located, observed)
+        frame, part = read_parquet(spark, config, located, observed, per_file)
         if part is None:
-            return FileRead(frame)
+            return FileRead(_with_file_hash(frame, located, hashes) if per_file else frame)
         check = Check(config, part, observed, tallied)
-        return _judged_ahead(FileRead(check.frame(), checks=(check,)), observed)
+        return _judged_ahead(FileRead(check.frame(hashes), checks=(check,)), observed)
 
     if config.format == "csv":
         # A value Sail's typed parser refuses fails the read; under "fail" so does the batch.
         parser_typing = tallied and config.on_malformed == "fail"
         parts = csv_parts(spark, config, charset, located, observed, parser_typing)
     else:
-        parts = json_parts(spark, config, charset, located, observed)
+        parts = json_parts(spark, config, charset, located, observed, per_file)
     checks = tuple(Check(config, part, observed, tallied) for part in parts)
     frames = [check.frame(hashes) for check in checks]
     frame = frames[0]
@@ -195,6 +197,15 @@ def read_files(
     for copy in copies:  # the engine reads them until the batch is done with its read
         weakref.finalize(read, remove_copy, copy)
     return read
+
+
+def _with_file_hash(
+    frame: DataFrame, located: Sequence[Located], hashes: Mapping[Path, str] | None
+) -> DataFrame:
+    """A frame whose rows carry their file's name in FILE: that file's hash instead."""
+    assert hashes is not None
+    data = [quoted_col(name) for name in frame.columns if name != FILE]
+    return frame.select(*data, file_hash(located, hashes).alias(PROVENANCE_COLUMNS[0]))
 
 
 def _observes(spark: SparkSession) -> bool:
