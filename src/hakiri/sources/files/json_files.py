@@ -1,9 +1,11 @@
 """JSON parts: JSON Lines, and files that hold one top-level array of records.
 
 JSON Lines are read by the engine's JSON reader, or, with declared columns on an engine
-whose reader stops at a bad line (Sail), as lines of text parsed by hakiri. An array is
-split into its elements first, so `on_malformed` applies per record. Inferred fields are
-put back in the order the records first use them.
+whose reader stops at a bad line (Sail), as lines of text parsed by hakiri; undeclared
+under on_malformed = "drop" there, by hakiri's tasks (`json_elements`). An array is split
+into its elements first, so `on_malformed` applies per record: by from_json on Apache
+Spark, by hakiri's tasks on Sail (whose from_json cannot say which element does not fit).
+Inferred fields are put back in the order the records first use them.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from hakiri.errors import SourceDataError, SourceUnreachable
+from hakiri.errors import SourceUnreachable
 from hakiri.sources.files.inspect import json_keys, open_text, skip_whitespace
+from hakiri.sources.files.json_elements import element_part
 from hakiri.sources.files.malformed import PARSER_STOPPED, unreadable_record
 from hakiri.sources.files.part import (
     BAD,
@@ -28,7 +31,6 @@ from hakiri.sources.files.part import (
     with_bad,
 )
 from hakiri.sources.files.stand_ins import Located
-from hakiri.spark.engines import engine_of_session
 from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:
@@ -49,10 +51,11 @@ def json_parts(
 
     arrays = [loc for loc in located if _starts_with_bracket(config, loc)]
     lines = [loc for loc in located if loc not in arrays]
-    if arrays and not observed:
-        raise _refused(spark, "json_array_source", arrays[0])
     parts = []
-    if lines:
+    if lines and not observed and config.columns is None and config.on_malformed == "drop":
+        # Sail's reader stops at a line that is not JSON: hakiri's tasks split and infer.
+        parts.append(element_part(spark, config, charset, lines, "jsonl"))
+    elif lines:
         reader = _json_reader(spark, config, charset, observed)
         paths = [loc.spark_path for loc in lines]
         if config.columns is not None and not observed:
@@ -75,7 +78,9 @@ def json_parts(
                 raw = raw.withColumn(BAD, F.lit(None).cast("string"))
         has_bad = BAD in raw.columns
         parts.append(Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
-    if arrays:
+    if arrays and not observed:  # Sail's from_json cannot say which element does not fit
+        parts.append(element_part(spark, config, charset, arrays, "json-array"))
+    elif arrays:
         parts.append(_json_array_part(spark, config, charset, arrays))
     return parts
 
@@ -115,17 +120,6 @@ def _json_lines_as_text(
         lost = lost | (given.isNotNull() & value.isNull())
     bad = F.when(F.col("_hakiri_fields").isNull() | lost, F.col(TEXT))
     return lines.select(*converted, bad.alias(BAD), FILE)
-
-
-def _refused(spark: SparkSession, capability: str, loc: Located) -> SourceDataError:
-    from hakiri.spark.engines import refusal_message
-
-    engine = engine_of_session(spark)
-    reason, hint = refusal_message(engine, capability, loc.shown) or (
-        f"{loc.shown}: the {engine} engine cannot read it",
-        'use engine = "spark"',
-    )
-    return SourceDataError(reason, hint)
 
 
 def _json_reader(
