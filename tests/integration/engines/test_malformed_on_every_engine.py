@@ -29,7 +29,9 @@ ARRAY = (
     ' {"id": 8, "name": true, "amount": null, "day": "2026-01-08T10:11:12"}\n'
     "]\n"
 )
-ARRAY_COLUMNS = 'columns = { id = "bigint", name = "string", amount = "decimal(10,2)", day = "date" }'
+ARRAY_COLUMNS = (
+    'columns = { id = "bigint", name = "string", amount = "decimal(10,2)", day = "date" }'
+)
 ARRAY_ROWS = [
     (1, "a", Decimal("1.50"), dt.date(2026, 1, 1)),
     (3, '{"n":1}', Decimal("3.25"), dt.date(2026, 1, 3)),  # any JSON value goes into a string

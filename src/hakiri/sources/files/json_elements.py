@@ -36,6 +36,7 @@ _ELEMENT = "_hakiri_element"
 _MISFIT = "_hakiri_misfit"
 _LOCAL = "_hakiri_local"
 _SCHEMA = "_hakiri_schema"
+_SECONDS = "#"  # marks a timestamp given as a number of seconds
 _CHUNK = 1 << 16
 _BATCH = 4096
 _WHITESPACE = " \t\r\n"
@@ -89,6 +90,7 @@ def _converted(config: FilesConfig, text: Column, kind: DataType) -> Column:
         MapType,
         StringType,
         StructType,
+        TimestampNTZType,
         TimestampType,
     )
 
@@ -98,8 +100,14 @@ def _converted(config: FilesConfig, text: Column, kind: DataType) -> Column:
         return F.from_json(text, kind)
     if isinstance(kind, DateType) and config.date_format:
         return F.try_to_timestamp(text, F.lit(config.date_format)).cast("date")
-    if isinstance(kind, TimestampType) and config.timestamp_format:
-        return F.try_to_timestamp(text, F.lit(config.timestamp_format))
+    if isinstance(kind, TimestampType | TimestampNTZType):
+        # A whole number is seconds since the epoch (marked by the task; a text so marked is refused).
+        seconds = F.timestamp_seconds(F.substring(text, 2, 40).try_cast("bigint")).cast(kind)
+        if config.timestamp_format:
+            parsed = F.try_to_timestamp(text, F.lit(config.timestamp_format)).cast(kind)
+        else:
+            parsed = text.try_cast(kind)
+        return F.when(text.startswith(_SECONDS), seconds).otherwise(parsed)
     if isinstance(kind, DateType):
         # Spark's JSON parser takes the date of a timestamp's text ("2026-01-08T10:11:12").
         text = F.regexp_replace(text, "^([0-9]{4}-[0-9]{1,2}-[0-9]{1,2})[T ].*$", "$1")
@@ -146,7 +154,9 @@ def _kind_of(kind: DataType) -> str:
         return "fractional"
     if isinstance(kind, BooleanType):
         return "boolean"
-    if isinstance(kind, DateType | TimestampType | TimestampNTZType):
+    if isinstance(kind, TimestampType | TimestampNTZType):
+        return "timestamp"
+    if isinstance(kind, DateType):
         return "datetime"
     if isinstance(kind, StructType | MapType):
         return "object"
@@ -177,7 +187,11 @@ def field_text(value: Any, kind: str) -> tuple[str | None, bool]:
         return (value, False) if isinstance(value, str) and value else (None, True)
     if kind == "boolean":
         return ("true" if value else "false", False) if isinstance(value, bool) else (None, True)
-    if kind == "datetime":
+    if kind == "timestamp" and number and isinstance(value, int):
+        return f"{_SECONDS}{value}", False  # Spark takes a whole number as seconds
+    if kind == "timestamp" and isinstance(value, str) and value.startswith(_SECONDS):
+        return None, True  # no timestamp's text: the mark is kept for numbers
+    if kind in ("datetime", "timestamp"):
         return (value, False) if isinstance(value, str) and value else (None, True)
     if kind == "object":
         return (_dumps(value), False) if isinstance(value, dict) else (None, True)
