@@ -711,3 +711,17 @@ def test_an_undeclared_json_array_is_typed_as_spark_infers_it(
         (1.0, (("1", [1.0, 2.5])), None, [], None),
         (2.5, ("s", None), None, None, Decimal("99999999999999999999")),
     ]
+
+
+def test_dropping_csv_records_keeps_what_null_value_says_of_empty_fields(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    _write(tmp_path, "data/a.csv", 'id,name,note\n1,,""\n2,NA,x\n3,b\n')
+    columns = {"id": "int", "name": "string", "note": "string"}
+
+    read = _read(
+        spark, tmp_path, "data/a.csv", columns=columns, null_value="NA", on_malformed="drop"
+    )
+
+    assert read.malformed == 1
+    assert _rows(read.frame) == [(1, None, ""), (2, None, "x")]

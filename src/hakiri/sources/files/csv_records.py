@@ -117,13 +117,17 @@ def _records(
             if len(fields) != width:
                 yield (*([None] * width), line)
                 continue
-            if null is not None and "" in fields and config.quote:
-                quoted = _quoted(line, config)
-                fields = [
-                    v if v != "" or (i < len(quoted) and quoted[i]) else None
+            if null is None or "" not in fields or not config.quote:
+                yield (*[None if v in ("", null) else v for v in fields], None)
+                continue
+            quoted = _quoted(line, config)
+            yield (
+                *[
+                    None if v == null or (v == "" and not (i < len(quoted) and quoted[i])) else v
                     for i, v in enumerate(fields)
-                ]
-            yield (*[None if v in ("", null) else v for v in fields], None)
+                ],
+                None,
+            )
 
 
 def _quoted(line: str, config: FilesConfig) -> list[bool]:

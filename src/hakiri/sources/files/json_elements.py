@@ -357,15 +357,21 @@ class _Scan:
         self.chunks, self.buffer, self.position, self.done = chunks, "", 0, False
         self.lines_before, self.counted_to = 1, 0  # line of buffer[counted_to]
 
-    def more(self) -> bool:
+    def more(self, at_least: int = 1) -> bool:
+        """Drop what was read, add at least `at_least` characters (False at the end)."""
         if self.done:
             return False
-        chunk = next(self.chunks, None)
-        if chunk is None:
-            self.done = True
+        added = []
+        while sum(map(len, added)) < at_least:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                self.done = True
+                break
+            added.append(chunk)
+        if not added:
             return False
         self.lines_before += self.buffer.count("\n", self.counted_to, self.position)
-        self.buffer, self.counted_to = self.buffer[self.position :] + chunk, 0
+        self.buffer, self.counted_to = self.buffer[self.position :] + "".join(added), 0
         self.position = 0
         return True
 
@@ -389,7 +395,9 @@ class _Scan:
             try:
                 value, end = decoder.raw_decode(self.buffer, self.position)
             except json.JSONDecodeError:
-                if self.more():
+                # Read at least as much again as is pending: decoding a large element again
+                # and again stays linear overall.
+                if self.more(len(self.buffer) - self.position):
                     continue
                 raise _Broken from None
             if end == len(self.buffer) and self.more():
