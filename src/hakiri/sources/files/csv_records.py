@@ -3,7 +3,7 @@ with the wrong number of fields (Sail) when on_malformed = "drop" asks to set it
 
 A one-row-per-file frame goes through `mapInArrow`: each task streams its files line by line
 and splits each line into fields with Python's csv module as the source config says
-(`inspect.csv_rows`: delimiter, quote, escape, comment). A line is a record, as Apache Spark's
+(`inspect.csv_dialect`: delimiter, quote, escape; comment lines left out). A line is a record, as Apache Spark's
 reader takes it (its `multiLine` is off): a quoted field does not go on past the end of its
 line, so a newline inside quotes ends the record there and the rest of the field is a line of
 its own (Spark reads the same). A record of the expected width gives its fields as text (an
@@ -20,7 +20,7 @@ import csv
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hakiri.sources.files.inspect import BOM, csv_rows
+from hakiri.sources.files.inspect import BOM, csv_dialect
 from hakiri.sources.files.part import BAD, FILE, with_bad
 from hakiri.sources.files.stand_ins import Located
 from hakiri.spec.pipeline import FilesConfig
@@ -101,21 +101,14 @@ def _records(
     header = config.header
     null = config.null_value
     with open(local, encoding=encoding, errors="replace") as stream:  # \n, \r\n and \r end lines
-        for number, raw in enumerate(stream, 1):
-            line = raw.rstrip("\r\n")
-            if number == 1:
-                line = line.removeprefix(BOM)
-            try:
-                fields = next(csv_rows(config, [line]), None)
-            except csv.Error:
-                fields = [None] * (width + 1)  # a line Python cannot split: of no width
-            if fields is None:
-                continue  # blank, or a comment
+        for fields, line in _split_lines(config, stream):
+            if not fields:
+                continue  # blank
             if header:
                 header = False
                 continue
             if len(fields) != width:
-                yield (*([None] * width), line)
+                yield (*([None] * width), line.rstrip("\r\n"))
                 continue
             if null is None or "" not in fields or not config.quote:
                 yield (*[None if v in ("", null) else v for v in fields], None)
@@ -128,6 +121,46 @@ def _records(
                 ],
                 None,
             )
+
+
+def _split_lines(config: FilesConfig, stream: Any) -> Iterator[tuple[list[str], str]]:
+    """(fields, line) of each line that is not a comment, each line split on its own: one csv
+    reader goes over the file (it asks for a line only when it needs one), and the lines of a
+    record it took across line ends are split again one by one."""
+    taken: list[str] = []
+
+    def lines() -> Iterator[str]:
+        for number, raw in enumerate(stream, 1):
+            line = raw.removeprefix(BOM) if number == 1 else raw
+            if config.comment is not None and line.startswith(config.comment):
+                continue
+            taken.append(line)
+            yield line
+
+    reader = csv.reader(lines(), **csv_dialect(config))
+    while True:
+        try:
+            fields = next(reader, None)
+        except csv.Error:
+            fields = []  # split again below, line by line
+        if not taken:
+            return
+        if len(taken) == 1 and fields is not None:
+            yield fields, taken[0]
+        else:
+            for line in taken:
+                yield _one_line(config, line), line
+        taken.clear()
+        if fields is None:
+            return
+
+
+def _one_line(config: FilesConfig, line: str) -> list[str]:
+    """The fields of one line on its own (an open quote ends with the line, as in Spark)."""
+    try:
+        return next(csv.reader([line.rstrip("\r\n")], **csv_dialect(config)), [])
+    except csv.Error:
+        return [""] * 2**16  # cannot be split: a record of no expected width
 
 
 def _quoted(line: str, config: FilesConfig) -> list[bool]:

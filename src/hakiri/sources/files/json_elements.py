@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ _SCHEMA = "_hakiri_schema"
 _SECONDS = "#"  # marks a timestamp given as a number of seconds
 _CHUNK = 1 << 16
 _BATCH = 4096
-_WHITESPACE = " \t\r\n"
+_SPACE = re.compile("[ \t\r\n]*")  # JSON's whitespace
 # Strings Spark's JSON parser takes for a float or double (allowNonNumericNumbers).
 _NON_NUMERIC = {
     "NaN": "NaN",
@@ -378,8 +379,7 @@ class _Scan:
     def skip(self) -> str | None:
         """The next character that is not whitespace (None at the end); position is at it."""
         while True:
-            while self.position < len(self.buffer) and self.buffer[self.position] in _WHITESPACE:
-                self.position += 1
+            self.position = _SPACE.match(self.buffer, self.position).end()  # type: ignore[union-attr]
             if self.position < len(self.buffer):
                 return self.buffer[self.position]
             if not self.more():
