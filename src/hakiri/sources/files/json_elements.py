@@ -6,10 +6,11 @@ A one-row-per-file frame goes through `mapInArrow`: each task streams its files 
 reading one whole), splits them into records (an array's elements, or lines) and gives one
 row per record: its file, index and line, its text, and each column's value as text with a
 flag when the JSON value cannot be of the column's type (Apache Spark's JSON parser rules:
-a quoted number is not an int, a number is not a date, any value goes into a string). The
-engine then converts each text to its type; a value that does not convert marks the record
-malformed too (BAD holds its text, as Spark's corrupt-record column does). A file that is
-not one valid array gives a single BROKEN row. Without declared columns the types are
+a quoted number is not an int, a number is not a date but is a timestamp's seconds, any
+value goes into a string). The engine then converts each text to its type; a value that does
+not convert marks the record malformed too (BAD holds its text, as Spark's corrupt-record
+column does). A file that is not one valid array gives a BROKEN row. The counts ride the
+staging pass (`Part.frame`'s tally), as for CSV. Without declared columns the types are
 inferred first, in a pass of the same tasks, by Spark's JSON inference rules (bigint,
 double, boolean, string, struct with fields sorted by name, array; what two records
 disagree on is a string), so the frame's types are Apache Spark's.
