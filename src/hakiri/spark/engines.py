@@ -156,6 +156,11 @@ CAPABILITIES: tuple[Capability, ...] = (
             "stream each file, split its array into elements and type them by Spark's JSON "
             "rules (and infer undeclared columns as Spark does), naming a misfit element",
         ),
+        Support(
+            "neutral",
+            "the same engine tasks as on Sail: Spark's from_json over a whole file slowed "
+            "past a few thousand elements (20,000 took minutes)",
+        ),
     ),
     _cap(
         "file_provenance",

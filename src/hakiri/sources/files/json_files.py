@@ -3,8 +3,9 @@
 JSON Lines are read by the engine's JSON reader, or, with declared columns on an engine
 whose reader stops at a bad line (Sail), as lines of text parsed by hakiri; undeclared
 under on_malformed = "drop" there, by hakiri's tasks (`json_elements`). An array is split
-into its elements first, so `on_malformed` applies per record: by from_json on Apache
-Spark, by hakiri's tasks on Sail (whose from_json cannot say which element does not fit).
+into its elements first, so `on_malformed` applies per record, by hakiri's engine tasks on
+every engine (`json_elements`): Sail's from_json cannot say which element does not fit, and
+Spark's from_json over a whole file slowed past a few thousand elements.
 Inferred fields are put back in the order the records first use them.
 """
 
@@ -19,9 +20,7 @@ from hakiri.sources.files.json_elements import element_part
 from hakiri.sources.files.malformed import PARSER_STOPPED, unreadable_record
 from hakiri.sources.files.part import (
     BAD,
-    BROKEN,
     FILE,
-    POS,
     TEXT,
     Part,
     datetime_options,
@@ -35,9 +34,6 @@ from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
-
-
-_ELEMENT = "_hakiri_element"
 
 
 def json_parts(
@@ -78,10 +74,8 @@ def json_parts(
                 raw = raw.withColumn(BAD, F.lit(None).cast("string"))
         has_bad = BAD in raw.columns
         parts.append(Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
-    if arrays and not observed:  # Sail's from_json cannot say which element does not fit
+    if arrays:  # split in hakiri's tasks on every engine (`json_elements`)
         parts.append(element_part(spark, config, charset, arrays, "json-array"))
-    elif arrays:
-        parts.append(_json_array_part(spark, config, charset, arrays))
     return parts
 
 
@@ -145,43 +139,6 @@ def _starts_with_bracket(config: FilesConfig, loc: Located) -> bool:
             return skip_whitespace(stream).startswith("[")
         except UnicodeError:
             return False  # read as lines; the bad bytes are then reported with their line
-
-
-def _json_array_part(
-    spark: SparkSession, config: FilesConfig, charset: str, locs: list[Located]
-) -> Part:
-    """Each element of each file's top-level array is one record.
-
-    Spark's multiLine mode would take the whole file for one record: one bad
-    element would mark every row of the file malformed. Splitting the array into
-    its elements first keeps `on_malformed` per record, as for JSON Lines.
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    paths = [loc.spark_path for loc in locs]
-    if config.columns is not None:
-        schema = spark_schema(spark, [*config.columns.items(), (BAD, "string")])
-    else:
-        reader = _json_reader(spark, config, charset).option("multiLine", True)
-        fields = [f for f in reader.json(paths).schema.fields if f.name != BAD]
-        schema = StructType([*fields, StructField(BAD, StringType())])
-    columns = tuple(f.name for f in schema.fields if f.name != BAD)
-
-    content = spark.read.format("binaryFile").load(paths)
-    # A cast keeps bytes that are not UTF-8 (decode() would fail the whole read);
-    # the replacement count in metrics then finds them.
-    text = F.col("content").cast("string") if charset == "UTF-8" else F.decode("content", charset)
-    array = F.from_json(F.regexp_replace(text, "^\ufeff", ""), "array<string>")
-    elements = content.select(
-        F.col("path").alias(FILE),
-        array.isNull().alias(BROKEN),
-        F.posexplode_outer(array).alias(POS, _ELEMENT),
-    )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": BAD, **datetime_options(config)}
-    record = F.from_json(F.col(_ELEMENT), schema, options).alias("_hakiri_record")
-    raw = elements.select(FILE, BROKEN, POS, record).select(FILE, BROKEN, POS, "_hakiri_record.*")
-    return Part(raw, columns, columns, tuple(locs), "json-array", has_bad=True)
 
 
 def in_file_order(config: FilesConfig, located: list[Located], frame: DataFrame) -> DataFrame:
