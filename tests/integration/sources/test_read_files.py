@@ -725,3 +725,23 @@ def test_dropping_csv_records_keeps_what_null_value_says_of_empty_fields(
 
     assert read.malformed == 1
     assert _rows(read.frame) == [(1, None, ""), (2, None, "x")]
+
+
+@pytest.mark.spark_only("Sail parses date and timestamp patterns differently (refused on Sail)")
+def test_an_undeclared_json_array_infers_timestamps_with_timestamp_format(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    _write(
+        tmp_path,
+        "data/a.json",
+        '[{"id": 1, "at": "02.01.2024 03:04", "note": "02.01.2024 03:04"},\n'
+        ' {"id": 2, "at": "03.01.2024 00:00", "note": "soon"}]',
+    )
+
+    read = _read(spark, tmp_path, "data/a.json", format="json", timestamp_format="dd.MM.yyyy HH:mm")
+
+    assert read.frame.dtypes == [("id", "bigint"), ("at", "timestamp"), ("note", "string")]
+    assert _rows(read.frame.select("id", "at")) == [
+        (1, dt.datetime(2024, 1, 2, 3, 4)),
+        (2, dt.datetime(2024, 1, 3)),
+    ]

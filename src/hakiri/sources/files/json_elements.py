@@ -71,6 +71,12 @@ def element_part(
         schema = _inferred_schema(files, encoding, kind)
     kinds = [(field.name, _kind_of(field.dataType)) for field in schema.fields]
     records = files.mapInArrow(_reader(encoding, kind, kinds), _out_schema(len(kinds)))
+    if config.columns is None and config.timestamp_format is not None:
+        timed = _timestamps(config.timestamp_format, records, schema)
+        if timed != schema:
+            schema = timed
+            kinds = [(field.name, _kind_of(field.dataType)) for field in schema.fields]
+            records = files.mapInArrow(_reader(encoding, kind, kinds), _out_schema(len(kinds)))
     lost = F.lit(False)
     values = []
     for i, field in enumerate(schema.fields):
@@ -82,6 +88,31 @@ def element_part(
     raw = records.select(*values, bad.alias(BAD), FILE, POS, LINE, BROKEN)
     columns = tuple(field.name for field in schema.fields)
     return Part(raw, columns, columns, tuple(locs), kind, has_bad=True)
+
+
+def _timestamps(pattern: str, records: DataFrame, schema: StructType) -> StructType:
+    """With `timestamp_format` set, Spark infers a (top-level) string field whose every value
+    parses with it as a timestamp: asked of the engine in one aggregate over the records."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    texts = [i for i, field in enumerate(schema.fields) if isinstance(field.dataType, StringType)]
+    if not texts:
+        return schema
+    checks = []
+    for i in texts:
+        text = F.col(f"_t{i}")
+        parsed = F.try_to_timestamp(text, F.lit(pattern))
+        checks += [F.count(text).alias(f"n{i}"), F.count(parsed).alias(f"ok{i}")]
+    found = records.where(~F.col(_MISFIT) & ~F.col(BROKEN)).agg(*checks).first()
+    assert found is not None  # a global aggregate has one row
+    timed = {i for i in texts if found[f"n{i}"] and found[f"n{i}"] == found[f"ok{i}"]}
+    return StructType(
+        [
+            StructField(field.name, TimestampType()) if i in timed else field
+            for i, field in enumerate(schema.fields)
+        ]
+    )
 
 
 def _converted(config: FilesConfig, text: Column, kind: DataType) -> Column:
