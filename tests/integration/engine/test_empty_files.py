@@ -182,12 +182,7 @@ def test_on_empty_alert_raises_an_alert_and_fail_fails_the_batch(
 @pytest.mark.parametrize(
     "fmt",
     [
-        pytest.param(
-            "json",
-            marks=pytest.mark.spark_only(
-                "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
-            ),
-        ),
+        "json",
         "jsonl",
         "parquet",
     ],

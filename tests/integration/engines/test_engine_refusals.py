@@ -1,13 +1,12 @@
-"""What the Sail engine refuses, as a user meets it: `validate` and `plan` name the pipeline,
-the reason and the alternative before anything runs; what only the data shows fails the
-batch in its read, before a row is written, with a one-line error."""
+"""An engine hakiri does not run on, as a user meets it. (Sail refuses none of hakiri's
+capabilities any more: what its readers cannot do, hakiri's own paths do, and the conformance
+tests in this folder run on both engines: test_malformed_on_every_engine,
+test_datetime_patterns, test_provenance_inferred.)"""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner, Result
 
 from hakiri.cli.main import app
@@ -50,39 +49,3 @@ def test_an_unknown_engine_is_one_line_with_the_choices(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "HAKIRI_SPARK_ENGINE='flink' is not an engine hakiri runs on" in _one_line(result)
     assert "Traceback" not in result.output
-
-
-# ------------------------------------------------------- known only from the data: Sail's pass
-
-
-def _applied(tmp_path: Path, config: str, files: dict[str, str | bytes]) -> Result:
-    project = _context_project(tmp_path, config)
-    for name, text in files.items():
-        path = project.root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text if isinstance(text, bytes) else textwrap.dedent(text).encode())
-    return project.cli("apply")
-
-
-@pytest.mark.sail_only
-def test_a_csv_record_of_the_wrong_width_cannot_be_dropped_on_sail(tmp_path: Path, spark) -> None:
-    result = _applied(
-        tmp_path,
-        'path = "data/*.csv", on_malformed = "drop"',
-        {"data/a.csv": "id,name\n1,a\n2\n3,c\n"},
-    )
-    assert result.exit_code == 1
-    text = _one_line(result)
-    assert "data/a.csv:3: malformed csv record: 1 field where 2 are expected" in text
-    assert "cannot set it aside" in text
-    assert not (tmp_path / ".hakiri" / "context" / "t").exists()  # nothing was written
-
-
-@pytest.mark.sail_only
-def test_a_json_array_file_is_refused_on_sail(tmp_path: Path, spark) -> None:
-    result = _applied(
-        tmp_path, 'path = "data/*.json", format = "json"', {"data/a.json": '[{"id": 1}]'}
-    )
-    assert result.exit_code == 1
-    assert "data/a.json: Sail's from_json does not report the elements" in _one_line(result)
-    assert not (tmp_path / ".hakiri" / "context" / "t").exists()

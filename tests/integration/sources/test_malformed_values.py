@@ -86,21 +86,7 @@ def _loaded(project: Project, destination: str) -> list[tuple[int, Decimal]]:
 
 
 @pytest.mark.parametrize("destination", ["postgres", "context"])
-@pytest.mark.parametrize(
-    "fmt",
-    [
-        pytest.param(
-            fmt,
-            marks=pytest.mark.spark_only(
-                "JSON array files are refused on Sail: its from_json cannot report elements "
-                "that do not fit"
-            ),
-        )
-        if fmt == "json"
-        else fmt
-        for fmt in FILES
-    ],
-)
+@pytest.mark.parametrize("fmt", FILES)
 def test_a_mistyped_value_is_named_and_follows_on_malformed(
     spark: SparkSession, tmp_path: Path, pg_url: str, pg_schema: str, destination: str, fmt: str
 ) -> None:

@@ -280,9 +280,6 @@ def test_records_dropped_are_counted_once_however_often_the_frame_runs(
     assert sorted(_rows(read.frame)) == [(2.5,), (3.5,)]
 
 
-@pytest.mark.spark_only(
-    "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
-)
 def test_a_mistyped_value_is_named_in_json_lines_and_json_arrays(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -332,9 +329,6 @@ def test_a_parquet_value_that_does_not_convert_is_malformed(
     assert _rows(kept.frame) == [(1, Decimal("1.50")), (3, None)]
 
 
-@pytest.mark.spark_only(
-    "Sail's readers stop at a record of the wrong width and cannot drop it; refused on Sail (test_engine_refusals)"
-)
 def test_inferred_csv_counts_rows_with_the_wrong_number_of_fields(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -345,9 +339,6 @@ def test_inferred_csv_counts_rows_with_the_wrong_number_of_fields(
     assert error.reason.startswith("data/bad.csv:3: malformed csv record: 3 fields where 2")
 
 
-@pytest.mark.spark_only(
-    "Sail's readers stop at a record of the wrong width and cannot drop it; refused on Sail (test_engine_refusals)"
-)
 def test_malformed_csv_records_are_dropped_and_counted(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/bad.csv", BAD_CSV)
 
@@ -472,9 +463,6 @@ def test_json_declared_schema_leaves_absent_keys_null(spark: SparkSession, tmp_p
     assert _rows(read.frame) == [(1, dt.datetime(2024, 1, 2, 3, 4, 5)), (2, None)]
 
 
-@pytest.mark.spark_only(
-    "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
-)
 def test_a_json_array_file_is_read_element_by_element(spark: SparkSession, tmp_path: Path) -> None:
     records = [{"id": 1, "tags": {"a": 1}}, {"id": 2, "name": "b"}]
     _write(tmp_path, "data/array.json", "\ufeff  " + json.dumps(records, indent=2))
@@ -531,9 +519,6 @@ def test_malformed_json_lines_are_dropped_and_counted(spark: SparkSession, tmp_p
     assert _rows(read.frame) == [(1,), (2,), (5,)]
 
 
-@pytest.mark.spark_only(
-    "Sail's readers stop at a record of the wrong width and cannot drop it; refused on Sail (test_engine_refusals)"
-)
 def test_json_lines_that_are_all_malformed_drop_to_nothing(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -545,9 +530,6 @@ def test_json_lines_that_are_all_malformed_drop_to_nothing(
     assert read.frame.count() == 0
 
 
-@pytest.mark.spark_only(
-    "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
-)
 def test_an_array_element_of_the_wrong_type(spark: SparkSession, tmp_path: Path) -> None:
     _write(
         tmp_path, "data/a.json", '[\n  {"id": 1},\n  {"id": 2},\n  {"id": "three"},\n  {"id": 4}\n]'
@@ -563,9 +545,6 @@ def test_an_array_element_of_the_wrong_type(spark: SparkSession, tmp_path: Path)
     assert _rows(dropped.frame) == [(1,), (2,), (4,)]
 
 
-@pytest.mark.spark_only(
-    "JSON array files are refused on Sail: its from_json cannot report elements that do not fit"
-)
 def test_a_broken_json_array_fails_even_when_dropping(spark: SparkSession, tmp_path: Path) -> None:
     _write(tmp_path, "data/a.json", '[\n  {"id": 1},\n  {"id": 2}\n  {"id": 3}\n]')
 
@@ -679,3 +658,95 @@ def test_json_lines_with_a_byte_order_mark(spark: SparkSession, tmp_path: Path) 
 
     assert read.malformed == 0
     assert _rows(read.frame) == [(1,), (2,)]
+
+
+def test_json_array_values_are_typed_by_spark_json_rules(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Sail splits and checks the elements in hakiri's tasks: the same verdicts as Spark's parser.
+    _write(
+        tmp_path,
+        "data/a.json",
+        "[\n"
+        ' {"id": 1, "at": 1700000000, "f": "Infinity", "s": 1.5, "b": true},\n'
+        ' {"id": 2, "at": "2024-01-02T03:04:05", "f": 1, "s": "x", "b": false},\n'
+        ' {"id": 3, "at": "1700000000"},\n'  # a timestamp's text, not a number of seconds
+        ' {"id": 4, "b": "true"},\n'  # a quoted boolean
+        ' {"id": 5, "f": "1.5"},\n'  # a quoted double
+        ' {"id": 6, "s": {"k": [1, null]}}\n'
+        "]",
+    )
+    columns = {"id": "int", "at": "timestamp", "f": "double", "s": "string", "b": "boolean"}
+
+    read = _read(
+        spark, tmp_path, "data/a.json", format="json", columns=columns, on_malformed="drop"
+    )
+
+    assert read.malformed == 3
+    rows = sorted(read.frame.collect(), key=lambda r: r["id"])
+    assert [(r["id"], r["f"], r["s"], r["b"]) for r in rows] == [
+        (1, float("inf"), "1.5", True),
+        (2, 1.0, "x", False),
+        (6, None, '{"k":[1,null]}', None),
+    ]
+    assert rows[1]["at"] == dt.datetime(2024, 1, 2, 3, 4, 5)
+    assert rows[0]["at"] - rows[1]["at"] == dt.datetime.fromtimestamp(1700000000) - dt.datetime(
+        2024, 1, 2, 3, 4, 5
+    )
+
+
+def test_an_undeclared_json_array_is_typed_as_spark_infers_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    records = [
+        {"a": 1, "b": {"x": 1, "y": [1, 2.5]}, "c": None, "d": [], "e": {}},
+        {"a": 2.5, "b": {"x": "s"}, "c": None, "f": 99999999999999999999},
+    ]
+    _write(tmp_path, "data/a.json", json.dumps(records, indent=1))
+
+    read = _read(spark, tmp_path, "data/a.json", format="json")
+
+    assert read.frame.dtypes == [
+        ("a", "double"),
+        ("b", "struct<x:string,y:array<double>>"),
+        ("c", "string"),
+        ("d", "array<string>"),
+        ("f", "decimal(20,0)"),
+    ]
+    assert [tuple(r) for r in sorted(read.frame.collect(), key=lambda r: r["a"])] == [
+        (1.0, (("1", [1.0, 2.5])), None, [], None),
+        (2.5, ("s", None), None, None, Decimal("99999999999999999999")),
+    ]
+
+
+def test_dropping_csv_records_keeps_what_null_value_says_of_empty_fields(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    _write(tmp_path, "data/a.csv", 'id,name,note\n1,,""\n2,NA,x\n3,b\n')
+    columns = {"id": "int", "name": "string", "note": "string"}
+
+    read = _read(
+        spark, tmp_path, "data/a.csv", columns=columns, null_value="NA", on_malformed="drop"
+    )
+
+    assert read.malformed == 1
+    assert _rows(read.frame) == [(1, None, ""), (2, None, "x")]
+
+
+def test_an_undeclared_json_array_infers_timestamps_with_timestamp_format(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    _write(
+        tmp_path,
+        "data/a.json",
+        '[{"id": 1, "at": "02.01.2024 03:04", "note": "02.01.2024 03:04"},\n'
+        ' {"id": 2, "at": "03.01.2024 00:00", "note": "soon"}]',
+    )
+
+    read = _read(spark, tmp_path, "data/a.json", format="json", timestamp_format="dd.MM.yyyy HH:mm")
+
+    assert read.frame.dtypes == [("id", "bigint"), ("at", "timestamp"), ("note", "string")]
+    assert _rows(read.frame.select("id", "at")) == [
+        (1, dt.datetime(2024, 1, 2, 3, 4)),
+        (2, dt.datetime(2024, 1, 3)),
+    ]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hakiri.errors import SourceDataError, SourceUnreachable
+from hakiri.sources.files.csv_records import csv_text
 from hakiri.sources.files.csv_sample import INTEGER_TEXT, ISO_DATE_TEXT, ISO_TIMESTAMP_TEXT
 from hakiri.sources.files.datetimes import with_parsed_columns
 from hakiri.sources.files.inspect import csv_names
@@ -24,7 +25,6 @@ from hakiri.sources.files.part import (
     Part,
     quoted_col,
     spark_schema,
-    with_bad,
 )
 from hakiri.sources.files.stand_ins import Located
 from hakiri.spec.pipeline import FilesConfig
@@ -70,7 +70,7 @@ def csv_parts(
             typed = spark_schema(spark, fields)  # a declared type Spark does not know fails here
             text = spark_schema(spark, [(n, "string") for n, _ in fields])
             parsed, columns = tuple(n for n, _ in fields), tuple(declared)
-            raw = with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
+            raw = _text(spark, config, charset, observed, text, locs)
             spelled = Part(
                 _converted(config, raw, typed),
                 parsed,
@@ -89,7 +89,7 @@ def csv_parts(
             mixed = StructType(
                 [f if f.name in by_parser else StructField(f.name, StringType()) for f in typed]
             )
-            read = with_bad(_csv_reader(spark, config, charset, observed), mixed, observed, locs)
+            read = _text(spark, config, charset, observed, mixed, locs)
             parts.append(
                 Part(
                     _converted(config, read, typed, by_parser),
@@ -110,13 +110,27 @@ def csv_parts(
         names = header if header is not None else _first_record_names(config, locs[0])
         text = StructType([StructField(name, StringType()) for name in names])
         parsed = columns = tuple(names)
-        raw = with_bad(_csv_reader(spark, config, charset, observed), text, observed, locs)
+        raw = _text(spark, config, charset, observed, text, locs)
         fields = _inferred_fields(config, raw, names, locs)
         raw = _converted(config, raw, StructType(fields))
         parts.append(
             Part(raw, parsed, columns, tuple(locs), "csv", has_bad=True, has_mistyped=True)
         )
     return parts
+
+
+def _text(
+    spark: SparkSession,
+    config: FilesConfig,
+    charset: str,
+    observed: bool,
+    text: StructType,
+    locs: Sequence[Located],
+) -> DataFrame:
+    """The files' records as text, BAD and FILE: by the engine's reader, or by hakiri's tasks
+    on an engine that cannot set a record of the wrong width aside under "drop" (`csv_records`)."""
+    reader = _csv_reader(spark, config, charset, observed)
+    return csv_text(spark, config, charset, reader, text, observed, locs)
 
 
 def _first_record_names(config: FilesConfig, loc: Located) -> tuple[str, ...]:

@@ -246,11 +246,11 @@ def csv_rows(config: FilesConfig, lines: Iterable[str]) -> Iterator[list[str]]:
     if config.comment is not None:
         mark = config.comment
         lines = (line for line in lines if not line.removeprefix(BOM).startswith(mark))
-    reader = csv.reader(lines, **_csv_dialect(config))
+    reader = csv.reader(lines, **csv_dialect(config))
     return (row for row in reader if row)
 
 
-def _csv_dialect(config: FilesConfig) -> dict[str, Any]:
+def csv_dialect(config: FilesConfig) -> dict[str, Any]:
     if config.quote == "":
         return {"delimiter": config.delimiter, "quoting": csv.QUOTE_NONE}
     if config.escape == config.quote:  # RFC 4180: a quote inside quotes is doubled

@@ -1,9 +1,12 @@
 """JSON parts: JSON Lines, and files that hold one top-level array of records.
 
 JSON Lines are read by the engine's JSON reader, or, with declared columns on an engine
-whose reader stops at a bad line (Sail), as lines of text parsed by hakiri. An array is
-split into its elements first, so `on_malformed` applies per record. Inferred fields are
-put back in the order the records first use them.
+whose reader stops at a bad line (Sail), as lines of text parsed by hakiri; undeclared
+under on_malformed = "drop" there, by hakiri's tasks (`json_elements`). An array is split
+into its elements first, so `on_malformed` applies per record, by hakiri's engine tasks on
+every engine (`json_elements`): Sail's from_json cannot say which element does not fit, and
+Spark's from_json over a whole file slowed past a few thousand elements.
+Inferred fields are put back in the order the records first use them.
 """
 
 from __future__ import annotations
@@ -11,22 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from hakiri.errors import SourceDataError, SourceUnreachable
+from hakiri.errors import SourceUnreachable
 from hakiri.sources.files.datetimes import (
-    as_text,
     formatted,
     inferred_timestamps,
     kind_of,
-    with_parsed,
     with_parsed_columns,
 )
 from hakiri.sources.files.inspect import json_keys, open_text, skip_whitespace
+from hakiri.sources.files.json_elements import element_part
 from hakiri.sources.files.malformed import PARSER_STOPPED, unreadable_record
 from hakiri.sources.files.part import (
     BAD,
-    BROKEN,
     FILE,
-    POS,
     TEXT,
     Part,
     quoted_col,
@@ -35,14 +35,10 @@ from hakiri.sources.files.part import (
     with_bad,
 )
 from hakiri.sources.files.stand_ins import Located
-from hakiri.spark.engines import engine_of_session
 from hakiri.spec.pipeline import FilesConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
-
-
-_ELEMENT = "_hakiri_element"
 
 
 def json_parts(
@@ -61,10 +57,11 @@ def json_parts(
 
     arrays = [loc for loc in located if _starts_with_bracket(config, loc)]
     lines = [loc for loc in located if loc not in arrays]
-    if arrays and not observed:
-        raise _refused(spark, "json_array_source", arrays[0])
     parts = []
-    if lines:
+    if lines and not observed and config.columns is None and config.on_malformed == "drop":
+        # Sail's reader stops at a line that is not JSON: hakiri's tasks split and infer.
+        parts.append(element_part(spark, config, charset, lines, "jsonl"))
+    elif lines:
         reader = _json_reader(spark, config, charset, observed)
         paths = [loc.spark_path for loc in lines]
         if config.columns is not None and (not observed or _reads_patterns(spark, config)):
@@ -93,8 +90,8 @@ def json_parts(
             raw = inferred_timestamps(config, raw)
         has_bad = BAD in raw.columns
         parts.append(Part(raw, columns, columns, tuple(lines), "jsonl", has_bad))
-    if arrays:
-        parts.append(_json_array_part(spark, config, charset, arrays))
+    if arrays:  # split in hakiri's tasks on every engine (`json_elements`)
+        parts.append(element_part(spark, config, charset, arrays, "json-array"))
     return parts
 
 
@@ -153,17 +150,6 @@ def _reads_patterns(spark: SparkSession, config: FilesConfig) -> bool:
     return any(formatted(config, f.dataType) for f in declared.fields)
 
 
-def _refused(spark: SparkSession, capability: str, loc: Located) -> SourceDataError:
-    from hakiri.spark.engines import refusal_message
-
-    engine = engine_of_session(spark)
-    reason, hint = refusal_message(engine, capability, loc.shown) or (
-        f"{loc.shown}: the {engine} engine cannot read it",
-        'use engine = "spark"',
-    )
-    return SourceDataError(reason, hint)
-
-
 def _json_reader(
     spark: SparkSession, config: FilesConfig, charset: str, observed: bool = True
 ) -> DataFrameReader:
@@ -184,52 +170,6 @@ def _starts_with_bracket(config: FilesConfig, loc: Located) -> bool:
             return skip_whitespace(stream).startswith("[")
         except UnicodeError:
             return False  # read as lines; the bad bytes are then reported with their line
-
-
-def _json_array_part(
-    spark: SparkSession, config: FilesConfig, charset: str, locs: list[Located]
-) -> Part:
-    """Each element of each file's top-level array is one record.
-
-    Spark's multiLine mode would take the whole file for one record: one bad
-    element would mark every row of the file malformed. Splitting the array into
-    its elements first keeps `on_malformed` per record, as for JSON Lines.
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    paths = [loc.spark_path for loc in locs]
-    declared = None
-    if config.columns is not None:
-        declared = spark_schema(spark, list(config.columns.items()))
-        schema = StructType([*as_text(config, declared).fields, StructField(BAD, StringType())])
-    else:
-        reader = _json_reader(spark, config, charset).option("multiLine", True)
-        fields = [f for f in reader.json(paths).schema.fields if f.name != BAD]
-        schema = StructType([*fields, StructField(BAD, StringType())])
-    columns = tuple(f.name for f in schema.fields if f.name != BAD)
-
-    content = spark.read.format("binaryFile").load(paths)
-    # A cast keeps bytes that are not UTF-8 (decode() would fail the whole read);
-    # the replacement count in metrics then finds them.
-    text = F.col("content").cast("string") if charset == "UTF-8" else F.decode("content", charset)
-    array = F.from_json(F.regexp_replace(text, "^\ufeff", ""), "array<string>")
-    elements = content.select(
-        F.col("path").alias(FILE),
-        array.isNull().alias(BROKEN),
-        F.posexplode_outer(array).alias(POS, _ELEMENT),
-    )
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": BAD}
-    record = F.from_json(F.col(_ELEMENT), schema, options).alias("_hakiri_record")
-    raw = elements.select(FILE, BROKEN, POS, _ELEMENT, record).select(
-        FILE, BROKEN, POS, _ELEMENT, "_hakiri_record.*"
-    )
-    if declared is not None:
-        raw = with_parsed(config, raw, declared, F.col(_ELEMENT))
-    else:
-        raw = inferred_timestamps(config, raw)
-    raw = raw.drop(_ELEMENT)
-    return Part(raw, columns, columns, tuple(locs), "json-array", has_bad=True)
 
 
 def in_file_order(config: FilesConfig, located: list[Located], frame: DataFrame) -> DataFrame:

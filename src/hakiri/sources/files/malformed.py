@@ -49,8 +49,8 @@ class Check:
             from pyspark.sql import Observation
 
             self.observation = Observation()
-        elif part.has_bad and part.columns and tallied and part.kind != "json-array":
-            self.tally = Tally(2)
+        elif part.has_bad and part.columns and tallied:
+            self.tally = Tally(3)
 
     def frame(self, hashes: Mapping[Path, str] | None = None) -> DataFrame:
         return self.part.frame(self.observation, self.tally, hashes)
@@ -68,8 +68,8 @@ class Check:
         if self.observation is not None:
             counts = self.observation.get
         elif self.tally is not None:
-            malformed, replaced = self.tally.counts()
-            counts = {"malformed": malformed, "replaced": replaced, "broken": 0}
+            malformed, replaced, broken = self.tally.counts()
+            counts = {"malformed": malformed, "replaced": replaced, "broken": broken}
         elif part.parsed or part.kind == "json-array":
             try:
                 counts = part.raw.agg(*metrics(part)).first().asDict()  # type: ignore[union-attr]

@@ -71,11 +71,14 @@ class Part:
         if hashes is not None:
             columns.append(_file_hash(self, hashes).alias(PROVENANCE_COLUMNS[0]))
         if tally is not None:
-            # Bit 0: malformed (left out); bit 1: text with U+FFFD (judged by `malformed._verdict`).
+            # Bit 0: malformed (left out); bit 1: text with U+FFFD; bit 2: a JSON file that is
+            # not one valid array (left out; judged by `malformed._verdict`).
             flags = F.when(_malformed(self), 1).otherwise(0) + F.when(_replaced(self), 2).otherwise(
                 0
             )
-            return tally.sift(self.raw, columns, flags, 1)
+            if self.kind == "json-array":
+                flags = flags + F.when(F.col(BROKEN), 4).otherwise(0)
+            return tally.sift(self.raw, columns, flags, 1 | 4)
         rows = self.raw
         if observation is not None:
             rows = rows.observe(observation, *metrics(self))
