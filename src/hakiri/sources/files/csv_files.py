@@ -262,7 +262,8 @@ def _as_timestamp(config: FilesConfig, value: Column, parsed: Column) -> Column:
 # Sail's typed CSV parser (0.7) reads these declared types exactly as hakiri's conversion
 # does, or refuses the value (which fails the read): integers of every width (overflow
 # refused; signs, leading zeros and surrounding spaces read alike) and floating point (NaN,
-# inf, exponents alike) unless `nan_value` respells NaN. Not decimal (the parser truncates
+# inf, exponents alike) unless `nan_value` respells NaN; and none of them when `null_value` is
+# set (the parser fails on a null value in a typed column). Not decimal (the parser truncates
 # extra digits where the conversion rounds, and takes exponents the conversion refuses), not
 # boolean (the parser refuses 'yes', 't', '1', … that the conversion takes), not date (the
 # parser takes '20240105' and '2024-01-05T10:00:00' that the conversion refuses), not
@@ -274,6 +275,8 @@ _FLOATS = ("float", "double")
 
 def parser_typed(config: FilesConfig, typed: StructType) -> frozenset[str]:
     """The declared columns the engine's typed CSV parser may type (see the table above)."""
+    if config.null_value is not None:
+        return frozenset()
     kinds = _INTEGERS if config.nan_value not in (None, "NaN") else _INTEGERS + _FLOATS
     return frozenset(f.name for f in typed.fields if f.dataType.simpleString() in kinds)
 
