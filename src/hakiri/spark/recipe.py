@@ -21,8 +21,9 @@ A project's Spark settings are of two kinds, and only one of them needs a server
 This is Spark's own rule (`RuntimeConfig.isModifiable`: a registered SQL setting that is not
 static); it is decided here without a server, from `STATIC_SQL_CONFS` (Spark 4's
 `StaticSQLConf`), and a test holds it against a running server's answer. A key Spark refuses
-to set on a session after all fails the command with `CANNOT_MODIFY_CONFIG`'s one-line
-message rather than running with the wrong value.
+to set on a session after all (`CANNOT_MODIFY_CONFIG`) is checked against the server's value
+by `configure_session`: the command stops with one line naming it rather than running with
+another value.
 
 A running server of another recipe serves this one when it differs only by *more*: the same
 master, Python, versions and code, the same fixed settings, and its jars a superset of the
