@@ -27,6 +27,40 @@ def test_session_has_hakiri_defaults(spark: SparkSession) -> None:
         assert jar in (spark.conf.get("spark.jars") or "")
 
 
+def test_which_settings_a_session_holds_is_sparks_own_rule(spark: SparkSession) -> None:
+    """hakiri decides without a server which `[spark] conf` keys name a local server and which
+    each session sets (`hakiri.spark.recipe`); the server's own `isModifiable` agrees: every
+    static SQL setting is fixed, and the runtime ones hakiri sets (its defaults, Delta's, and
+    the ones users set most) are a session's."""
+    from hakiri.spark.delta import with_delta_conf
+    from hakiri.spark.recipe import STATIC_SQL_CONFS, session_settable
+    from hakiri.spark.session import default_spark_conf
+
+    for key in sorted(STATIC_SQL_CONFS):
+        assert not session_settable(key)
+        assert spark.conf.isModifiable(key) is False, key
+    common = [
+        "spark.sql.ansi.enabled",
+        "spark.sql.adaptive.enabled",
+        "spark.sql.files.maxPartitionBytes",
+    ]
+    runtime = [
+        k
+        for k in [*with_delta_conf(default_spark_conf()), *common]
+        if k.startswith("spark.sql.")
+        and not k.startswith(("spark.sql.catalog.", "spark.sql.extensions"))
+    ]
+    assert "spark.sql.session.timeZone" in runtime and "spark.sql.shuffle.partitions" in runtime
+    for key in runtime:
+        assert session_settable(key), key
+        assert spark.conf.isModifiable(key) is True, key
+    # Delta's settings: a session sets them (the server answers for a registered key only).
+    for key, value in with_delta_conf({}).items():
+        if key.startswith("spark.databricks.delta."):
+            assert session_settable(key)
+            spark.conf.set(key, value)
+
+
 def test_jdbc_write_lands_every_row(
     spark: SparkSession, pg_url: str, pg_conn: psycopg.Connection, pg_schema: str
 ) -> None:

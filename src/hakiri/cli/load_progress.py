@@ -58,13 +58,20 @@ def _in_flight(progress: Any) -> str:
 
 def progress_line(progress: Any) -> str:
     """One line for a log: `orders: 120,000 rows, 18 MB, 41% of 44 MB`; before any row is
-    staged (or where the destination cannot tell), what is being loaded and for how long."""
+    staged (or where the destination cannot tell), what is being loaded and for how long, or
+    the engine being started while the batch waits for it (not the file: it is not read yet)."""
     if progress.rows is None:
-        size = f" ({size_text(progress.input_bytes)})" if progress.input_bytes else ""
-        elapsed = f"{progress.seconds:.0f}s"
-        doing = "starting the engine to load" if progress.starting_engine else "loading"
-        return f"{progress.pipeline_id}: {doing} {progress.label}{size}, {elapsed} so far"
+        return f"{progress.pipeline_id}: {_waiting(progress)} so far"
     return f"{progress.pipeline_id}: {_in_flight(progress)}"
+
+
+def _waiting(progress: Any) -> str:
+    """`starting the Spark engine (local server), 12s` or `loading data/a.csv (44 MB), 12s`."""
+    elapsed = f"{progress.seconds:.0f}s"
+    if progress.starting_engine:
+        return f"starting {progress.starting_engine}, {elapsed}"
+    size = f" ({size_text(progress.input_bytes)})" if progress.input_bytes else ""
+    return f"loading {progress.label}{size}, {elapsed}"
 
 
 class LoadDisplay:
@@ -124,11 +131,7 @@ class LoadDisplay:
                 return
             done, total, rows = self._done.get(progress.pipeline_id, (0, 1, 0))
             share = progress.fraction or 0.0
-            detail = (
-                _in_flight(progress)
-                if progress.rows is not None
-                else f"loading {progress.label}, {progress.seconds:.0f}s"
-            )
+            detail = _in_flight(progress) if progress.rows is not None else _waiting(progress)
             self._bar(
                 progress.pipeline_id,
                 done + share,

@@ -73,8 +73,10 @@ class BatchLoader:
         bucket: TokenBucket | None = None,
         lineage: LineageRecorder | None = None,
         progress: ProgressWatch | None = None,
+        engine_label: str = "the engine",
     ) -> None:
         self.spec, self.catalog, self.source, self.targets = spec, catalog, source, targets
+        self.engine_label = engine_label  # what the progress line names while it starts
         self.schema, self.spark, self.holder = schema, spark, holder
         self.metrics, self.bucket, self.lineage = metrics, bucket, lineage
         self.progress = progress
@@ -127,11 +129,12 @@ class BatchLoader:
             # checked and staged by the Spark job(s) inside `hakiri.stage`.
             with spark_errors(f"loading {label} into {request.target_table}"):
                 with span("hakiri.read"):
-                    flight.starting_engine = True  # a first batch may wait for a server
+                    # a first batch may wait for a server
+                    flight.starting_engine = self.engine_label
                     try:
                         session = self.spark()
                     finally:
-                        flight.starting_engine = False
+                        flight.starting_engine = ""
                     read = self.source.read(session, batch)
                     label = read.label
                     flight.expected_rows = read.expected_rows

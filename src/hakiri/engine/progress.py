@@ -36,7 +36,9 @@ class BatchProgress:
     bytes: int | None = None  # the staged data's size in the destination
     expected_rows: int | None = None  # the source's estimate of the batch's records
     input_bytes: int | None = None  # the batch's input size (files)
-    starting_engine: bool = False  # the engine's session is still being started
+    # While the engine's session is still being started: that engine, as a user names it
+    # ("the Spark engine (local server)"); empty once it runs.
+    starting_engine: str = ""
 
     @property
     def fraction(self) -> float | None:
@@ -69,7 +71,7 @@ class InFlight:
     # its rows from the running-COPY view to the table's statistics, which lag behind).
     rows_seen: int | None = None
     bytes_seen: int | None = None
-    starting_engine: bool = False  # set while the loader waits for the engine's session
+    starting_engine: str = ""  # the engine the loader waits for, while it waits
 
     def progress(self) -> BatchProgress:
         seen = None

@@ -19,7 +19,7 @@ from hakiri.sources.base import Source
 from hakiri.sources.kinds import engine_needs as source_needs
 from hakiri.sources.kinds import source_for
 from hakiri.spark.engines import Support, pipeline_refusals, support
-from hakiri.spark.session import engine_of
+from hakiri.spark.session import engine_label, engine_of
 from hakiri.spec.connections import Target
 from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
@@ -63,6 +63,11 @@ class RunContext:
     @property
     def settings(self) -> ProjectFile:
         return self.project.settings
+
+    @property
+    def engine_label(self) -> str:
+        """The engine as the progress line names it while it starts."""
+        return engine_label(self.project.settings.spark, self.env)
 
     def source_for(self, spec: PipelineSpec) -> Source:
         return source_for(self.project.root, self.settings, spec, self.env)

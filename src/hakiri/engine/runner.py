@@ -130,6 +130,7 @@ class PipelineRunner:
             bucket,
             self.lineage,
             progress,
+            run.engine_label,
         )
         self._lock = threading.Lock()  # guards outcome, quality and claims across chunk workers
         self._run_bytes: int | None = None  # input of the pending batches, when all are files

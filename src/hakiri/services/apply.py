@@ -57,6 +57,7 @@ def apply_project(
     project.require_variables(ids or project.pipelines)
     outcomes: list[Outcome] = []
     spark = LazySpark(project, env=env)
+    spark.start_early()  # the engine starts while the catalog opens and the sources are listed
     run = RunContext.of(project, env, spark.get)
     views: ViewsApplied | None = None
     try:

@@ -4,6 +4,7 @@ target loads into: `engine.run_context.RunContext.destination_for`.)"""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -17,6 +18,8 @@ from hakiri.spec.loader import Project
 from hakiri.spec.pipeline import PipelineSpec
 
 __all__ = ["LazySpark", "engine_needs", "local_engine_fingerprints"]
+
+log = logging.getLogger(__name__)
 
 
 def _uses_postgres(project: Project) -> bool:
@@ -83,9 +86,11 @@ def engine_needs(
 
 
 def local_engine_fingerprints(project: Project, env: Mapping[str, str] = os.environ) -> set[str]:
-    """The fingerprints of the local servers this project's commands use (apply's and serve's),
-    from the jars already cached: nothing is downloaded to tell."""
+    """The fingerprints of the local servers this project's commands use (apply's and serve's):
+    their own, and running ones of other recipes that serve them (`Recipe.serves`), from the
+    jars already cached: nothing is downloaded to tell."""
     from hakiri.errors import SparkSetupError
+    from hakiri.spark.connect_server import serving
     from hakiri.spark.packages import OFFLINE_ENV
     from hakiri.spark.session import local_recipe
 
@@ -98,6 +103,7 @@ def local_engine_fingerprints(project: Project, env: Mapping[str, str] = os.envi
         except SparkSetupError:
             continue
         found.add(recipe.fingerprint())
+        found.update(state.fingerprint for state in serving(recipe, env))
     return found
 
 
@@ -131,6 +137,60 @@ class LazySpark:
         self.lease: Any = None  # the hold on hakiri's local Spark Connect server, if used
         self._lock = threading.RLock()
         self._probe: _Probe | None = None
+        # start_early's hold on the local server, until the session holds it (or the command ends)
+        self._early_guard = threading.Lock()
+        self._early: Any = None
+        self._early_over = False
+
+    def start_early(self) -> None:
+        """When this command's engine is hakiri's local server, have it starting (or found)
+        in a background thread now, while the command loads its catalog and plans: the first
+        batch then waits for what is left of the start, not all of it. A failure here is left
+        for `get` to meet and report."""
+        from hakiri.errors import SparkSetupError
+        from hakiri.spark.session import remote_of, running_session
+
+        try:
+            if (
+                self.asked_remote is not None
+                or remote_of(self.project.settings.spark, self.env) != "local"
+            ):
+                return
+        except SparkSetupError:
+            return
+        if running_session() is not None:  # a session this process has (a test suite's) is used
+            return
+        threading.Thread(target=self._hold_early, name="hakiri-engine-start", daemon=True).start()
+
+    def _hold_early(self) -> None:
+        from hakiri.spark.connect_server import hold_local
+        from hakiri.spark.java import require_java
+        from hakiri.spark.session import local_recipe
+
+        try:
+            require_java(self.env)
+            needs = engine_needs(
+                self.project, delta=self.delta, long_lived=self.long_lived, env=self.env
+            )
+            recipe = local_recipe(
+                self.project.settings.spark, self.project.root, **needs, env=self.env
+            )
+            lease = hold_local(recipe, self.env, holder=str(self.project.root))
+        except Exception as exc:  # `get` starts it again and reports what fails
+            log.debug("starting the engine early failed: %s", exc)
+            return
+        with self._early_guard:
+            if not self._early_over:
+                self._early = lease
+                return
+        lease.release()
+
+    def _let_go_early(self) -> None:
+        with self._early_guard:
+            self._early_over = True
+            lease, self._early = self._early, None
+        if lease is not None:
+            lease.release()
 
     def get(self) -> Any:
         with self._lock:
@@ -159,6 +219,7 @@ class LazySpark:
                 settings, self.project.root, self.remote, **needs, env=self.env
             )
         self.owned = True
+        self._let_go_early()  # the session's lease holds the server now
 
     def engine_gone(self) -> str | None:
         """Why the engine of the current session is known to be gone; None while it is not."""
@@ -182,6 +243,7 @@ class LazySpark:
     def stop(self) -> None:
         with self._lock:
             self._let_go()
+        self._let_go_early()
 
     def _let_go(self) -> None:
         if self.session is not None and self.owned:

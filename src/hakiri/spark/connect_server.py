@@ -4,12 +4,16 @@ A command that needs Spark connects to a Spark Connect server instead of startin
 its own. With `[spark] remote = "local"` (the default for a local master), that server is a
 local one hakiri runs itself:
 
-- It is named by a *recipe*: the master, the jars (the PostgreSQL driver, delta-spark), the
-  Spark settings, the Python its workers run, the hakiri and PySpark versions and the newest
-  modification time of hakiri's modules (an edited tree's workers must not run old code). A command
-  uses the server of its recipe's fingerprint, so a server started by another hakiri, or with
-  other jars or settings, is never reused by mistake: a different recipe is a different
-  server (an unused one stops itself after its idle timeout).
+- It is named by the fixed part of a *recipe* (`hakiri.spark.recipe`): the master, the jars
+  (the PostgreSQL driver, delta-spark), the settings fixed when the JVM starts, the Python its
+  workers run, the hakiri and PySpark versions and the newest modification time of hakiri's
+  modules (an edited tree's workers must not run old code). The settings a Spark Connect
+  session can hold (`spark.sql.*` runtime settings such as the time zone or shuffle
+  partitions) are not in it: each command sets them on its own session, so projects that
+  differ only there share one server. A command uses the server of its fingerprint, or else
+  a running one whose recipe serves it (`Recipe.serves`: the same in everything but more
+  jars); a server with another fixed setting or fewer jars is never reused by mistake, and
+  an unused one stops itself after its idle timeout.
 - Its files live in `$HAKIRI_CACHE_DIR/engine/<fingerprint>/` (user-only): `server.json`
   (pids, port, token), `server.log` (the JVM's output), `start.lock` (one starter at a
   time, so two commands starting at once start one server), `users.lock` (every command
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import secrets
@@ -51,6 +54,7 @@ from hakiri.spark.class_sharing import (
     class_sharing_options,
     spark_submit,
 )
+from hakiri.spark.recipe import Recipe, recipe_of, stamp
 
 __all__ = [
     "REMOTE_ENV",
@@ -59,10 +63,12 @@ __all__ = [
     "ServerLease",
     "ServerState",
     "connect_local",
+    "hold_local",
     "holders",
     "in_use",
     "pid_alive",
     "running_servers",
+    "serving",
     "stop_server",
 ]
 
@@ -72,46 +78,6 @@ _TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 _START_TIMEOUT = 180.0  # seconds for a cold server to accept connections
 _STOP_TIMEOUT = 30.0
 _POLL = 0.1
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """What a local server is started with; its fingerprint names the server."""
-
-    master: str
-    jars: tuple[str, ...]
-    conf: tuple[tuple[str, str], ...]  # sorted (key, value) pairs
-    python: str
-    idle_timeout: float  # seconds; not part of the fingerprint
-
-    @classmethod
-    def from_json(cls, text: str) -> Recipe:
-        data = json.loads(text)
-        return cls(
-            master=str(data["master"]),
-            jars=tuple(data["jars"]),
-            conf=tuple((str(k), str(v)) for k, v in data["conf"]),
-            python=str(data["python"]),
-            idle_timeout=float(data["idle_timeout"]),
-        )
-
-    def fingerprint(self) -> str:
-        import pyspark
-
-        from hakiri import __version__
-
-        digest = hashlib.sha256()
-        for part in (__version__, _code_stamp(), pyspark.__version__, self.python, self.master):
-            digest.update(f"{part}\0".encode())
-        for key, value in self.conf:
-            digest.update(f"{key}={value}\0".encode())
-        for jar in self.jars:
-            try:
-                stat = os.stat(jar)
-                digest.update(f"{jar}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-            except OSError:
-                digest.update(f"{jar}\0missing\0".encode())
-        return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -225,14 +191,6 @@ def _command_line() -> str:
     return f"{name} {verb}".strip()
 
 
-def _code_stamp() -> str:
-    """The newest modification time of hakiri's own modules: the server's Python workers run
-    them (the COPY writer's tasks), so an edited tree (an editable install keeps its version)
-    gets a server of its own instead of one still running the code from before the edit."""
-    package = Path(__file__).resolve().parents[1]
-    return str(max((p.stat().st_mtime_ns for p in package.rglob("*.py")), default=0))
-
-
 def engine_root(env: Mapping[str, str]) -> Path:
     return cache_root(env) / "engine"
 
@@ -268,8 +226,23 @@ def connect_local(
     return guard_session(session, watch), lease
 
 
+def hold_local(
+    recipe: Recipe, env: Mapping[str, str] = os.environ, *, holder: str = ""
+) -> ServerLease:
+    """A hold on the local server of `recipe` (or one that serves it), started if none runs,
+    without a session on it: for a command to have its engine starting while it does other
+    work (`services.runtime.LazySpark.start_early`)."""
+    return _lease(recipe, env, holder)
+
+
 def _lease(recipe: Recipe, env: Mapping[str, str], holder: str = "") -> ServerLease:
+    """A hold on a running server for `recipe`: its own (started now if it is not running),
+    unless another running server serves it (`Recipe.serves`: it differs only by more jars)."""
     directory = engine_root(env) / recipe.fingerprint()
+    if _read_state(directory) is None:  # not running: maybe another server serves it
+        shared = _lease_another(recipe, env, holder, skip=directory)
+        if shared is not None:
+            return shared
     _private_dir(directory)
     with _locked(directory / "start.lock", fcntl.LOCK_EX):
         users = open(directory / "users.lock", "ab")  # noqa: SIM115 - held for the lease's life
@@ -289,10 +262,45 @@ def _lease(recipe: Recipe, env: Mapping[str, str], holder: str = "") -> ServerLe
     return ServerLease(directory, users, state, holder)
 
 
+def serving(wanted: Recipe, env: Mapping[str, str] = os.environ) -> list[ServerState]:
+    """The ready servers whose recipe serves `wanted` (its own among them, if it runs)."""
+    current = stamp()
+    found = []
+    for state in running_servers(env):
+        recipe = recipe_of(Path(state.directory), current) if state.ready else None
+        if recipe is not None and recipe.serves(wanted):
+            found.append(state)
+    return found
+
+
+def _lease_another(
+    wanted: Recipe, env: Mapping[str, str], holder: str, *, skip: Path
+) -> ServerLease | None:
+    """A hold on a ready server of another recipe that serves `wanted`, the most recently used
+    first; None when there is none. One that is starting, stopping or idling out is passed
+    over (its locks are not waited for)."""
+    candidates = [Path(s.directory) for s in serving(wanted, env) if Path(s.directory) != skip]
+    candidates.sort(key=lambda d: _mtime(d / "last-used"), reverse=True)
+    for directory in candidates:
+        users = open(directory / "users.lock", "ab")  # noqa: SIM115 - held for the lease's life
+        try:
+            fcntl.flock(users, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:  # its supervisor is stopping it
+            users.close()
+            continue
+        state = _read_state(directory)
+        if state is None or not state.ready or not state.alive():
+            users.close()
+            continue
+        _touch(directory / "last-used")
+        return ServerLease(directory, users, state, holder)
+    return None
+
+
 def _start(directory: Path, recipe: Recipe, env: Mapping[str, str]) -> ServerState:
     """Start the supervisor for `recipe` in `directory` and wait until its server answers."""
     (directory / "server.json").unlink(missing_ok=True)
-    (directory / "recipe.json").write_text(json.dumps(asdict(recipe)), encoding="utf-8")
+    (directory / "recipe.json").write_text(recipe.to_json(), encoding="utf-8")
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "hakiri.spark.connect_server", str(directory)],
         stdin=subprocess.DEVNULL,
@@ -570,6 +578,13 @@ def _locked(path: Path, how: int) -> Iterator[None]:
     with open(path, "ab") as handle:
         fcntl.flock(handle, how)
         yield
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _touch(path: Path) -> None:

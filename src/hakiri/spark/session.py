@@ -34,13 +34,15 @@ from hakiri.spark.packages import (
     cached_packages,
     resolve_packages,
 )
+from hakiri.spark.recipe import configure_session
 from hakiri.spec.interpolate import mask_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import DataType
 
-    from hakiri.spark.connect_server import Recipe, ServerLease
+    from hakiri.spark.connect_server import ServerLease
+    from hakiri.spark.recipe import Recipe
     from hakiri.spec.project import SparkSettings
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "configure_session",
     "connect_session",
     "default_spark_conf",
+    "engine_label",
     "engine_of",
     "is_connect",
     "isolated_session",
@@ -309,6 +312,23 @@ def remote_of(settings: SparkSettings, env: Mapping[str, str] = os.environ) -> s
     return None if given == IN_PROCESS else given
 
 
+def engine_label(settings: SparkSettings, env: Mapping[str, str] = os.environ) -> str:
+    """The engine a project's commands start, as a progress line names it while they wait:
+    `the Spark engine (local server)`, `the Sail engine`, `the Spark engine at sc://host:15002`,
+    `the Spark engine (a driver in this command)`."""
+    try:
+        remote = remote_of(settings, env)
+    except SparkSetupError:
+        return "the engine"
+    if remote == SAIL:
+        return "the Sail engine"
+    if remote == "local":
+        return "the Spark engine (local server)"
+    if remote is None:
+        return "the Spark engine (a driver in this command)"
+    return f"the Spark engine at {mask_url(remote).split(';')[0]}"
+
+
 def connect_session(
     settings: SparkSettings,
     project_root: Path,
@@ -339,7 +359,14 @@ def connect_session(
         recipe = local_recipe(
             settings, project_root, require_jdbc=require_jdbc, delta=delta, env=env
         )
-        return connect_local(recipe, env, holder=str(project_root))
+        session, lease = connect_local(recipe, env, holder=str(project_root))
+        try:  # the settings a session holds are not the server's: this command's own
+            configure_session(session, dict(recipe.session_conf), "hakiri's local server")
+        except BaseException:
+            session.stop()
+            lease.release()
+            raise
+        return session, lease
 
 
 def local_recipe(
@@ -350,17 +377,23 @@ def local_recipe(
     delta: bool = False,
     env: Mapping[str, str] = os.environ,
 ) -> Recipe:
-    """What hakiri's local server for this project starts with (its fingerprint names it)."""
-    from hakiri.spark.connect_server import Recipe
+    """What hakiri's local server for this project starts with (its fingerprint names it), and
+    the settings each of the project's sessions sets on it (`hakiri.spark.recipe`)."""
+    from hakiri.spark.recipe import Recipe, split_conf
     from hakiri.spec.base import duration_seconds
 
     jars, conf = _engine_jars_and_conf(settings, project_root, require_jdbc, delta, env)
+    fixed, per_session = split_conf(conf)
+    # A driver this project does not need, there because it is cached, does not bar a server.
+    cached = set() if require_jdbc else set(cached_packages([JDBC_MAVEN_COORDINATE], env) or ())
     return Recipe(
         master=settings.master,
         jars=tuple(jars),
-        conf=tuple(sorted(conf.items())),
+        conf=tuple(sorted(fixed.items())),
         python=conf.get("spark.pyspark.python", sys.executable),
         idle_timeout=float(duration_seconds(settings.idle_timeout)),
+        session_conf=tuple(sorted(per_session.items())),
+        optional_jars=tuple(j for j in jars if j in cached),
     )
 
 
@@ -419,51 +452,6 @@ def _session_conf(settings: SparkSettings, delta: bool) -> dict[str, str]:
     if delta:
         conf = with_delta_conf(conf)
     return {k: _conf_value(v) for k, v in conf.items() if k.startswith(_SESSION_PREFIXES)}
-
-
-def configure_session(session: SparkSession, wanted: Mapping[str, str], where: str) -> None:
-    """Set `wanted` on a Spark Connect session whose server hakiri did not start with them (an
-    endpoint, Sail). A static setting a session cannot change must already have the value
-    hakiri needs on the server; if it has not, SparkSetupError names the server-side fix.
-    The settings are kept with the session, for `isolated_session` to give its sessions too."""
-    problems = []
-    applied = {}
-    for key, value in wanted.items():
-        try:
-            session.conf.set(key, value)
-            applied[key] = value
-        except Exception as exc:
-            if "CANNOT_MODIFY" not in str(exc) and "static" not in str(exc).lower():
-                raise
-            current = _server_value(session, key)
-            if not _satisfies(key, current, value):
-                problems.append((key, value, current))
-    session._hakiri_sql_conf = applied  # type: ignore[attr-defined]
-    if problems:
-        key, value, current = problems[0]
-        others = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise SparkSetupError(
-            f"the Spark server at {where} runs with {key}={current or '(unset)'}, and hakiri "
-            f"needs {value}: a setting only the server's start can change{others}",
-            "start the Spark Connect server with "
-            + " ".join(f"--conf {k}={v}" for k, v, _ in problems),
-        )
-
-
-def _server_value(session: SparkSession, key: str) -> str:
-    """A setting's value on the server: the one it was started with, else its default."""
-    try:
-        return str(session.conf.get(key) or "")
-    except Exception:  # no value and no default
-        return ""
-
-
-def _satisfies(key: str, current: str, wanted: str) -> bool:
-    """Does a static setting's server value serve hakiri (extensions: a superset is fine)?"""
-    if key == "spark.sql.extensions":
-        have = {e.strip() for e in current.split(",") if e.strip()}
-        return {e.strip() for e in wanted.split(",") if e.strip()} <= have
-    return current.strip() == wanted.strip()
 
 
 def _engine_jars_and_conf(

@@ -88,10 +88,11 @@ def test_a_batch_in_flight_reads_as_rows_bytes_and_share_of_the_input() -> None:
     assert progress_line(flight) == "orders: 120,000 rows, 18 MB, 41% of 44 MB"
     waiting = BatchProgress("orders", "t", "data/orders.csv", 12.4, input_bytes=44_000_000)
     assert progress_line(waiting) == "orders: loading data/orders.csv (44 MB), 12s so far"
-    starting = BatchProgress("orders", "t", "data/orders.csv", 40.2, starting_engine=True)
-    assert (
-        progress_line(starting) == "orders: starting the engine to load data/orders.csv, 40s so far"
+    # While the batch waits for its engine, the line names the engine, not the file.
+    starting = BatchProgress(
+        "orders", "t", "data/orders.csv", 40.2, starting_engine="the Spark engine (local server)"
     )
+    assert progress_line(starting) == "orders: starting the Spark engine (local server), 40s so far"
     unknown = BatchProgress("orders", "t", "orders (id > 5)", 3.0, rows=10, bytes=8192)
     assert progress_line(unknown) == "orders: 10 rows, 8.2 kB staged"
     # an estimate is never 100% (or more) while the batch is still loading

@@ -39,7 +39,7 @@ def test_the_same_recipe_names_the_same_server(tmp_path: Path) -> None:
     "changes",
     [
         {"master": "local[1]"},
-        {"conf": (("spark.sql.shuffle.partitions", "8"),)},
+        {"conf": (("spark.driver.memory", "2g"),)},
         {"python": "/opt/venv/bin/python"},
         {"jars": ()},
     ],
@@ -47,6 +47,58 @@ def test_the_same_recipe_names_the_same_server(tmp_path: Path) -> None:
 )
 def test_other_settings_or_jars_name_another_server(tmp_path: Path, changes: dict) -> None:
     assert _recipe(tmp_path, **changes).fingerprint() != _recipe(tmp_path).fingerprint()
+
+
+def test_the_settings_a_session_holds_do_not_name_the_server(tmp_path: Path) -> None:
+    utc = _recipe(tmp_path, session_conf=(("spark.sql.session.timeZone", "UTC"),))
+    tokyo = _recipe(tmp_path, session_conf=(("spark.sql.session.timeZone", "Asia/Tokyo"),))
+    assert utc.fingerprint() == tokyo.fingerprint() == _recipe(tmp_path).fingerprint()
+
+
+@pytest.mark.parametrize(
+    ("key", "per_session"),
+    [
+        ("spark.sql.shuffle.partitions", True),
+        ("spark.sql.session.timeZone", True),
+        ("spark.sql.ansi.enabled", True),
+        ("spark.sql.adaptive.enabled", True),
+        ("spark.databricks.delta.snapshotPartitions", True),
+        ("spark.sql.extensions", False),  # StaticSQLConf
+        ("spark.sql.warehouse.dir", False),  # StaticSQLConf
+        ("spark.sql.catalog.spark_catalog", False),  # a catalog: made once
+        ("spark.sql.hive.metastore.version", False),
+        ("spark.driver.memory", False),  # Spark's own, not SQL
+        ("spark.scheduler.mode", False),
+        ("spark.ui.enabled", False),
+    ],
+)
+def test_which_settings_a_session_sets_itself(key: str, per_session: bool) -> None:
+    from hakiri.spark.recipe import session_settable
+
+    assert session_settable(key) is per_session
+
+
+def test_a_server_with_more_jars_serves_a_recipe_of_fewer(tmp_path: Path) -> None:
+    delta = tmp_path / "delta-spark.jar"
+    delta.write_bytes(b"delta")
+    jdbc = str(tmp_path / "postgresql.jar")
+    extension = ("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+    catalog = ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+    everything = _recipe(tmp_path, jars=(jdbc, str(delta)), conf=(catalog, extension))
+    delta_only = _recipe(tmp_path, jars=(str(delta),), conf=(catalog, extension))
+    plain = _recipe(tmp_path, jars=(jdbc,), conf=())
+    assert everything.serves(delta_only) and everything.serves(plain)
+    assert delta_only.serves(delta_only) and not delta_only.serves(everything)  # no driver
+    assert not plain.serves(delta_only)  # neither Delta's jars nor its settings
+    # Another value of a fixed setting, or one the recipe does not ask for: not served.
+    bigger = _recipe(tmp_path, jars=(jdbc,), conf=(("spark.driver.memory", "8g"),))
+    assert not bigger.serves(plain) and not plain.serves(bigger)
+    assert not everything.serves(_recipe(tmp_path, master="local[1]", jars=(jdbc,), conf=()))
+    # A driver the project has only because it was cached: a server without it serves it.
+    at_hand = _recipe(
+        tmp_path, jars=(jdbc, str(delta)), conf=(catalog, extension), optional_jars=(jdbc,)
+    )
+    assert delta_only.serves(at_hand)
 
 
 def test_a_changed_jar_or_another_hakiri_names_another_server(
