@@ -145,6 +145,14 @@ def step(
                     time.sleep(0.5)
                 drained = time.monotonic()
                 applies = follower.stop(began, stopped)
+                print(
+                    "  rounds (ended at s into the window: s a round, rows): "
+                    + ", ".join(
+                        f"{at - began:.1f}: {r['seconds']:.2f}s {r['rows']:,}"
+                        for at, r in follower.rounds
+                        if r["status"] == "success"
+                    )
+                )
             elif serve is None:
                 for _ in range(30):
                     outcome = _apply(root, engine)

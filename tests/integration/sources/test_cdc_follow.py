@@ -22,6 +22,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -232,3 +233,42 @@ def test_a_follower_killed_mid_stream_then_restarted_loses_and_doubles_nothing(
     assert again.stop() == 0, again.stderr()
     assert mirror.differences() == dict.fromkeys(TABLES, 0)
     assert committed.changes > 200, committed
+
+
+def test_ranges_reduced_in_the_hakiri_process_and_in_engine_tasks_mirror_the_same_rows(
+    mirror: Mirror, pg_url: str
+) -> None:
+    """One workload followed twice at once, by two pipelines with slots of their own: one
+    with every range held and reduced in the hakiri process, one with every range read and
+    reduced by the tables' engine tasks (HAKIRI_CDC_IN_PROCESS_EVENTS=0)."""
+    tasks = replace(
+        mirror,
+        root=mirror.root.parent / "tasks",
+        target=f"{mirror.target}_t",
+        slot=f"{mirror.slot}_t",
+        publication=f"{mirror.publication}_t",
+    )
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(tasks.target)))
+    tasks.write()
+    try:
+        workload = Workload(mirror.pg_url, mirror.schema, seed=SEED)
+        workload.create()
+        workload.start(rate=RATE)
+        try:
+            held = Follower(mirror, env={IN_PROCESS_ENV: "1000000"})
+            engine = Follower(tasks, env={IN_PROCESS_ENV: "0"})
+            held.wait_for_rounds(5)
+            engine.wait_for_rounds(5)
+        finally:
+            committed = workload.stop()
+        _wait_exact(mirror)
+        _wait_exact(tasks)
+        assert held.stop() == 0, held.stderr()
+        assert engine.stop() == 0, engine.stderr()
+        assert committed.changes > 200, committed
+        # Both equal the source, every column (EXCEPT ALL both ways), so each other.
+        assert mirror.differences() == dict.fromkeys(TABLES, 0)
+        assert tasks.differences() == dict.fromkeys(TABLES, 0)
+    finally:
+        drop_mirror(pg_url, tasks.slot, tasks.publication, tasks.target)

@@ -8,20 +8,23 @@ hold there, from an engine task of this table that peeks and decodes it (`read_c
 Peeking leaves the slot where it was: it moves only after the target committed
 (`slot.advance_slot`), so a crash reads the range again.
 
-The engine then reduces the events to the net effect on each key (`net_changes`): the last
-event wins, and a large value the WAL left out of an update (unchanged TOAST) is taken
-from the key's earlier event in the range that had it, or else left to the target.
+The events reduce to the net effect on each key by the rules of `net.net_of` (the last
+event wins; a large value the WAL left out of an update, unchanged TOAST, is taken from the
+key's earlier event in the range that had it, or else left to the target): in the hakiri
+process for a range held there, so the engine receives one row per key, or in engine
+tasks for the others (`net_changes`, also the Debezium reader's). The values, PostgreSQL's
+text until then, are cast to the columns' types last.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hakiri.errors import SourceUnreachable
 from hakiri.guards.spark_types import quoted_name
+from hakiri.sources.cdc.net import NetOf, net_of, variable_width
 from hakiri.sources.cdc.ranges import LSN_COLUMN, SEQ_COLUMN, event_columns
 from hakiri.sources.task_errors import carried
 from hakiri.spec.modes.cdc_mirror import OP_COLUMN, UNCHANGED_COLUMN
@@ -36,11 +39,6 @@ __all__ = [
     "net_changes",
     "read_changes",
 ]
-
-# Spark types of PostgreSQL's fixed-width types: their values are never left out of the WAL.
-_FIXED_WIDTH = frozenset(
-    {"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "date", "timestamp"}
-)
 
 
 def read_changes(
@@ -60,67 +58,46 @@ def read_changes(
     text = ", ".join(f"{quoted_name(n)} string" for n in event_columns(names))
     task = _RangeRead(url, slot, publication, table, lsn_range, names, list(key))
     events = spark.range(0, 1, 1, 1).mapInArrow(task, text)
-    return net_changes(_typed(events, columns), columns, key)
+    return _typed(net_changes(events, columns, key), columns)
 
 
 def changes_frame(
     spark: Any, events: Any, columns: Sequence[tuple[str, str]], key: Sequence[str]
 ) -> DataFrame:
     """The net changes of a table's `events` (an Arrow table of `ranges.event_columns`, all
-    text, decoded in the hakiri process), as `read_changes` makes them."""
+    text, decoded in the hakiri process), as `read_changes` makes them: reduced here
+    (`net.net_of`), then handed to the engine as a local relation, one row per key."""
     names = [name for name, _ in columns]
-    schema = ", ".join(f"{quoted_name(n)} string" for n in event_columns(names))
-    frame = spark.createDataFrame(events.select(event_columns(names)), schema=schema)
-    return net_changes(_typed(frame, columns), columns, key)
+    reduced = net_of(events, names, key, variable_width(columns, key))
+    schema = ", ".join(f"{quoted_name(n)} string" for n in [*names, OP_COLUMN, UNCHANGED_COLUMN])
+    return _typed(spark.createDataFrame(reduced, schema=schema), columns)
 
 
-def _typed(events: DataFrame, columns: Sequence[tuple[str, str]]) -> DataFrame:
+def _typed(rows: DataFrame, columns: Sequence[tuple[str, str]]) -> DataFrame:
+    """The net changes' values (PostgreSQL's text) cast to the columns' Spark types."""
     from pyspark.sql import functions as F
 
-    return events.select(
-        F.col(OP_COLUMN),
-        F.col(LSN_COLUMN).cast("bigint").alias(LSN_COLUMN),
-        F.col(SEQ_COLUMN).cast("bigint").alias(SEQ_COLUMN),
-        F.col(UNCHANGED_COLUMN),
+    return rows.select(
         *[F.col(quoted_name(n)).cast(kind).alias(n) for n, kind in columns],
+        F.col(OP_COLUMN),
+        F.col(UNCHANGED_COLUMN),
     )
 
 
 def net_changes(
     events: DataFrame, columns: Sequence[tuple[str, str]], key: Sequence[str]
 ) -> DataFrame:
-    """One row per key: its last event, unchanged values carried from the key's earlier
-    events in the range where they were present."""
-    from pyspark.sql import Window
+    """One row per key: `net.net_of` in engine tasks, each key's events gathered into one
+    partition first."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
 
-    keys = [F.col(quoted_name(k)) for k in key]
-    ordered = Window.partitionBy(*keys).orderBy(F.col(LSN_COLUMN), F.col(SEQ_COLUMN))
-    so_far = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    unchanged = F.from_json(F.col(UNCHANGED_COLUMN), "array<string>")
-    out: list[Any] = []
-    still: list[Any] = []
-    for name, kind in columns:
-        column = F.col(quoted_name(name))
-        if name in key or kind in _FIXED_WIDTH:  # only variable-width values are TOASTed
-            out.append(column.alias(name))
-            continue
-        present = F.coalesce(~F.array_contains(unchanged, name), F.lit(True))
-        carried = F.last(F.when(present, F.struct(column.alias("v"))), ignorenulls=True).over(
-            so_far
-        )
-        out.append(F.when(present, column).otherwise(carried.getField("v")).alias(name))
-        still.append(F.when(~present & carried.isNull(), F.lit(json.dumps(name))))
-    listed = F.concat_ws(",", *still) if still else F.lit("")
-    left_out = F.when(listed != "", F.concat(F.lit("["), listed, F.lit("]")))
-    latest = Window.partitionBy(*keys).orderBy(F.col(LSN_COLUMN).desc(), F.col(SEQ_COLUMN).desc())
-    reduced = events.select(
-        *out,
-        F.col(OP_COLUMN),
-        left_out.cast("string").alias(UNCHANGED_COLUMN),
-        F.row_number().over(latest).alias("_hakiri_cdc_rank"),
-    )
-    return reduced.where(F.col("_hakiri_cdc_rank") == 1).drop("_hakiri_cdc_rank")
+    names = [name for name, _ in columns]
+    fields = [events.schema[n] for n in names]
+    fields += [StructField(OP_COLUMN, StringType()), StructField(UNCHANGED_COLUMN, StringType())]
+    task = NetOf(names, list(key), variable_width(columns, key))
+    gathered = events.repartition(*[F.col(quoted_name(k)) for k in key])
+    return gathered.mapInArrow(task, StructType(fields))
 
 
 @dataclass(frozen=True)
