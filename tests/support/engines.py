@@ -47,10 +47,11 @@ def isolated_engine_env(tmp_path: Path) -> dict[str, str]:
     return {**variables, **QUICK_JVM_ENV, "HAKIRI_CACHE_DIR": str(cache)}
 
 
-def servers(env: dict[str, str]) -> list[dict[str, Any]]:
-    """`hakiri engine status --json` under `env`."""
+def servers(env: dict[str, str], project: Path | None = None) -> list[dict[str, Any]]:
+    """`hakiri engine status --json` under `env` (with `project`: its `this_project` marks)."""
+    where = ["-p", str(project)] if project is not None else []
     done = subprocess.run(
-        [*HAKIRI, "engine", "status", "--json"],
+        [*HAKIRI, "engine", "status", "--json", *where],
         env=env,
         capture_output=True,
         text=True,

@@ -78,20 +78,6 @@ def _engines(env: dict[str, str]) -> list[str]:
     return sorted(p.name for p in (Path(env["HAKIRI_CACHE_DIR"]) / "engine").iterdir())
 
 
-def _status(root: Path, env: dict[str, str]) -> list[dict[str, object]]:
-    import json
-
-    done = subprocess.run(
-        [sys.executable, "-m", "hakiri.cli.main", "engine", "status", "--json", "-p", str(root)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return list(json.loads(done.stdout))
-
-
 def test_projects_differing_in_session_settings_share_a_server_each_with_its_own(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -129,7 +115,7 @@ def test_projects_differing_in_session_settings_share_a_server_each_with_its_own
 
     # `hakiri engine status` names the one server as each project's.
     for root in (utc, tokyo):
-        [described] = _status(root, env)
+        [described] = servers(env, root)
         assert described["this_project"] is True and described["ready"] is True
 
 
@@ -156,7 +142,7 @@ def test_a_server_with_the_jars_a_project_needs_serves_it_and_one_without_does_n
     _apply(subset, env)
     assert [s["server_pid"] for s in servers(env)] == [server["server_pid"]]
     assert _instants(subset) == [datetime(2026, 1, 1, 0, 0, tzinfo=UTC)]
-    [described] = _status(subset, env)
+    [described] = servers(env, subset)
     assert described["this_project"] is True
 
     # A jar the running server lacks: a server of its own.
@@ -166,5 +152,5 @@ def test_a_server_with_the_jars_a_project_needs_serves_it_and_one_without_does_n
     assert len(running) == 2 and len(_engines(env)) == 2
     assert server["server_pid"] in {s["server_pid"] for s in running}
     assert _instants(lacking) == [datetime(2026, 1, 1, 0, 0, tzinfo=UTC)]
-    ours = {s["fingerprint"] for s in _status(lacking, env) if s["this_project"]}
+    ours = {s["fingerprint"] for s in servers(env, lacking) if s["this_project"]}
     assert ours == {s["fingerprint"] for s in running} - {server["fingerprint"]}
