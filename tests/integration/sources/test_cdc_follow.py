@@ -184,9 +184,12 @@ def test_the_follower_mirrors_a_running_workload_and_stops_cleanly_on_sigterm(
     ), again.lines
     assert mirror.differences() == dict.fromkeys(TABLES, 0)
     assert committed.changes > 500, committed
-    # Every range was planned for the three tables together (one peek and decode for them).
+    # Every range was planned for the three tables together (one peek and decode for them),
+    # but for the round a stop may cut: a draining round claims no more tables, and those it
+    # left take the next round's range (each of the two stops may cut one).
     ends = _ranges_by_end(mirror)
-    assert ends and set(ends.values()) == {len(TABLES)}, ends
+    cut = [end for end, tables in ends.items() if tables != len(TABLES)]
+    assert len(ends) - len(cut) >= 3 and len(cut) <= 2, ends
     rounds = [r for r in follower.rounds if r["status"] == "success"]
     assert sum(r["rows"] for r in rounds) > 0 and all(r["mode"] == "cdc_mirror" for r in rounds)
 
