@@ -83,8 +83,11 @@ def serve(root: Path, options: ServeOptions, env: Mapping[str, str]) -> int:
             log(f"{TOKEN_ENV} is not set: POST /v1/pipelines/{{id}}/runs is disabled")
         spark.get()  # one session for the process, up before the first tick
         log(f"ready: {len(project.pipelines)} pipeline(s), catalog {catalog.url_display}")
-        _loop(root, env, state, reconciler, stop, duration_seconds(settings.watch_interval))
-        stuck = reconciler.drain(drain_seconds)
+        from hakiri import pgpool
+
+        with pgpool.keep_open():  # the same questions to the same servers every tick
+            _loop(root, env, state, reconciler, stop, duration_seconds(settings.watch_interval))
+            stuck = reconciler.drain(drain_seconds)
         if stuck:
             log(
                 f"drain timed out with {', '.join(stuck)} still loading; their claims are "

@@ -7,7 +7,7 @@ makes, with the same exactly-once protocol): each round plans one WAL range for 
 (up to where the server's WAL is flushed), which the source peeks and decodes once for all
 of them, and loads it; a round that found nothing waits `interval` seconds before the next.
 What a separate `hakiri apply` pays per range (a process start, an engine session, one
-decode per table) is paid once.
+decode per table, a new PostgreSQL connection for each question: `pgpool`) is paid once.
 
 A round that fails (the source or the target unreachable, another process holding the
 pipeline's lease) is reported and tried again after a pause that doubles up to a minute;
@@ -68,13 +68,16 @@ def follow(
             "for cdc_mirror pipelines",
         )
     project.require_variables([spec.id])
+    from hakiri import pgpool  # psycopg: imported by the commands that talk to PostgreSQL
+
     url = catalog_url(project.root, project.settings.catalog.url, env)
     spark = LazySpark(project, env=env)
     run = RunContext.of(project, env, spark.get)
     loaded = 0
     failures = 0
     try:
-        with Catalog.open(url, migrate=True) as catalog:
+        # The same questions to the same servers every round: their connections are kept.
+        with Catalog.open(url, migrate=True) as catalog, pgpool.keep_open():
             spark.get()  # up before the first round: a range waits for nothing but its load
             if on_start is not None:
                 on_start(run.engine)

@@ -125,9 +125,11 @@ def _read_only(url: str, work: Callable[[psycopg.Connection[Any]], T], failed: s
     write, nor hang on a locked target); a failure is DestinationUnreachable in one line."""
     import psycopg
 
+    from hakiri import pgpool
+
     shown = mask_url(url)
     try:
-        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        conn = pgpool.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS)
     except psycopg.Error as exc:
         raise DestinationUnreachable(
             f"cannot connect to PostgreSQL at {shown}: {first_line_without_password(exc, url)}",

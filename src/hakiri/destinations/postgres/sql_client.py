@@ -76,8 +76,10 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     """A connection in UTC (watermarks and markers must not depend on the server's time zone)."""
     import psycopg
 
+    from hakiri import pgpool
+
     try:
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        conn = pgpool.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
     except psycopg.Error as exc:
         raise _unreachable(exc, url) from None
     try:

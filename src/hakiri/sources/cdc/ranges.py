@@ -117,12 +117,13 @@ def events_of(
     of a batch, once, and nothing more. More than `limit` events raise TooLarge."""
     import psycopg
 
+    from hakiri import pgpool
     from hakiri.sources.cdc.pgoutput import Decoder, lsn_text
 
     found = {table: _Found(list(n), list(k)) for table, (n, k) in tables.items()}
     total = 0
     try:
-        with psycopg.connect(url) as conn:
+        with pgpool.connect(url) as conn:
             conn.execute("SET TimeZone = 'UTC'")
             conn.execute("SET DateStyle = 'ISO'")
             conn.execute("SET extra_float_digits = 3")

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from hakiri import pgpool
 from hakiri.errors import SourceUnreachable
 from hakiri.sources.cdc.pgoutput import lsn_from_text, lsn_text
 
@@ -48,7 +49,7 @@ class SlotState:
 
 def _connect(url: str) -> psycopg.Connection[Any]:
     try:
-        return psycopg.connect(url, autocommit=True)
+        return pgpool.connect(url, autocommit=True)
     except psycopg.OperationalError as exc:
         raise SourceUnreachable(
             f"cannot connect to the cdc source: {str(exc).strip().splitlines()[0]}",

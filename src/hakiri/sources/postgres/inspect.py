@@ -99,8 +99,10 @@ def inspect_postgres_tables(
 def _connect(url: str, shown: str) -> psycopg.Connection[Any]:
     import psycopg
 
+    from hakiri import pgpool
+
     try:
-        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        conn = pgpool.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS)
     except psycopg.Error as exc:
         raise SourceUnreachable(
             f"cannot connect to PostgreSQL at {shown}: {first_line_without_password(exc, url)}",
