@@ -15,7 +15,7 @@ session (settings made with SET, temporary tables, advisory locks, prepared stat
 LISTENs); psycopg's own transaction characteristics are reset when it is handed out again;
 it is asked `SELECT 1` before it is handed out, and a connection the server or the network
 dropped meanwhile is closed and a new one opened. Connections idle for more than
-`IDLE_SECONDS` are closed, at most `IDLE_PER_KEY` are kept per URL and options. Connections
+`IDLE_SECONDS` are closed (a thread looks every quarter of that), at most `IDLE_PER_KEY` are kept per URL and options. Connections
 made in an engine task (`copy_writer`) are not this module's: they live in other processes.
 """
 
@@ -45,9 +45,13 @@ def keep_open() -> Iterator[None]:
     when the last such block ends, the idle ones are closed."""
     with _LOCK:
         _REUSE[0] += 1
+    done = threading.Event()
+    reaper = threading.Thread(target=_reap, args=(done,), name="hakiri-pg-idle", daemon=True)
+    reaper.start()
     try:
         yield
     finally:
+        done.set()
         with _LOCK:
             _REUSE[0] -= 1
             idle = [c for kept_ in _IDLE.values() for _, c in kept_] if not _REUSE[0] else []
@@ -55,6 +59,22 @@ def keep_open() -> Iterator[None]:
                 _IDLE.clear()
         for conn in idle:
             conn.close_for_good()
+
+
+def _reap(done: threading.Event) -> None:
+    """Close the connections idle longer than IDLE_SECONDS, every few seconds, until `done`."""
+    while not done.wait(IDLE_SECONDS / 4):
+        _close_stale()
+
+
+def _close_stale() -> None:
+    now, stale = time.monotonic(), []
+    with _LOCK:
+        for idle in _IDLE.values():
+            stale += [c for since, c in idle if now - since > IDLE_SECONDS]
+            idle[:] = [(since, c) for since, c in idle if now - since <= IDLE_SECONDS]
+    for conn in stale:
+        conn.close_for_good()
 
 
 def kept() -> int:
@@ -124,14 +144,9 @@ class KeptConnection(psycopg.Connection[Any]):
             self.execute("DISCARD ALL")
         except psycopg.Error:
             return False
-        now = time.monotonic()
         with _LOCK:
             idle = _IDLE.setdefault(self.key, [])
-            stale = [c for since, c in idle if now - since > IDLE_SECONDS]
-            idle[:] = [(since, c) for since, c in idle if now - since <= IDLE_SECONDS]
             full = len(idle) >= IDLE_PER_KEY
             if not full:
-                idle.append((now, self))
-        for conn in stale:
-            conn.close_for_good()
+                idle.append((time.monotonic(), self))
         return not full
