@@ -892,6 +892,15 @@ def write_hakiri_project(
 # -------------------------------------------------------------------------- variants
 
 
+def compile_tree(src: Path) -> None:
+    """Write the tree's bytecode first: an installed hakiri has it (pip compiles, and Python
+    writes it on a first import), and under PYTHONDONTWRITEBYTECODE (this reference machine
+    sets it) every run would compile ~300 modules again, ~0.3 s of each run's wall time."""
+    import compileall
+
+    compileall.compile_dir(str(src), quiet=1)
+
+
 def hakiri_variants(python: str, baseline: str | None, engines: list[str]) -> list[HakiriVariant]:
     variants = [
         HakiriVariant(
@@ -937,6 +946,7 @@ def hakiri_variants(python: str, baseline: str | None, engines: list[str]) -> li
                 )
             )
     for variant in variants:
+        compile_tree(variant.src)
         done = run_checked(
             [variant.python, "-c", "import hakiri; print(hakiri.__file__)"],
             f"importing hakiri with {variant.python}",
