@@ -1,13 +1,14 @@
-"""PostgreSQL connections kept open between uses in a long-lived process.
+"""PostgreSQL connections kept open between uses, for the length of a command.
 
-A one-shot command opens a connection for each thing it asks a server and closes it after.
-A process that does the same work every second (`hakiri apply --follow`, `hakiri serve`)
-would open some fifty connections a round that way: 5 ms each on a local server, tens of
-milliseconds over TLS, more than the round's own work. `keep_open()` (called once by such a
-process, for as long as it runs: `with keep_open():`) makes `connect` hand out a connection opened earlier for the same URL and options
-when one is idle, and makes a connection's `close()` (the end of its `with` block included)
-put it back instead of closing it, so the modules that talk to PostgreSQL keep their
-open-use-close code whether reuse is on or not.
+The modules that talk to PostgreSQL open a connection for each thing they ask a server
+and close it after. A process that does the same work every second (`hakiri apply
+--follow`, `hakiri serve`) would open some fifty connections a round that way: 5 ms each on
+a local server, tens of milliseconds over TLS, more than the round's own work (an apply
+opens about ten). While a `with keep_open():` block runs (around an apply, a follower's or
+serve's whole life), `connect` hands out a connection opened earlier for the same URL and
+options when one is idle, and a connection's `close()` (the end of its `with` block
+included) puts it back instead of closing it: the modules keep their open-use-close code
+whether reuse is on or not.
 
 A connection goes back only when it is idle (no transaction open, not broken) and comes
 back as a new one would: `DISCARD ALL` on the way back drops what its last user left in the
@@ -15,8 +16,9 @@ session (settings made with SET, temporary tables, advisory locks, prepared stat
 LISTENs); psycopg's own transaction characteristics are reset when it is handed out again;
 it is asked `SELECT 1` before it is handed out, and a connection the server or the network
 dropped meanwhile is closed and a new one opened. Connections idle for more than
-`IDLE_SECONDS` are closed (a thread looks every quarter of that), at most `IDLE_PER_KEY` are kept per URL and options. Connections
-made in an engine task (`copy_writer`) are not this module's: they live in other processes.
+`IDLE_SECONDS` are closed (a thread looks every quarter of that), at most `IDLE_PER_KEY`
+are kept per URL and options, and all are closed when the last block ends. Connections made
+in an engine task (`copy_writer`) are not this module's: they live in the engine's workers.
 """
 
 from __future__ import annotations

@@ -61,7 +61,10 @@ def apply_project(
     run = RunContext.of(project, env, spark.get)
     views: ViewsApplied | None = None
     try:
-        with Catalog.open(url, migrate=True) as catalog:
+        from hakiri import pgpool  # psycopg: imported by the commands that talk to PostgreSQL
+
+        # One connection per server for the command's questions, not one per question.
+        with Catalog.open(url, migrate=True) as catalog, pgpool.keep_open():
             removed = _removed(project, catalog)
             specs = [
                 project.pipelines[i]
