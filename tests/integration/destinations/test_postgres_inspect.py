@@ -8,6 +8,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from hakiri import pgpool
 from hakiri.destinations.base import TargetColumn
 from hakiri.destinations.postgres import inspect_postgres_target, inspect_postgres_targets
 from hakiri.errors import DestinationUnreachable
@@ -168,14 +169,14 @@ def test_inspection_is_read_only_and_closes_its_connection(
 ) -> None:
     _create(pg_conn, pg_schema, "orders", "id int")
     opened: list[psycopg.Connection] = []
-    connect = psycopg.connect
+    connect = pgpool.connect  # every PostgreSQL connection of hakiri's comes from here
 
     def recording_connect(*args: object, **kwargs: object) -> psycopg.Connection:
         conn = connect(*args, **kwargs)  # type: ignore[arg-type]
         opened.append(conn)
         return conn
 
-    monkeypatch.setattr(psycopg, "connect", recording_connect)
+    monkeypatch.setattr(pgpool, "connect", recording_connect)
 
     inspect_postgres_targets(pg_url, [(pg_schema, "orders"), (pg_schema, "other")])
 
