@@ -8,6 +8,9 @@ and benches.
     ...
     done = workload.stop()       # Counts(transactions=…, changes=…, kinds={…})
 
+    workload.create(lanes=3)     # seed rows for three lanes (the counts are per lane)
+    workload.start(rate=12_000, lanes=3)   # three threads, ~4,000 changes a second each
+
 Every table has a bigint primary key `id`, an int `version` that every update of a row
 increments, and `changed_at`, the clock_timestamp() of the row's last insert or update (the
 bench reads the mirror's lag from it). `customers.profile` is STORAGE EXTERNAL and some
@@ -27,6 +30,20 @@ makes the same statements in the same order; only the timing (and so `changed_at
 differs. Commits are synchronous (synchronous_commit=on), whatever the server's default:
 logical decoding reads flushed WAL only, and a test that has just committed expects the
 next apply to see it.
+
+One connection commits one transaction at a time: it is round-trip bound (a few thousand
+transactions a second on two cores, its Python and its server backend each half busy).
+For more, `start(lanes=N)` runs N lanes, each a thread with a connection of its own,
+paced to rate/N. A lane is a workload of its own on the same three tables: its own
+`random.Random` (lane 0's is `Random(seed)`, lane k's `Random(f"{seed}/lane {k}")`, so a
+seed still makes the same statements per lane; only their interleaving differs), its own
+model of the keys and its own range of ids (lane k's start at k * LANE_IDS + 1), so lanes
+never touch, reference or lock each other's rows. Each lane needs seed rows of its own:
+`create(lanes=N)` seeds N lanes (lane 0 exactly as `create()` does, then each other lane
+the same numbers of rows in its range) in the one COPY per table, so a snapshot taken
+before `start` holds them all; `start` refuses more lanes than were created. `stop()`
+joins every lane and re-raises the first failure; `Counts` (and `snapshot()`) sum the
+lanes, and `lanes[k].counts` holds lane k's. `run(n)` is lane 0 alone, in this thread.
 """
 
 from __future__ import annotations
@@ -43,7 +60,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["KINDS", "TABLES", "Counts", "Workload"]
+__all__ = ["KINDS", "LANE_IDS", "TABLES", "Counts", "Workload"]
 
 TABLES = {
     "customers": "id bigint PRIMARY KEY, name text NOT NULL, email text, profile text, "
@@ -57,6 +74,7 @@ TABLES = {
 }
 
 _STATUSES = ("new", "paid", "packed", "shipped", "returned")
+LANE_IDS = 10**12  # lane k's ids: k * LANE_IDS + 1 onwards
 
 
 @dataclass
@@ -97,24 +115,22 @@ class _Keys:
 
 class Workload:
     def __init__(self, url: str, schema: str, seed: int = 0) -> None:
-        self.url, self.schema = url, schema
-        self.rng = random.Random(seed)
-        self.customers, self.orders, self.lines = _Keys(), _Keys(), _Keys()
-        self.big: set[int] = set()  # customers whose profile is stored out of line
-        self.lines_of: dict[int, list[int]] = {}  # order id -> its line ids
-        self.order_of: dict[int, int] = {}  # line id -> its order id
-        self.next_id = {"customers": 1, "orders": 1, "order_lines": 1}
-        self.counts = Counts()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self.url, self.schema, self.seed = url, schema, seed
+        self._lock = threading.Lock()  # the lanes' counts
+        self.lanes = [_Lane(self, 0)]
+        self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
-        self._failure: BaseException | None = None
+        self._failures: list[BaseException] = []
 
     # ------------------------------------------------------------------ setting up
 
-    def create(self, customers: int = 200, orders: int = 400, lines_per_order: int = 2) -> None:
-        """The three tables in `schema` (which must exist), with seed rows: a tenth of the
-        customers have a large profile."""
+    def create(
+        self, customers: int = 200, orders: int = 400, lines_per_order: int = 2, lanes: int = 1
+    ) -> None:
+        """The three tables in `schema` (which must exist), with seed rows for `lanes` lanes,
+        the numbers given for each: a tenth of the customers have a large profile."""
+        assert lanes >= 1 and len(self.lanes) == 1, "one create, before any lane is added"
+        self.lanes += [_Lane(self, k) for k in range(1, lanes)]
         with self._connect() as conn:
             for table, columns in TABLES.items():
                 conn.execute(
@@ -126,13 +142,14 @@ class Workload:
                 )
             )
             rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in TABLES}
-            for _ in range(customers):
-                rows["customers"].append(self._customer(big=self.rng.random() < 0.1))
-            for _ in range(orders):
-                order = self._order()
-                rows["orders"].append(order)
-                for _ in range(lines_per_order):
-                    rows["order_lines"].append(self._line(order[0]))
+            for lane in self.lanes:
+                for _ in range(customers):
+                    rows["customers"].append(lane._customer(big=lane.rng.random() < 0.1))
+                for _ in range(orders):
+                    order = lane._order()
+                    rows["orders"].append(order)
+                    for _ in range(lines_per_order):
+                        rows["order_lines"].append(lane._line(order[0]))
             for table, values in rows.items():
                 names = [n for n in _names(table) if n != "changed_at"]
                 statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
@@ -145,47 +162,87 @@ class Workload:
     # ------------------------------------------------------------------ running
 
     def run(self, transactions: int, rate: float | None = None) -> Counts:
-        """Commit `transactions` transactions now, paced to `rate` row changes a second
-        (None: as fast as they go)."""
-        self._loop(rate, transactions)
+        """Commit `transactions` transactions now (lane 0's), paced to `rate` row changes a
+        second (None: as fast as they go)."""
+        self.lanes[0]._loop(rate, transactions)
         return self.snapshot()
 
-    def start(self, rate: float | None = None) -> Workload:
-        """Commit transactions in a thread, paced to `rate` row changes a second, until `stop`."""
-        assert self._thread is None, "already started"
+    def start(self, rate: float | None = None, lanes: int = 1) -> Workload:
+        """Commit transactions in `lanes` threads, a connection each, paced to `rate` row
+        changes a second in all (rate/lanes each), until `stop`."""
+        assert not self._threads, "already started"
+        if not 1 <= lanes <= len(self.lanes):
+            raise ValueError(
+                f"start(lanes={lanes}): {len(self.lanes)} lane(s) have seed rows; "
+                f"create(lanes={lanes}) makes them"
+            )
         self._stop.clear()
-        self._failure = None
+        self._failures = []
 
-        def loop() -> None:
+        def loop(lane: _Lane) -> None:
             try:
-                self._loop(rate, None)
+                lane._loop(rate / lanes if rate else None, None)
             except BaseException as exc:
-                self._failure = exc
+                with self._lock:
+                    self._failures.append(exc)
 
-        self._thread = threading.Thread(target=loop, name="cdc-workload", daemon=True)
-        self._thread.start()
+        for lane in self.lanes[:lanes]:
+            name = f"cdc-workload-{lane.number}"
+            thread = threading.Thread(target=loop, args=(lane,), name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
         return self
 
     def stop(self) -> Counts:
-        """Stop the thread after its current transaction; re-raise what failed it."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-        if self._failure is not None:
-            raise self._failure
+        """Stop the lanes after their current transactions; re-raise the first failure."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+        if self._failures:
+            raise self._failures[0]
         return self.snapshot()
 
     def snapshot(self) -> Counts:
+        """What the lanes committed so far, summed."""
         with self._lock:
-            return Counts(self.counts.transactions, self.counts.changes, Counter(self.counts.kinds))
+            total = Counts()
+            for lane in self.lanes:
+                total.transactions += lane.counts.transactions
+                total.changes += lane.counts.changes
+                total.kinds.update(lane.counts.kinds)
+            return total
+
+    def _table(self, table: str) -> sql.Identifier:
+        return sql.Identifier(self.schema, table)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.url, autocommit=True, options="-c synchronous_commit=on")
+
+
+class _Lane:
+    """One connection's share of the workload: its own choices, model of the keys and range
+    of ids (see the module's docstring)."""
+
+    def __init__(self, workload: Workload, number: int) -> None:
+        self.workload, self.number = workload, number
+        seed = workload.seed
+        self.rng = random.Random(seed if number == 0 else f"{seed}/lane {number}")
+        self.customers, self.orders, self.lines = _Keys(), _Keys(), _Keys()
+        self.big: set[int] = set()  # customers whose profile is stored out of line
+        self.lines_of: dict[int, list[int]] = {}  # order id -> its line ids
+        self.order_of: dict[int, int] = {}  # line id -> its order id
+        self.ids = range(number * LANE_IDS + 1, (number + 1) * LANE_IDS + 1)
+        self.next_id = dict.fromkeys(TABLES, self.ids.start)
+        self.counts = Counts()  # under the workload's lock
 
     def _loop(self, rate: float | None, limit: int | None) -> None:
         kinds = list(KINDS)
         weights = [KINDS[k][1] for k in kinds]
         started, changes, done = time.monotonic(), 0, 0
-        with self._connect() as conn:
-            while (limit is None or done < limit) and not self._stop.is_set():
+        stop, lock = self.workload._stop, self.workload._lock
+        with self.workload._connect() as conn:
+            while (limit is None or done < limit) and not stop.is_set():
                 kind = self.rng.choices(kinds, weights)[0]
                 if not self.customers:
                     kind = "new_customer"
@@ -195,14 +252,14 @@ class Workload:
                     changed = KINDS[kind][0](self, conn)
                 done += 1
                 changes += changed
-                with self._lock:
+                with lock:
                     self.counts.transactions += 1
                     self.counts.changes += changed
                     self.counts.kinds[kind] += 1
                 if rate:
                     ahead = started + changes / rate - time.monotonic()
                     if ahead > 0:
-                        self._stop.wait(ahead)
+                        stop.wait(ahead)
 
     # ------------------------------------------------------------------ the kinds of transaction
 
@@ -358,38 +415,35 @@ class Workload:
         conn.execute(self._statement("delete", table), [key])
         return 1
 
-    @functools.cache  # noqa: B019 (a few statements per table, kept as long as the workload)
     def _statement(self, verb: str, table: str, *columns: str) -> bytes:
-        target = self._table(table)
-        if verb == "insert":
-            names = [n for n in _names(table) if n != "changed_at"]
-            statement = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
-                target,
-                sql.SQL(", ").join(map(sql.Identifier, names)),
-                sql.SQL(", ").join(sql.Placeholder() * len(names)),
-            )
-        elif verb == "update":
-            statement = sql.SQL(
-                "UPDATE {} SET {}, version = version + 1, changed_at = clock_timestamp() "
-                "WHERE id = %s"
-            ).format(
-                target,
-                sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns),
-            )
-        else:
-            statement = sql.SQL("DELETE FROM {} WHERE id = %s").format(target)
-        return statement.as_bytes(None)
+        return _statement(self.workload.schema, verb, table, *columns)
 
     def _keys(self, table: str) -> _Keys:
         return {"customers": self.customers, "orders": self.orders, "order_lines": self.lines}[
             table
         ]
 
-    def _table(self, table: str) -> sql.Identifier:
-        return sql.Identifier(self.schema, table)
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.url, autocommit=True, options="-c synchronous_commit=on")
+@functools.cache  # a few statements per table and schema, shared by the lanes
+def _statement(schema: str, verb: str, table: str, *columns: str) -> bytes:
+    target = sql.Identifier(schema, table)
+    if verb == "insert":
+        names = [n for n in _names(table) if n != "changed_at"]
+        statement = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+            target,
+            sql.SQL(", ").join(map(sql.Identifier, names)),
+            sql.SQL(", ").join(sql.Placeholder() * len(names)),
+        )
+    elif verb == "update":
+        statement = sql.SQL(
+            "UPDATE {} SET {}, version = version + 1, changed_at = clock_timestamp() WHERE id = %s"
+        ).format(
+            target,
+            sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns),
+        )
+    else:
+        statement = sql.SQL("DELETE FROM {} WHERE id = %s").format(target)
+    return statement.as_bytes(None)
 
 
 def _names(table: str) -> list[str]:
@@ -397,21 +451,21 @@ def _names(table: str) -> list[str]:
 
 
 # name: (the transaction, its weight)
-KINDS: dict[str, tuple[Callable[[Workload, psycopg.Connection[Any]], int], int]] = {
-    "new_order": (Workload._new_order, 18),
-    "new_customer": (Workload._new_customer, 5),
-    "order_status": (Workload._order_status, 16),
-    "order_twice": (Workload._order_twice, 4),
-    "customer_email": (Workload._customer_email, 12),
-    "customer_profile": (Workload._customer_profile, 4),
-    "line_qty": (Workload._line_qty, 12),
-    "order_rekey": (Workload._order_rekey, 4),
-    "line_rekey": (Workload._line_rekey, 3),
-    "customer_rekey": (Workload._customer_rekey, 2),
-    "cancel_order": (Workload._cancel_order, 9),
-    "remove_line": (Workload._remove_line, 4),
-    "remove_customer": (Workload._remove_customer, 2),
-    "line_again": (Workload._line_again, 3),
+KINDS: dict[str, tuple[Callable[[_Lane, psycopg.Connection[Any]], int], int]] = {
+    "new_order": (_Lane._new_order, 18),
+    "new_customer": (_Lane._new_customer, 5),
+    "order_status": (_Lane._order_status, 16),
+    "order_twice": (_Lane._order_twice, 4),
+    "customer_email": (_Lane._customer_email, 12),
+    "customer_profile": (_Lane._customer_profile, 4),
+    "line_qty": (_Lane._line_qty, 12),
+    "order_rekey": (_Lane._order_rekey, 4),
+    "line_rekey": (_Lane._line_rekey, 3),
+    "customer_rekey": (_Lane._customer_rekey, 2),
+    "cancel_order": (_Lane._cancel_order, 9),
+    "remove_line": (_Lane._remove_line, 4),
+    "remove_customer": (_Lane._remove_customer, 2),
+    "line_again": (_Lane._line_again, 3),
 }
 
 
