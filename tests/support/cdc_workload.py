@@ -44,6 +44,8 @@ the same numbers of rows in its range) in the one COPY per table, so a snapshot 
 before `start` holds them all; `start` refuses more lanes than were created. `stop()`
 joins every lane and re-raises the first failure; `Counts` (and `snapshot()`) sum the
 lanes, and `lanes[k].counts` holds lane k's. `run(n)` is lane 0 alone, in this thread.
+The lanes share one Python process and its GIL: they overlap the round trips' waits, not
+the Python, so on two cores the lanes, their backends and the rest share the CPU.
 """
 
 from __future__ import annotations
