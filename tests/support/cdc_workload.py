@@ -31,8 +31,12 @@ differs. Commits are synchronous (synchronous_commit=on), whatever the server's 
 logical decoding reads flushed WAL only, and a test that has just committed expects the
 next apply to see it.
 
-One connection commits one transaction at a time: it is round-trip bound (a few thousand
-transactions a second on two cores, its Python and its server backend each half busy).
+A transaction goes to the server as one query: its statements, their parameters bound
+here, joined by semicolons, which PostgreSQL runs as one transaction (the simple query
+protocol; the connection is in autocommit): one round trip, not BEGIN, one per statement
+and COMMIT (psycopg's pipeline mode was slower). Still, one connection commits one
+transaction at a time, waiting on each: round-trip bound (a few thousand transactions a
+second on two cores, its Python and its server backend each under one core busy).
 For more, `start(lanes=N)` runs N lanes, each a thread with a connection of its own,
 paced to rate/N. A lane is a workload of its own on the same three tables: its own
 `random.Random` (lane 0's is `Random(seed)`, lane k's `Random(f"{seed}/lane {k}")`, so a
@@ -55,7 +59,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,14 +248,16 @@ class _Lane:
         started, changes, done = time.monotonic(), 0, 0
         stop, lock = self.workload._stop, self.workload._lock
         with self.workload._connect() as conn:
+            cursor = psycopg.ClientCursor(conn)  # binds parameters here, for _Transaction
             while (limit is None or done < limit) and not stop.is_set():
                 kind = self.rng.choices(kinds, weights)[0]
                 if not self.customers:
                     kind = "new_customer"
                 elif not self.orders or not self.lines:
                     kind = "new_order"
-                with conn.transaction():
-                    changed = KINDS[kind][0](self, conn)
+                tx = _Transaction(cursor)
+                changed = KINDS[kind][0](self, tx)
+                tx.commit(conn)
                 done += 1
                 changes += changed
                 with lock:
@@ -265,54 +271,54 @@ class _Lane:
 
     # ------------------------------------------------------------------ the kinds of transaction
 
-    def _new_order(self, conn: psycopg.Connection[Any]) -> int:
+    def _new_order(self, tx: _Transaction) -> int:
         order = self._order()
-        changed = self._insert(conn, "orders", order)
+        changed = self._insert(tx, "orders", order)
         for _ in range(self.rng.randint(1, 4)):
-            changed += self._insert(conn, "order_lines", self._line(order[0]))
+            changed += self._insert(tx, "order_lines", self._line(order[0]))
         return changed
 
-    def _new_customer(self, conn: psycopg.Connection[Any]) -> int:
-        return self._insert(conn, "customers", self._customer(big=self.rng.random() < 0.3))
+    def _new_customer(self, tx: _Transaction) -> int:
+        return self._insert(tx, "customers", self._customer(big=self.rng.random() < 0.3))
 
-    def _order_status(self, conn: psycopg.Connection[Any]) -> int:
-        return self._update(conn, "orders", self.orders.pick(self.rng), status=self._status())
+    def _order_status(self, tx: _Transaction) -> int:
+        return self._update(tx, "orders", self.orders.pick(self.rng), status=self._status())
 
-    def _order_twice(self, conn: psycopg.Connection[Any]) -> int:
+    def _order_twice(self, tx: _Transaction) -> int:
         order = self.orders.pick(self.rng)
-        return self._update(conn, "orders", order, status=self._status()) + self._update(
-            conn, "orders", order, total=self._money(5_000)
+        return self._update(tx, "orders", order, status=self._status()) + self._update(
+            tx, "orders", order, total=self._money(5_000)
         )
 
-    def _customer_email(self, conn: psycopg.Connection[Any]) -> int:
+    def _customer_email(self, tx: _Transaction) -> int:
         customer = self.customers.pick(self.rng)  # a large profile stays out of the WAL
-        return self._update(conn, "customers", customer, email=self._email(customer))
+        return self._update(tx, "customers", customer, email=self._email(customer))
 
-    def _customer_profile(self, conn: psycopg.Connection[Any]) -> int:
+    def _customer_profile(self, tx: _Transaction) -> int:
         customer = self.customers.pick(self.rng)
         big = self.rng.random() < 0.5
         (self.big.add if big else self.big.discard)(customer)
-        return self._update(conn, "customers", customer, profile=self._profile(customer, big))
+        return self._update(tx, "customers", customer, profile=self._profile(customer, big))
 
-    def _line_qty(self, conn: psycopg.Connection[Any]) -> int:
+    def _line_qty(self, tx: _Transaction) -> int:
         line = self.lines.pick(self.rng)
-        return self._update(conn, "order_lines", line, qty=self.rng.randint(1, 20))
+        return self._update(tx, "order_lines", line, qty=self.rng.randint(1, 20))
 
-    def _order_rekey(self, conn: psycopg.Connection[Any]) -> int:
+    def _order_rekey(self, tx: _Transaction) -> int:
         old, new = self.orders.pick(self.rng), self._new_id("orders")
-        changed = self._update(conn, "orders", old, id=new)
+        changed = self._update(tx, "orders", old, id=new)
         self.orders.remove(old)
         self.orders.add(new)
         lines = self.lines_of.pop(old)
         self.lines_of[new] = lines
         for line in lines:
             self.order_of[line] = new
-            changed += self._update(conn, "order_lines", line, order_id=new)
+            changed += self._update(tx, "order_lines", line, order_id=new)
         return changed
 
-    def _line_rekey(self, conn: psycopg.Connection[Any]) -> int:
+    def _line_rekey(self, tx: _Transaction) -> int:
         old, new = self.lines.pick(self.rng), self._new_id("order_lines")
-        changed = self._update(conn, "order_lines", old, id=new)
+        changed = self._update(tx, "order_lines", old, id=new)
         order = self.order_of.pop(old)
         self.lines.remove(old)
         self.lines.add(new)
@@ -321,39 +327,39 @@ class _Lane:
         siblings[siblings.index(old)] = new
         return changed
 
-    def _customer_rekey(self, conn: psycopg.Connection[Any]) -> int:
+    def _customer_rekey(self, tx: _Transaction) -> int:
         old = self.customers.pick(self.rng)
         if old in self.big:  # see the module's docstring
-            return self._customer_email(conn)
+            return self._customer_email(tx)
         new = self._new_id("customers")
         self.customers.remove(old)
         self.customers.add(new)
-        return self._update(conn, "customers", old, id=new)
+        return self._update(tx, "customers", old, id=new)
 
-    def _cancel_order(self, conn: psycopg.Connection[Any]) -> int:
+    def _cancel_order(self, tx: _Transaction) -> int:
         order = self.orders.pick(self.rng)
-        changed = self._delete(conn, "orders", order)
+        changed = self._delete(tx, "orders", order)
         for line in self.lines_of.pop(order):
-            changed += self._delete(conn, "order_lines", line)
+            changed += self._delete(tx, "order_lines", line)
         return changed
 
-    def _remove_line(self, conn: psycopg.Connection[Any]) -> int:
+    def _remove_line(self, tx: _Transaction) -> int:
         line = self.lines.pick(self.rng)
         self.lines_of[self.order_of[line]].remove(line)
-        return self._delete(conn, "order_lines", line)
+        return self._delete(tx, "order_lines", line)
 
-    def _remove_customer(self, conn: psycopg.Connection[Any]) -> int:
+    def _remove_customer(self, tx: _Transaction) -> int:
         customer = self.customers.pick(self.rng)
         self.big.discard(customer)
-        return self._delete(conn, "customers", customer)
+        return self._delete(tx, "customers", customer)
 
-    def _line_again(self, conn: psycopg.Connection[Any]) -> int:
+    def _line_again(self, tx: _Transaction) -> int:
         """A line deleted and inserted again under its key, in one transaction."""
         line = self.lines.pick(self.rng)
         order = self.order_of[line]
-        changed = self._delete(conn, "order_lines", line)
+        changed = self._delete(tx, "order_lines", line)
         self.lines_of[order].remove(line)
-        return changed + self._insert(conn, "order_lines", self._line(order, line))
+        return changed + self._insert(tx, "order_lines", self._line(order, line))
 
     # ------------------------------------------------------------------ rows and statements
 
@@ -401,20 +407,21 @@ class _Lane:
 
     # Each statement changes one row (the model knows which keys exist), so each counts as
     # one change. Statements are composed once per shape: this loop is the bench's source.
+    # They are bound here and sent with the rest of their transaction (see `_Transaction`).
 
-    def _insert(self, conn: psycopg.Connection[Any], table: str, row: tuple[Any, ...]) -> int:
-        conn.execute(self._statement("insert", table), row)
+    def _insert(self, tx: _Transaction, table: str, row: tuple[Any, ...]) -> int:
+        tx.execute(self._statement("insert", table), row)
         return 1
 
-    def _update(self, conn: psycopg.Connection[Any], table: str, key: int, **values: Any) -> int:
-        conn.execute(self._statement("update", table, *values), [*values.values(), key])
+    def _update(self, tx: _Transaction, table: str, key: int, **values: Any) -> int:
+        tx.execute(self._statement("update", table, *values), [*values.values(), key])
         return 1
 
-    def _delete(self, conn: psycopg.Connection[Any], table: str, key: int) -> int:
+    def _delete(self, tx: _Transaction, table: str, key: int) -> int:
         self._keys(table).remove(key)
         if table == "order_lines":
             del self.order_of[key]
-        conn.execute(self._statement("delete", table), [key])
+        tx.execute(self._statement("delete", table), [key])
         return 1
 
     def _statement(self, verb: str, table: str, *columns: str) -> bytes:
@@ -424,6 +431,23 @@ class _Lane:
         return {"customers": self.customers, "orders": self.orders, "order_lines": self.lines}[
             table
         ]
+
+
+class _Transaction:
+    """A transaction's statements, bound here and sent together as one simple-protocol
+    query: PostgreSQL runs a query of several statements as one transaction (the connection
+    is in autocommit), so a transaction costs one round trip, not BEGIN, one per statement
+    and COMMIT."""
+
+    def __init__(self, cursor: psycopg.ClientCursor[Any]) -> None:
+        self.cursor = cursor
+        self.statements: list[str] = []
+
+    def execute(self, statement: bytes, params: Sequence[Any]) -> None:
+        self.statements.append(self.cursor.mogrify(statement, params))
+
+    def commit(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("; ".join(self.statements).encode(), prepare=False)
 
 
 @functools.cache  # a few statements per table and schema, shared by the lanes
@@ -453,7 +477,7 @@ def _names(table: str) -> list[str]:
 
 
 # name: (the transaction, its weight)
-KINDS: dict[str, tuple[Callable[[_Lane, psycopg.Connection[Any]], int], int]] = {
+KINDS: dict[str, tuple[Callable[[_Lane, _Transaction], int], int]] = {
     "new_order": (_Lane._new_order, 18),
     "new_customer": (_Lane._new_customer, 5),
     "order_status": (_Lane._order_status, 16),

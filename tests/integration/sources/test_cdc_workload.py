@@ -2,10 +2,12 @@
 real PostgreSQL: two lanes, each a thread with a connection of its own, commit at once
 without a failure; each lane's rows are exactly its model of the keys (ids, the lines'
 orders, the out-of-line profiles), in its own range of ids; the workload's counts are the
-lanes' summed; and it refuses to start a lane it has no seed rows for."""
+lanes' summed and are what the WAL holds (test_decoding: each transaction one commit, in
+one lane's range); and it refuses to start a lane it has no seed rows for."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 
@@ -30,16 +32,24 @@ def test_two_lanes_commit_disjoint_rows_that_match_their_models_and_counts_sum(
     workload.create(customers=40, orders=80, lanes=2)
     with pytest.raises(ValueError, match=r"create\(lanes=3\)"):
         workload.start(lanes=3)
-    workload.start(rate=None, lanes=2)
+    slot = f"s_{pg_schema}"  # what the lanes commit, as the WAL tells it
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (slot,))
     try:
-        deadline = time.monotonic() + 8
-        # Both lanes well under way (a deadline, not a timing assertion: the counts are).
-        while time.monotonic() < deadline and any(
-            lane.counts.transactions < 300 for lane in workload.lanes
-        ):
-            time.sleep(0.1)
+        workload.start(rate=None, lanes=2)
+        try:
+            deadline = time.monotonic() + 8
+            # Both lanes well under way (a deadline, not a timing assertion: the counts are).
+            while time.monotonic() < deadline and any(
+                lane.counts.transactions < 300 for lane in workload.lanes
+            ):
+                time.sleep(0.1)
+        finally:
+            committed = workload.stop()  # re-raises a lane's failure
+        decoded = _transactions(pg_url, slot, pg_schema)
     finally:
-        committed = workload.stop()  # re-raises a lane's failure
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
 
     lanes = workload.lanes
     assert len(lanes) == 2
@@ -71,3 +81,36 @@ def test_two_lanes_commit_disjoint_rows_that_match_their_models_and_counts_sum(
         assert big.get(k, set()) == {(key,) for key in lane.big}, f"lane {k}: large profiles"
     # No row outside the lanes' ranges.
     assert {k for table in TABLES for k in ids[table]} == {0, 1}
+
+    # The WAL holds the transactions the counts say, each lane's in its own range, and
+    # each transaction's changes together (one commit), never two lanes' in one.
+    lanes_of = [{key // LANE_IDS for key in keys} for keys in decoded]
+    assert all(len(found) == 1 for found in lanes_of)
+    for k, lane in enumerate(lanes):
+        mine = [keys for keys, found in zip(decoded, lanes_of, strict=True) if found == {k}]
+        assert len(mine) == lane.counts.transactions, f"lane {k}: transactions"
+        assert sum(map(len, mine)) == lane.counts.changes, f"lane {k}: changes"
+    assert sum(1 for keys in decoded if len(keys) > 1) >= committed.kinds["new_order"]
+
+
+def _transactions(pg_url: str, slot: str, schema: str) -> list[list[int]]:
+    """The committed transactions on `schema`'s tables in the slot, each as the ids of the
+    rows it changed (a key update: the old id), in commit order."""
+    found: list[list[int]] = []
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT data FROM pg_logical_slot_get_changes(%s, NULL, NULL, "
+            "'skip-empty-xacts', '1', 'include-xids', '0')",
+            (slot,),
+        )
+        for (data,) in rows:
+            if data == "BEGIN":
+                keys: list[int] = []
+            elif data.startswith("COMMIT"):
+                if keys:  # another test's transaction changes none of these tables
+                    found.append(keys)
+            elif data.startswith(f"table {schema}."):
+                match = re.search(r"\bid\[bigint\]:(\d+)", data)
+                assert match, data
+                keys.append(int(match[1]))
+    return found
