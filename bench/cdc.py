@@ -10,9 +10,10 @@ customers with out-of-line profiles, orders and their lines; inserts, updates, k
 updates, deletes, two-table transactions) is created with 2,000 customers and 10,000
 orders per lane, mirrored once (the snapshot) and once more (warm-up), then driven at the
 rate (row changes a second, synchronous commits) by its lanes for --seconds: a lane is a
-thread with one connection, its own rows and rate/lanes (one connection commits at most
-~6,000 changes a second here: it waits on each round trip), one lane up to 5,000 changes a
-second asked, else ceil(rate / 5,000), unless --lanes says how many; while `hakiri apply`
+thread with one connection, its own rows and rate/lanes (a connection waits on each
+transaction's round trip: a few thousand changes a second on two cores), one lane up to
+5,000 changes a second asked, else ceil(rate / 5,000), unless --lanes says how many; while
+`hakiri apply`
 runs in a loop, one process after another, as cron or a shell loop would run it
 (--runner apply), or while `hakiri serve` runs the pipeline on `schedule = "every 1s"` in
 one long-lived process (--runner serve; the drain is then measured by comparing the
