@@ -14,8 +14,8 @@ thread with one connection, its own rows and rate/lanes (a connection waits on e
 transaction's round trip: a few thousand changes a second on two cores), one lane up to
 5,000 changes a second asked, else ceil(rate / 5,000), unless --lanes says how many; while
 `hakiri apply` runs in a loop, one process after another, as cron or a shell loop would
-run it (--runner apply), or while `hakiri serve` runs the pipeline on `schedule = "every
-1s"` in one long-lived process (--runner serve; the drain is then measured by comparing
+run it (--runner apply), or while `hakiri serve` runs the pipeline on
+`schedule = "every 1s"` in one long-lived process (--runner serve; the drain is then measured by comparing
 the targets with the sources every half second, and only the runs' durations are known),
 or while one `hakiri apply --follow` process follows it (--runner follow; the drain
 measured as for serve, each round's figures from its JSON line). With --kill (follow
