@@ -1,25 +1,30 @@
 """Benchmark: can cdc_mirror keep up with a busy PostgreSQL, and how stale is the mirror?
 
     .venv/bin/python bench/cdc.py [--rates 1000,2500,5000,10000] [--seconds 30]
-        [--engines sail,spark] [--runner apply|serve|follow] [--kill] [--pg-url URL]
+        [--engines sail,spark] [--runner apply|serve|follow] [--kill] [--lanes N]
+        [--pg-url URL]
 
 One throwaway PostgreSQL (the suite's: fsync off, wal_level logical). For each engine and
 each rate, from scratch: the workload of tests/support/cdc_workload.py (three tables,
 customers with out-of-line profiles, orders and their lines; inserts, updates, key
 updates, deletes, two-table transactions) is created with 2,000 customers and 10,000
-orders, mirrored once (the snapshot) and once more (warm-up), then driven at the rate (row
-changes a second, one connection, synchronous commits) for --seconds while `hakiri apply`
-runs in a loop, one process after another, as cron or a shell loop would run it
-(--runner apply), or while `hakiri serve` runs the pipeline on `schedule = "every 1s"` in
-one long-lived process (--runner serve; the drain is then measured by comparing the
-targets with the sources every half second, and only the runs' durations are known), or
-while one `hakiri apply --follow` process follows it (--runner follow; the drain measured
-as for serve, each round's figures from its JSON line). With --kill (follow only), the
-follower is SIGKILLed halfway through the window and started again at once: the step's
-exactness check then covers a crash and a restart.
+orders per lane, mirrored once (the snapshot) and once more (warm-up), then driven at the
+rate (row changes a second, synchronous commits) by its lanes for --seconds: a lane is a
+thread with one connection, its own rows and rate/lanes (a connection waits on each
+transaction's round trip: a few thousand changes a second on two cores), one lane up to
+5,000 changes a second asked, else ceil(rate / 5,000), unless --lanes says how many; while
+`hakiri apply` runs in a loop, one process after another, as cron or a shell loop would
+run it (--runner apply), or while `hakiri serve` runs the pipeline on
+`schedule = "every 1s"` in one long-lived process (--runner serve; the drain is then measured by comparing
+the targets with the sources every half second, and only the runs' durations are known),
+or while one `hakiri apply --follow` process follows it (--runner follow; the drain
+measured as for serve, each round's figures from its JSON line). With --kill (follow
+only), the follower is SIGKILLed halfway through the window and started again at once: the
+step's exactness check then covers a crash and a restart.
 
 Reported per step:
 
+- lanes: how many connections committed the changes;
 - source: the changes a second the workload really committed (it may fall short of the
   rate: it shares the two cores with the server and hakiri);
 - mirrored: those changes over the time the mirror took to hold all of them, i.e. the
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import statistics
@@ -68,6 +74,7 @@ from tests.support.postgres import TestPostgres  # noqa: E402
 from hakiri.sources.cdc.pgoutput import Decoder  # noqa: E402
 
 SOURCE, TARGET, SLOT = "bench_cdc", "bench_cdc_m", "bench_cdc"
+LANE_RATE = 5_000  # changes a second a lane is asked for at most, unless --lanes says
 
 
 def main() -> None:
@@ -79,9 +86,16 @@ def main() -> None:
     parser.add_argument(
         "--kill", action="store_true", help="follow: SIGKILL the follower mid-window, restart it"
     )
+    parser.add_argument(
+        "--lanes",
+        type=int,
+        help="workload connections (default: 1 up to 5,000 changes/s, else ceil(rate/5000))",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pg-url", help="an existing PostgreSQL (default: start a throwaway one)")
     args = parser.parse_args()
+    if args.lanes is not None and args.lanes < 1:
+        parser.error("--lanes must be at least 1")
 
     server = None if args.pg_url else TestPostgres().start()
     url = args.pg_url or server.url  # type: ignore[union-attr]
@@ -92,7 +106,10 @@ def main() -> None:
         print(f"PostgreSQL {version}, {os.cpu_count()} cores", flush=True)
         for engine in args.engines.split(","):
             for rate in (int(r) for r in args.rates.split(",")):
-                result = step(url, engine, rate, args.seconds, args.seed, args.runner, args.kill)
+                lanes = args.lanes or max(1, math.ceil(rate / LANE_RATE))
+                result = step(
+                    url, engine, rate, args.seconds, args.seed, args.runner, args.kill, lanes
+                )
                 results.append(result)
                 print(_line(result), flush=True)
     finally:
@@ -105,11 +122,18 @@ def main() -> None:
 
 
 def step(
-    url: str, engine: str, rate: int, seconds: float, seed: int, runner: str, kill: bool = False
+    url: str,
+    engine: str,
+    rate: int,
+    seconds: float,
+    seed: int,
+    runner: str,
+    kill: bool = False,
+    lanes: int = 1,
 ) -> dict:
     _reset(url)
     workload = Workload(url, SOURCE, seed=seed)
-    workload.create(customers=2_000, orders=10_000, lines_per_order=2)
+    workload.create(customers=2_000, orders=10_000, lines_per_order=2, lanes=lanes)
     with tempfile.TemporaryDirectory(prefix="bench-cdc-") as directory:
         root = Path(directory)
         _project(root, url, engine, 'schedule = "every 1s"' if runner == "serve" else "")
@@ -119,7 +143,7 @@ def step(
         follower = Follower(root, engine).start() if runner == "follow" else None
         try:
             sampler = LagSampler(url).start()
-            workload.start(rate=rate)
+            workload.start(rate=rate, lanes=lanes)
             began = time.monotonic()
             applies = []
             while time.monotonic() - began < seconds:
@@ -182,6 +206,7 @@ def step(
     return {
         "engine": engine,
         "rate": rate,
+        "lanes": lanes,
         "source": counts.changes / window,
         "mirrored": counts.changes / (drained - began),
         "drain": drained - stopped,
@@ -450,7 +475,7 @@ def _differences(url: str) -> dict[str, int]:
 
 
 _HEADER = (
-    "engine  rate/s  source/s  mirrored/s  drain s  lag p50/p95/max s  lag trend  applies  "
+    "engine  rate/s  lanes  source/s  mirrored/s  drain s  lag p50/p95/max s  lag trend  applies  "
     "apply s: process / run / start / 1st batch / other batches / commits   "
     "decode us/change: server / python"
 )
@@ -485,7 +510,7 @@ def _line(result: dict) -> str:
             f"  ({decode['changes']:,} changes)"
         )
     return (
-        f"{result['engine']:6}  {result['rate']:6,}  {result['source']:8,.0f}  "
+        f"{result['engine']:6}  {result['rate']:6,}  {result['lanes']:5}  {result['source']:8,.0f}  "
         f"{result['mirrored']:10,.0f}  {result['drain']:7.1f}  "
         f"{quantile(0.5):5.1f} /{quantile(0.95):5.1f} /{lag[-1] if lag else float('nan'):5.1f}  "
         f"{trend:+9.2f}  "

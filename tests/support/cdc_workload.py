@@ -8,6 +8,9 @@ and benches.
     ...
     done = workload.stop()       # Counts(transactions=…, changes=…, kinds={…})
 
+    workload.create(lanes=3)     # seed rows for three lanes (the counts are per lane)
+    workload.start(rate=12_000, lanes=3)   # three threads, ~4,000 changes a second each
+
 Every table has a bigint primary key `id`, an int `version` that every update of a row
 increments, and `changed_at`, the clock_timestamp() of the row's last insert or update (the
 bench reads the mirror's lag from it). `customers.profile` is STORAGE EXTERNAL and some
@@ -27,6 +30,26 @@ makes the same statements in the same order; only the timing (and so `changed_at
 differs. Commits are synchronous (synchronous_commit=on), whatever the server's default:
 logical decoding reads flushed WAL only, and a test that has just committed expects the
 next apply to see it.
+
+A transaction goes to the server as one query: its statements, their parameters bound
+here, joined by semicolons, which PostgreSQL runs as one transaction (the simple query
+protocol; the connection is in autocommit): one round trip, not BEGIN, one per statement
+and COMMIT (psycopg's pipeline mode was slower). Still, one connection commits one
+transaction at a time, waiting on each: round-trip bound (a few thousand transactions a
+second on two cores, its Python and its server backend each under one core busy).
+For more, `start(lanes=N)` runs N lanes, each a thread with a connection of its own,
+paced to rate/N. A lane is a workload of its own on the same three tables: its own
+`random.Random` (lane 0's is `Random(seed)`, lane k's `Random(f"{seed}/lane {k}")`, so a
+seed still makes the same statements per lane; only their interleaving differs), its own
+model of the keys and its own range of ids (lane k's start at k * LANE_IDS + 1), so lanes
+never touch, reference or lock each other's rows. Each lane needs seed rows of its own:
+`create(lanes=N)` seeds N lanes (lane 0 exactly as `create()` does, then each other lane
+the same numbers of rows in its range) in the one COPY per table, so a snapshot taken
+before `start` holds them all; `start` refuses more lanes than were created. `stop()`
+joins every lane and re-raises the first failure; `Counts` (and `snapshot()`) sum the
+lanes, and `lanes[k].counts` holds lane k's. `run(n)` is lane 0 alone, in this thread.
+The lanes share one Python process and its GIL: they overlap the round trips' waits, not
+the Python, so on two cores the lanes, their backends and the rest share the CPU.
 """
 
 from __future__ import annotations
@@ -36,14 +59,14 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-__all__ = ["KINDS", "TABLES", "Counts", "Workload"]
+__all__ = ["KINDS", "LANE_IDS", "TABLES", "Counts", "Workload"]
 
 TABLES = {
     "customers": "id bigint PRIMARY KEY, name text NOT NULL, email text, profile text, "
@@ -57,6 +80,7 @@ TABLES = {
 }
 
 _STATUSES = ("new", "paid", "packed", "shipped", "returned")
+LANE_IDS = 10**12  # lane k's ids: k * LANE_IDS + 1 onwards
 
 
 @dataclass
@@ -97,24 +121,22 @@ class _Keys:
 
 class Workload:
     def __init__(self, url: str, schema: str, seed: int = 0) -> None:
-        self.url, self.schema = url, schema
-        self.rng = random.Random(seed)
-        self.customers, self.orders, self.lines = _Keys(), _Keys(), _Keys()
-        self.big: set[int] = set()  # customers whose profile is stored out of line
-        self.lines_of: dict[int, list[int]] = {}  # order id -> its line ids
-        self.order_of: dict[int, int] = {}  # line id -> its order id
-        self.next_id = {"customers": 1, "orders": 1, "order_lines": 1}
-        self.counts = Counts()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self.url, self.schema, self.seed = url, schema, seed
+        self._lock = threading.Lock()  # the lanes' counts
+        self.lanes = [_Lane(self, 0)]
+        self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
-        self._failure: BaseException | None = None
+        self._failures: list[BaseException] = []
 
     # ------------------------------------------------------------------ setting up
 
-    def create(self, customers: int = 200, orders: int = 400, lines_per_order: int = 2) -> None:
-        """The three tables in `schema` (which must exist), with seed rows: a tenth of the
-        customers have a large profile."""
+    def create(
+        self, customers: int = 200, orders: int = 400, lines_per_order: int = 2, lanes: int = 1
+    ) -> None:
+        """The three tables in `schema` (which must exist), with seed rows for `lanes` lanes,
+        the numbers given for each: a tenth of the customers have a large profile."""
+        assert lanes >= 1 and len(self.lanes) == 1, "one create, before any lane is added"
+        self.lanes += [_Lane(self, k) for k in range(1, lanes)]
         with self._connect() as conn:
             for table, columns in TABLES.items():
                 conn.execute(
@@ -126,13 +148,14 @@ class Workload:
                 )
             )
             rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in TABLES}
-            for _ in range(customers):
-                rows["customers"].append(self._customer(big=self.rng.random() < 0.1))
-            for _ in range(orders):
-                order = self._order()
-                rows["orders"].append(order)
-                for _ in range(lines_per_order):
-                    rows["order_lines"].append(self._line(order[0]))
+            for lane in self.lanes:
+                for _ in range(customers):
+                    rows["customers"].append(lane._customer(big=lane.rng.random() < 0.1))
+                for _ in range(orders):
+                    order = lane._order()
+                    rows["orders"].append(order)
+                    for _ in range(lines_per_order):
+                        rows["order_lines"].append(lane._line(order[0]))
             for table, values in rows.items():
                 names = [n for n in _names(table) if n != "changed_at"]
                 statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
@@ -145,115 +168,157 @@ class Workload:
     # ------------------------------------------------------------------ running
 
     def run(self, transactions: int, rate: float | None = None) -> Counts:
-        """Commit `transactions` transactions now, paced to `rate` row changes a second
-        (None: as fast as they go)."""
-        self._loop(rate, transactions)
+        """Commit `transactions` transactions now (lane 0's), paced to `rate` row changes a
+        second (None: as fast as they go)."""
+        self.lanes[0]._loop(rate, transactions)
         return self.snapshot()
 
-    def start(self, rate: float | None = None) -> Workload:
-        """Commit transactions in a thread, paced to `rate` row changes a second, until `stop`."""
-        assert self._thread is None, "already started"
+    def start(self, rate: float | None = None, lanes: int = 1) -> Workload:
+        """Commit transactions in `lanes` threads, a connection each, paced to `rate` row
+        changes a second in all (rate/lanes each), until `stop`."""
+        assert not self._threads, "already started"
+        if not 1 <= lanes <= len(self.lanes):
+            raise ValueError(
+                f"start(lanes={lanes}): {len(self.lanes)} lane(s) have seed rows; "
+                f"create(lanes={lanes}) makes them"
+            )
         self._stop.clear()
-        self._failure = None
+        self._failures = []
 
-        def loop() -> None:
+        def loop(lane: _Lane) -> None:
             try:
-                self._loop(rate, None)
+                lane._loop(rate / lanes if rate else None, None)
             except BaseException as exc:
-                self._failure = exc
+                with self._lock:
+                    self._failures.append(exc)
 
-        self._thread = threading.Thread(target=loop, name="cdc-workload", daemon=True)
-        self._thread.start()
+        for lane in self.lanes[:lanes]:
+            name = f"cdc-workload-{lane.number}"
+            thread = threading.Thread(target=loop, args=(lane,), name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
         return self
 
     def stop(self) -> Counts:
-        """Stop the thread after its current transaction; re-raise what failed it."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-        if self._failure is not None:
-            raise self._failure
+        """Stop the lanes after their current transactions; re-raise the first failure."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+        if self._failures:
+            raise self._failures[0]
         return self.snapshot()
 
     def snapshot(self) -> Counts:
+        """What the lanes committed so far, summed."""
         with self._lock:
-            return Counts(self.counts.transactions, self.counts.changes, Counter(self.counts.kinds))
+            total = Counts()
+            for lane in self.lanes:
+                total.transactions += lane.counts.transactions
+                total.changes += lane.counts.changes
+                total.kinds.update(lane.counts.kinds)
+            return total
+
+    def _table(self, table: str) -> sql.Identifier:
+        return sql.Identifier(self.schema, table)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.url, autocommit=True, options="-c synchronous_commit=on")
+
+
+class _Lane:
+    """One connection's share of the workload: its own choices, model of the keys and range
+    of ids (see the module's docstring)."""
+
+    def __init__(self, workload: Workload, number: int) -> None:
+        self.workload, self.number = workload, number
+        seed = workload.seed
+        self.rng = random.Random(seed if number == 0 else f"{seed}/lane {number}")
+        self.customers, self.orders, self.lines = _Keys(), _Keys(), _Keys()
+        self.big: set[int] = set()  # customers whose profile is stored out of line
+        self.lines_of: dict[int, list[int]] = {}  # order id -> its line ids
+        self.order_of: dict[int, int] = {}  # line id -> its order id
+        self.ids = range(number * LANE_IDS + 1, (number + 1) * LANE_IDS + 1)
+        self.next_id = dict.fromkeys(TABLES, self.ids.start)
+        self.counts = Counts()  # under the workload's lock
 
     def _loop(self, rate: float | None, limit: int | None) -> None:
         kinds = list(KINDS)
         weights = [KINDS[k][1] for k in kinds]
         started, changes, done = time.monotonic(), 0, 0
-        with self._connect() as conn:
-            while (limit is None or done < limit) and not self._stop.is_set():
+        stop, lock = self.workload._stop, self.workload._lock
+        with self.workload._connect() as conn:
+            cursor = psycopg.ClientCursor(conn)  # binds parameters here, for _Transaction
+            while (limit is None or done < limit) and not stop.is_set():
                 kind = self.rng.choices(kinds, weights)[0]
                 if not self.customers:
                     kind = "new_customer"
                 elif not self.orders or not self.lines:
                     kind = "new_order"
-                with conn.transaction():
-                    changed = KINDS[kind][0](self, conn)
+                tx = _Transaction(cursor)
+                changed = KINDS[kind][0](self, tx)
+                tx.commit(conn)
                 done += 1
                 changes += changed
-                with self._lock:
+                with lock:
                     self.counts.transactions += 1
                     self.counts.changes += changed
                     self.counts.kinds[kind] += 1
                 if rate:
                     ahead = started + changes / rate - time.monotonic()
                     if ahead > 0:
-                        self._stop.wait(ahead)
+                        stop.wait(ahead)
 
     # ------------------------------------------------------------------ the kinds of transaction
 
-    def _new_order(self, conn: psycopg.Connection[Any]) -> int:
+    def _new_order(self, tx: _Transaction) -> int:
         order = self._order()
-        changed = self._insert(conn, "orders", order)
+        changed = self._insert(tx, "orders", order)
         for _ in range(self.rng.randint(1, 4)):
-            changed += self._insert(conn, "order_lines", self._line(order[0]))
+            changed += self._insert(tx, "order_lines", self._line(order[0]))
         return changed
 
-    def _new_customer(self, conn: psycopg.Connection[Any]) -> int:
-        return self._insert(conn, "customers", self._customer(big=self.rng.random() < 0.3))
+    def _new_customer(self, tx: _Transaction) -> int:
+        return self._insert(tx, "customers", self._customer(big=self.rng.random() < 0.3))
 
-    def _order_status(self, conn: psycopg.Connection[Any]) -> int:
-        return self._update(conn, "orders", self.orders.pick(self.rng), status=self._status())
+    def _order_status(self, tx: _Transaction) -> int:
+        return self._update(tx, "orders", self.orders.pick(self.rng), status=self._status())
 
-    def _order_twice(self, conn: psycopg.Connection[Any]) -> int:
+    def _order_twice(self, tx: _Transaction) -> int:
         order = self.orders.pick(self.rng)
-        return self._update(conn, "orders", order, status=self._status()) + self._update(
-            conn, "orders", order, total=self._money(5_000)
+        return self._update(tx, "orders", order, status=self._status()) + self._update(
+            tx, "orders", order, total=self._money(5_000)
         )
 
-    def _customer_email(self, conn: psycopg.Connection[Any]) -> int:
+    def _customer_email(self, tx: _Transaction) -> int:
         customer = self.customers.pick(self.rng)  # a large profile stays out of the WAL
-        return self._update(conn, "customers", customer, email=self._email(customer))
+        return self._update(tx, "customers", customer, email=self._email(customer))
 
-    def _customer_profile(self, conn: psycopg.Connection[Any]) -> int:
+    def _customer_profile(self, tx: _Transaction) -> int:
         customer = self.customers.pick(self.rng)
         big = self.rng.random() < 0.5
         (self.big.add if big else self.big.discard)(customer)
-        return self._update(conn, "customers", customer, profile=self._profile(customer, big))
+        return self._update(tx, "customers", customer, profile=self._profile(customer, big))
 
-    def _line_qty(self, conn: psycopg.Connection[Any]) -> int:
+    def _line_qty(self, tx: _Transaction) -> int:
         line = self.lines.pick(self.rng)
-        return self._update(conn, "order_lines", line, qty=self.rng.randint(1, 20))
+        return self._update(tx, "order_lines", line, qty=self.rng.randint(1, 20))
 
-    def _order_rekey(self, conn: psycopg.Connection[Any]) -> int:
+    def _order_rekey(self, tx: _Transaction) -> int:
         old, new = self.orders.pick(self.rng), self._new_id("orders")
-        changed = self._update(conn, "orders", old, id=new)
+        changed = self._update(tx, "orders", old, id=new)
         self.orders.remove(old)
         self.orders.add(new)
         lines = self.lines_of.pop(old)
         self.lines_of[new] = lines
         for line in lines:
             self.order_of[line] = new
-            changed += self._update(conn, "order_lines", line, order_id=new)
+            changed += self._update(tx, "order_lines", line, order_id=new)
         return changed
 
-    def _line_rekey(self, conn: psycopg.Connection[Any]) -> int:
+    def _line_rekey(self, tx: _Transaction) -> int:
         old, new = self.lines.pick(self.rng), self._new_id("order_lines")
-        changed = self._update(conn, "order_lines", old, id=new)
+        changed = self._update(tx, "order_lines", old, id=new)
         order = self.order_of.pop(old)
         self.lines.remove(old)
         self.lines.add(new)
@@ -262,39 +327,39 @@ class Workload:
         siblings[siblings.index(old)] = new
         return changed
 
-    def _customer_rekey(self, conn: psycopg.Connection[Any]) -> int:
+    def _customer_rekey(self, tx: _Transaction) -> int:
         old = self.customers.pick(self.rng)
         if old in self.big:  # see the module's docstring
-            return self._customer_email(conn)
+            return self._customer_email(tx)
         new = self._new_id("customers")
         self.customers.remove(old)
         self.customers.add(new)
-        return self._update(conn, "customers", old, id=new)
+        return self._update(tx, "customers", old, id=new)
 
-    def _cancel_order(self, conn: psycopg.Connection[Any]) -> int:
+    def _cancel_order(self, tx: _Transaction) -> int:
         order = self.orders.pick(self.rng)
-        changed = self._delete(conn, "orders", order)
+        changed = self._delete(tx, "orders", order)
         for line in self.lines_of.pop(order):
-            changed += self._delete(conn, "order_lines", line)
+            changed += self._delete(tx, "order_lines", line)
         return changed
 
-    def _remove_line(self, conn: psycopg.Connection[Any]) -> int:
+    def _remove_line(self, tx: _Transaction) -> int:
         line = self.lines.pick(self.rng)
         self.lines_of[self.order_of[line]].remove(line)
-        return self._delete(conn, "order_lines", line)
+        return self._delete(tx, "order_lines", line)
 
-    def _remove_customer(self, conn: psycopg.Connection[Any]) -> int:
+    def _remove_customer(self, tx: _Transaction) -> int:
         customer = self.customers.pick(self.rng)
         self.big.discard(customer)
-        return self._delete(conn, "customers", customer)
+        return self._delete(tx, "customers", customer)
 
-    def _line_again(self, conn: psycopg.Connection[Any]) -> int:
+    def _line_again(self, tx: _Transaction) -> int:
         """A line deleted and inserted again under its key, in one transaction."""
         line = self.lines.pick(self.rng)
         order = self.order_of[line]
-        changed = self._delete(conn, "order_lines", line)
+        changed = self._delete(tx, "order_lines", line)
         self.lines_of[order].remove(line)
-        return changed + self._insert(conn, "order_lines", self._line(order, line))
+        return changed + self._insert(tx, "order_lines", self._line(order, line))
 
     # ------------------------------------------------------------------ rows and statements
 
@@ -342,54 +407,69 @@ class Workload:
 
     # Each statement changes one row (the model knows which keys exist), so each counts as
     # one change. Statements are composed once per shape: this loop is the bench's source.
+    # They are bound here and sent with the rest of their transaction (see `_Transaction`).
 
-    def _insert(self, conn: psycopg.Connection[Any], table: str, row: tuple[Any, ...]) -> int:
-        conn.execute(self._statement("insert", table), row)
+    def _insert(self, tx: _Transaction, table: str, row: tuple[Any, ...]) -> int:
+        tx.execute(self._statement("insert", table), row)
         return 1
 
-    def _update(self, conn: psycopg.Connection[Any], table: str, key: int, **values: Any) -> int:
-        conn.execute(self._statement("update", table, *values), [*values.values(), key])
+    def _update(self, tx: _Transaction, table: str, key: int, **values: Any) -> int:
+        tx.execute(self._statement("update", table, *values), [*values.values(), key])
         return 1
 
-    def _delete(self, conn: psycopg.Connection[Any], table: str, key: int) -> int:
+    def _delete(self, tx: _Transaction, table: str, key: int) -> int:
         self._keys(table).remove(key)
         if table == "order_lines":
             del self.order_of[key]
-        conn.execute(self._statement("delete", table), [key])
+        tx.execute(self._statement("delete", table), [key])
         return 1
 
-    @functools.cache  # noqa: B019 (a few statements per table, kept as long as the workload)
     def _statement(self, verb: str, table: str, *columns: str) -> bytes:
-        target = self._table(table)
-        if verb == "insert":
-            names = [n for n in _names(table) if n != "changed_at"]
-            statement = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
-                target,
-                sql.SQL(", ").join(map(sql.Identifier, names)),
-                sql.SQL(", ").join(sql.Placeholder() * len(names)),
-            )
-        elif verb == "update":
-            statement = sql.SQL(
-                "UPDATE {} SET {}, version = version + 1, changed_at = clock_timestamp() "
-                "WHERE id = %s"
-            ).format(
-                target,
-                sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns),
-            )
-        else:
-            statement = sql.SQL("DELETE FROM {} WHERE id = %s").format(target)
-        return statement.as_bytes(None)
+        return _statement(self.workload.schema, verb, table, *columns)
 
     def _keys(self, table: str) -> _Keys:
         return {"customers": self.customers, "orders": self.orders, "order_lines": self.lines}[
             table
         ]
 
-    def _table(self, table: str) -> sql.Identifier:
-        return sql.Identifier(self.schema, table)
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.url, autocommit=True, options="-c synchronous_commit=on")
+class _Transaction:
+    """A transaction's statements, bound here and sent together as one simple-protocol
+    query: PostgreSQL runs a query of several statements as one transaction (the connection
+    is in autocommit), so a transaction costs one round trip, not BEGIN, one per statement
+    and COMMIT."""
+
+    def __init__(self, cursor: psycopg.ClientCursor[Any]) -> None:
+        self.cursor = cursor
+        self.statements: list[str] = []
+
+    def execute(self, statement: bytes, params: Sequence[Any]) -> None:
+        self.statements.append(self.cursor.mogrify(statement, params))
+
+    def commit(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("; ".join(self.statements).encode(), prepare=False)
+
+
+@functools.cache  # a few statements per table and schema, shared by the lanes
+def _statement(schema: str, verb: str, table: str, *columns: str) -> bytes:
+    target = sql.Identifier(schema, table)
+    if verb == "insert":
+        names = [n for n in _names(table) if n != "changed_at"]
+        statement = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+            target,
+            sql.SQL(", ").join(map(sql.Identifier, names)),
+            sql.SQL(", ").join(sql.Placeholder() * len(names)),
+        )
+    elif verb == "update":
+        statement = sql.SQL(
+            "UPDATE {} SET {}, version = version + 1, changed_at = clock_timestamp() WHERE id = %s"
+        ).format(
+            target,
+            sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns),
+        )
+    else:
+        statement = sql.SQL("DELETE FROM {} WHERE id = %s").format(target)
+    return statement.as_bytes(None)
 
 
 def _names(table: str) -> list[str]:
@@ -397,21 +477,21 @@ def _names(table: str) -> list[str]:
 
 
 # name: (the transaction, its weight)
-KINDS: dict[str, tuple[Callable[[Workload, psycopg.Connection[Any]], int], int]] = {
-    "new_order": (Workload._new_order, 18),
-    "new_customer": (Workload._new_customer, 5),
-    "order_status": (Workload._order_status, 16),
-    "order_twice": (Workload._order_twice, 4),
-    "customer_email": (Workload._customer_email, 12),
-    "customer_profile": (Workload._customer_profile, 4),
-    "line_qty": (Workload._line_qty, 12),
-    "order_rekey": (Workload._order_rekey, 4),
-    "line_rekey": (Workload._line_rekey, 3),
-    "customer_rekey": (Workload._customer_rekey, 2),
-    "cancel_order": (Workload._cancel_order, 9),
-    "remove_line": (Workload._remove_line, 4),
-    "remove_customer": (Workload._remove_customer, 2),
-    "line_again": (Workload._line_again, 3),
+KINDS: dict[str, tuple[Callable[[_Lane, _Transaction], int], int]] = {
+    "new_order": (_Lane._new_order, 18),
+    "new_customer": (_Lane._new_customer, 5),
+    "order_status": (_Lane._order_status, 16),
+    "order_twice": (_Lane._order_twice, 4),
+    "customer_email": (_Lane._customer_email, 12),
+    "customer_profile": (_Lane._customer_profile, 4),
+    "line_qty": (_Lane._line_qty, 12),
+    "order_rekey": (_Lane._order_rekey, 4),
+    "line_rekey": (_Lane._line_rekey, 3),
+    "customer_rekey": (_Lane._customer_rekey, 2),
+    "cancel_order": (_Lane._cancel_order, 9),
+    "remove_line": (_Lane._remove_line, 4),
+    "remove_customer": (_Lane._remove_customer, 2),
+    "line_again": (_Lane._line_again, 3),
 }
 
 
