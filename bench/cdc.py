@@ -48,6 +48,7 @@ Every step checks that each target equals its source (EXCEPT ALL both ways, ever
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import math
 import os
@@ -94,6 +95,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pg-url", help="an existing PostgreSQL (default: start a throwaway one)")
     args = parser.parse_args()
+    # An installed hakiri has its bytecode; this machine sets PYTHONDONTWRITEBYTECODE, under
+    # which every process would compile ~300 modules again (load_peers.compile_tree).
+    compileall.compile_dir(str(REPO / "src"), quiet=1)
     if args.lanes is not None and args.lanes < 1:
         parser.error("--lanes must be at least 1")
 
