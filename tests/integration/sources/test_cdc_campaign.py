@@ -265,8 +265,7 @@ def test_a_source_down_for_a_while_fails_applies_in_one_line_and_then_catches_up
                 _wait(process, rng.uniform(0.2, 1.0) * first["seconds"])
                 proxy.refuse()
                 proxy.cut()
-                if process.poll() is None or process.returncode != 0:
-                    _fails_in_one_line(process, mirror.log)
+                _ends_in_one_line(process, mirror.log)
 
             proxy.accept()
             back = mirror.apply()
@@ -287,6 +286,22 @@ def _fails_in_one_line(process: subprocess.Popen[str], log: list[str]) -> None:
     assert process.returncode == 1, errors
     assert "Traceback" not in out + errors, errors
     lines = [line for line in errors.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, errors
+    log.append(lines[0])
+
+
+def _ends_in_one_line(process: subprocess.Popen[str], log: list[str]) -> None:
+    """An apply the source went away under: it fails in one line, or, when it had read its
+    ranges before the cut (the slot moves at the next apply's read; the lag it reports last
+    is a metric, skipped when the source does not answer), its commits stand and it exits 0."""
+    out, errors = process.communicate(timeout=300)
+    assert "Traceback" not in out + errors, errors
+    lines = [line for line in errors.splitlines() if line.startswith("error:")]
+    if process.returncode == 0:
+        assert not lines, errors
+        log.append("an apply finished what it had read before the cut")
+        return
+    assert process.returncode == 1, errors
     assert len(lines) == 1, errors
     log.append(lines[0])
 
