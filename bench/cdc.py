@@ -95,11 +95,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pg-url", help="an existing PostgreSQL (default: start a throwaway one)")
     args = parser.parse_args()
+    if args.lanes is not None and args.lanes < 1:
+        parser.error("--lanes must be at least 1")
     # An installed hakiri has its bytecode; this machine sets PYTHONDONTWRITEBYTECODE, under
     # which every process would compile ~300 modules again (load_peers.compile_tree).
     compileall.compile_dir(str(REPO / "src"), quiet=1)
-    if args.lanes is not None and args.lanes < 1:
-        parser.error("--lanes must be at least 1")
 
     server = None if args.pg_url else TestPostgres().start()
     url = args.pg_url or server.url  # type: ignore[union-attr]
